@@ -1,0 +1,115 @@
+// Job: one training job's data loading on this rank, from start to close.
+//
+// A Job scans the dataset (source), builds the access plan (plan), loads the
+// configuration, and starts the staging workers, which read this rank's
+// samples in plan order into the staging buffer ahead of the consumer. The
+// consumer walks the epochs in order: BeginEpoch(e), then NextBatch() until
+// it reports the end of the epoch. Beginning a later epoch skips whatever
+// is left of the current one (an early `break`), without reading it.
+//
+// Errors: the constructor validates everything (dataset, arguments, config)
+// before any thread starts. A sample that cannot be read is reported by
+// NextBatch when the consumer reaches it, as the exception the read threw
+// (naming the file); the rest of that batch is skipped and the job goes on.
+//
+// Lifetime: Close() (also run by the destructor) stops and joins every
+// thread within one read's time; it is safe to call more than once.
+// Thread-safety: one consumer thread calls BeginEpoch/NextBatch; Metrics()
+// and Close() may be called from any thread.
+#ifndef HDMLP_JOB_JOB_H_
+#define HDMLP_JOB_JOB_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hdmlp/config/config.h"
+#include "hdmlp/env/env.h"
+#include "hdmlp/job/metrics.h"
+#include "hdmlp/plan/access_plan.h"
+#include "hdmlp/source/image_folder.h"
+#include "hdmlp/staging/staging_buffer.h"
+
+namespace hdmlp {
+
+struct JobOptions {
+  std::string dataset_path;
+  int64_t batch_size = 1;
+  int epochs = 1;
+  std::string distr_scheme = "uniform";
+  bool drop_last = false;
+  bool has_seed = false;
+  uint64_t seed = 0;
+  std::string config_path;  // required: the Python package passes its default
+  Env* env = nullptr;       // storage of the dataset; nullptr: Env::Default()
+  ScanOptions scan;
+};
+
+struct Batch {
+  int epoch = 0;
+  int64_t index = 0;  // batch number within the epoch
+  std::vector<int64_t> ids;
+  std::vector<int64_t> labels;
+  std::vector<SampleBuffer> samples;
+};
+
+class Job {
+ public:
+  enum class Next { kBatch, kEndOfEpoch, kTimeout };
+
+  explicit Job(const JobOptions& options);
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+  ~Job();
+
+  const ImageFolderIndex& index() const { return index_; }
+  const AccessPlan& plan() const { return *plan_; }
+  const Config& config() const { return config_; }
+  uint64_t seed() const { return seed_; }
+  int rank() const { return 0; }
+  int world_size() const { return 1; }
+  int64_t BatchesPerEpoch() const { return plan_->BatchesPerEpoch(); }
+  int current_epoch() const { return epoch_; }
+  int64_t staging_capacity_bytes() const { return staging_->capacity_bytes(); }
+  int64_t staging_peak_bytes() const { return staging_->peak_bytes_in_flight(); }
+
+  // Starts epoch `epoch` (0-based), which must be later than the current one.
+  void BeginEpoch(int epoch);
+  // Fills *out with the next batch of the current epoch, or reports the end of
+  // the epoch; waits at most max_wait (kTimeout: call again to go on).
+  Next NextBatch(Batch* out, std::chrono::milliseconds max_wait);
+
+  std::vector<EpochMetrics> Metrics() const { return metrics_.Snapshot(); }
+  void Close();
+
+ private:
+  void WorkerLoop();
+  int64_t ItemOf(int epoch, int64_t j) const { return static_cast<int64_t>(epoch) * epoch_size_ + j; }
+
+  JobOptions options_;
+  Env* env_;
+  Config config_;
+  ImageFolderIndex index_;
+  uint64_t seed_ = 0;
+  std::unique_ptr<AccessPlan> plan_;
+  int64_t epoch_size_ = 0;  // this rank's samples per epoch
+  JobMetrics metrics_;
+  std::unique_ptr<StagingBuffer> staging_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> closed_{false};
+
+  // Consumer state.
+  int epoch_ = -1;
+  int64_t batch_ = 0;          // next batch in the epoch
+  int64_t next_j_ = 0;         // next sample of the epoch
+  Batch pending_;              // the batch being assembled across timeouts
+  double pending_stall_ = 0;
+};
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_JOB_JOB_H_

@@ -1,0 +1,54 @@
+// JobMetrics: where a job's time went, per epoch.
+//
+// For each epoch: the samples delivered to the consumer, the seconds the
+// consumer waited for a batch that was not ready (stall), the seconds the
+// staging workers spent reading (summed over workers), and per source
+// ("pfs" for the dataset's own storage, later one key per storage class and
+// "remote" for peers) the number of reads, their bytes and seconds. Reads
+// are counted in the epoch of the item read, including items read ahead
+// and later skipped by an early break.
+//
+// Thread-safety: all methods may be called from any thread.
+#ifndef HDMLP_JOB_METRICS_H_
+#define HDMLP_JOB_METRICS_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace hdmlp {
+
+struct SourceCounters {
+  int64_t count = 0;
+  int64_t bytes = 0;
+  double seconds = 0;
+};
+
+struct EpochMetrics {
+  int epoch = 0;
+  int64_t samples = 0;
+  double stall_seconds = 0;
+  double read_seconds = 0;
+  std::map<std::string, SourceCounters> reads;
+};
+
+class JobMetrics {
+ public:
+  explicit JobMetrics(int epochs);
+  JobMetrics(const JobMetrics&) = delete;
+  JobMetrics& operator=(const JobMetrics&) = delete;
+
+  void AddRead(int epoch, const std::string& source, int64_t bytes, double seconds);
+  void AddDelivered(int epoch, int64_t samples, double stall_seconds);
+  std::vector<EpochMetrics> Snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<EpochMetrics> epochs_;
+};
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_JOB_METRICS_H_

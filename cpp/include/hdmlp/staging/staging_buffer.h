@@ -1,0 +1,108 @@
+// StagingBuffer: the bounded, ordered hand-off between the staging workers
+// and the consumer (the training loop).
+//
+// The job's reads form one stream of items 0, 1, 2, ... over all epochs, in
+// plan order. Workers Claim() items strictly in that order and fill them in
+// any order; the consumer Take()s them strictly in order. The buffer bounds
+// the bytes of items claimed but not yet taken by `capacity_bytes`: a claim
+// waits until the item's estimated size fits (an item is always admitted
+// when nothing else is in flight, so one oversized sample cannot deadlock
+// the stream). Because claims are made in order, the oldest item the
+// consumer waits for is always claimed, so the stream always progresses.
+//
+// Once taken, an item's bytes belong to the consumer (they become the
+// memory a Python tensor sees) and no longer count against the capacity.
+//
+// The consumer may SkipTo() a later item (breaking out of an epoch): items
+// not yet claimed below it are never read, those in flight are dropped when
+// they complete.
+//
+// Thread-safety: Claim/Complete/Fail from any number of worker threads,
+// Take/SkipTo from one consumer thread, Close from any thread. Close wakes
+// every waiter; afterwards Claim returns false and Take returns kClosed.
+#ifndef HDMLP_STAGING_STAGING_BUFFER_H_
+#define HDMLP_STAGING_STAGING_BUFFER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace hdmlp {
+
+// The bytes of one sample, in memory handed to Python without a copy.
+struct SampleBuffer {
+  std::unique_ptr<uint8_t[]> data;
+  int64_t size = 0;
+
+  static SampleBuffer Allocate(int64_t size) {
+    SampleBuffer b;
+    b.data.reset(new uint8_t[static_cast<size_t>(size > 0 ? size : 1)]);  // uninitialised: read() fills it
+    b.size = size;
+    return b;
+  }
+};
+
+class StagingBuffer {
+ public:
+  enum class TakeResult { kReady, kFailed, kTimeout, kClosed };
+
+  // end_item: one past the last item of the stream. window: at most this many
+  // items between the consumer and the newest claim.
+  StagingBuffer(int64_t capacity_bytes, int64_t end_item, int64_t window = 8192);
+  StagingBuffer(const StagingBuffer&) = delete;
+  StagingBuffer& operator=(const StagingBuffer&) = delete;
+
+  // Worker side. Blocks until the next item may be claimed; returns false when
+  // the buffer is closed or the stream has no items left.
+  bool Claim(const std::function<int64_t(int64_t)>& estimated_bytes, int64_t* item);
+  void Complete(int64_t item, SampleBuffer bytes);
+  void Fail(int64_t item, std::exception_ptr error);
+
+  // Consumer side: item must be the next one in order.
+  TakeResult Take(int64_t item, std::chrono::steady_clock::time_point deadline, SampleBuffer* out,
+                  std::exception_ptr* error);
+  void SkipTo(int64_t item);
+
+  void Close();
+
+  int64_t capacity_bytes() const { return capacity_; }
+  // Largest number of bytes ever held in flight (for tests of the bound).
+  int64_t peak_bytes_in_flight() const;
+  int64_t next_item() const;
+
+ private:
+  enum class State { kEmpty, kClaimed, kReady, kFailed };
+  struct Slot {
+    int64_t item = -1;
+    State state = State::kEmpty;
+    int64_t charged = 0;  // bytes counted against the capacity for this item
+    SampleBuffer bytes;
+    std::exception_ptr error;
+  };
+  Slot& SlotFor(int64_t item) { return slots_[static_cast<size_t>(item % window_)]; }
+  void Release(int64_t bytes);
+  void SkipToLocked(int64_t item);
+
+  const int64_t capacity_;
+  const int64_t end_item_;
+  const int64_t window_;
+  mutable std::mutex mu_;
+  std::condition_variable producers_cv_;
+  std::condition_variable consumer_cv_;
+  std::vector<Slot> slots_;
+  bool closed_ = false;
+  int64_t next_claim_ = 0;
+  int64_t consumer_next_ = 0;
+  int64_t bytes_in_flight_ = 0;
+  int64_t items_in_flight_ = 0;
+  int64_t peak_bytes_ = 0;
+};
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_STAGING_STAGING_BUFFER_H_

@@ -1,0 +1,52 @@
+// ParallelFor: run fn(i) for i in [0, n) on up to `threads` threads.
+//
+// Items are handed out dynamically (one atomic counter), so uneven items
+// balance. Every thread is joined before ParallelFor returns; the first
+// exception thrown by fn stops the hand-out of new items and is rethrown to
+// the caller. fn must be safe to call concurrently for different i.
+#ifndef HDMLP_UTIL_PARALLEL_FOR_H_
+#define HDMLP_UTIL_PARALLEL_FOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace hdmlp {
+
+template <typename Fn>
+void ParallelFor(int64_t n, int threads, Fn&& fn) {
+  if (n <= 0) return;
+  if (threads < 1) threads = 1;
+  if (threads > n) threads = static_cast<int>(n);
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr first_error;
+  std::mutex error_mutex;
+  auto body = [&] {
+    for (;;) {
+      if (failed.load(std::memory_order_relaxed)) return;
+      const int64_t i = next.fetch_add(1);
+      if (i >= n) return;
+      try {
+        fn(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!first_error) first_error = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads - 1));
+  for (int t = 1; t < threads; ++t) pool.emplace_back(body);
+  body();
+  for (auto& th : pool) th.join();
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_UTIL_PARALLEL_FOR_H_

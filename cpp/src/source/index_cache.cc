@@ -1,0 +1,167 @@
+#include "hdmlp/source/index_cache.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "hdmlp/errors.h"
+#include "hdmlp/plan/random.h"
+
+namespace hdmlp {
+namespace {
+
+constexpr char kMagic[8] = {'H', 'D', 'M', 'L', 'P', 'I', 'D', 'X'};
+constexpr uint32_t kVersion = 1;
+
+uint64_t HashBytes(const char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ULL;
+  return Mix64(h);
+}
+
+uint64_t ExtensionsHash() {
+  std::string all;
+  for (const auto& e : kImageExtensions) all += e + ";";
+  return HashBytes(all.data(), all.size());
+}
+
+class Writer {
+ public:
+  void U64(uint64_t v) { Raw(&v, sizeof v); }
+  void I64(int64_t v) { Raw(&v, sizeof v); }
+  void I32(int32_t v) { Raw(&v, sizeof v); }
+  void Str(const std::string& s) {
+    U64(s.size());
+    out_.append(s);
+  }
+  void Raw(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
+  std::string& data() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// Every read is bounds-checked: a corrupt file makes Load return false.
+class Reader {
+ public:
+  Reader(const std::string& data, size_t end) : data_(data), end_(end) {}
+  bool U64(uint64_t* v) { return Raw(v, sizeof *v); }
+  bool I64(int64_t* v) { return Raw(v, sizeof *v); }
+  bool I32(int32_t* v) { return Raw(v, sizeof *v); }
+  bool Str(std::string* s) {
+    uint64_t n;
+    if (!U64(&n) || n > end_ - pos_) return false;
+    s->assign(data_, pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool Count(uint64_t* n, size_t min_item_bytes) { return U64(n) && *n <= (end_ - pos_) / min_item_bytes; }
+  bool Raw(void* p, size_t n) {
+    if (n > end_ - pos_) return false;
+    std::memcpy(p, data_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  bool AtEnd() const { return pos_ == end_; }
+
+ private:
+  const std::string& data_;
+  size_t end_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+IndexCache::IndexCache(Env* env, std::string cache_dir) : env_(env), cache_dir_(std::move(cache_dir)) {}
+
+std::string IndexCache::EntryPath(const std::string& absolute_root) const {
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.idx",
+                static_cast<unsigned long long>(HashBytes(absolute_root.data(), absolute_root.size())));
+  return JoinPath(cache_dir_, name);
+}
+
+bool IndexCache::Load(const std::string& absolute_root, ImageFolderIndex* index) {
+  std::string data;
+  try {
+    data = env_->ReadWholeFile(EntryPath(absolute_root));
+  } catch (const Error&) {
+    return false;
+  }
+  if (data.size() < sizeof kMagic + 4 + 8 || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) return false;
+  uint64_t stored_checksum;
+  std::memcpy(&stored_checksum, data.data() + data.size() - 8, 8);
+  if (stored_checksum != HashBytes(data.data(), data.size() - 8)) return false;
+
+  Reader r(data, data.size() - 8);
+  char magic[8];
+  uint32_t version;
+  uint64_t extensions, n;
+  std::string root;
+  if (!r.Raw(magic, 8) || !r.Raw(&version, 4) || version != kVersion) return false;
+  if (!r.U64(&extensions) || extensions != ExtensionsHash()) return false;
+  if (!r.Str(&root) || root != absolute_root) return false;
+
+  // Check freshness first: it is cheap and usually decides.
+  if (!r.Count(&n, 16)) return false;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string rel;
+    int64_t mtime;
+    if (!r.Str(&rel) || !r.I64(&mtime)) return false;
+    FileInfo info;
+    try {
+      info = env_->Stat(JoinPath(absolute_root, rel));
+    } catch (const Error&) {
+      return false;
+    }
+    if (!info.exists || !info.is_dir || info.mtime_ns != mtime) return false;
+  }
+
+  ImageFolderIndex loaded;
+  if (!r.Count(&n, 8)) return false;
+  loaded.classes.resize(n);
+  for (auto& c : loaded.classes) {
+    if (!r.Str(&c)) return false;
+  }
+  if (!r.Count(&n, 20)) return false;
+  loaded.relpaths.resize(n);
+  loaded.labels.resize(n);
+  loaded.sizes.resize(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!r.Str(&loaded.relpaths[i]) || !r.I32(&loaded.labels[i]) || !r.I64(&loaded.sizes[i])) return false;
+    if (loaded.labels[i] < 0 || static_cast<size_t>(loaded.labels[i]) >= loaded.classes.size()) return false;
+  }
+  if (!r.AtEnd() || loaded.relpaths.empty()) return false;
+  *index = std::move(loaded);
+  return true;
+}
+
+void IndexCache::Store(const std::string& absolute_root, const ImageFolderIndex& index,
+                       const std::vector<ScannedDirectory>& directories) {
+  Writer w;
+  w.Raw(kMagic, sizeof kMagic);
+  w.Raw(&kVersion, 4);
+  w.U64(ExtensionsHash());
+  w.Str(absolute_root);
+  w.U64(directories.size());
+  for (const auto& d : directories) {
+    w.Str(d.relpath);
+    w.I64(d.mtime_ns);
+  }
+  w.U64(index.classes.size());
+  for (const auto& c : index.classes) w.Str(c);
+  w.U64(index.relpaths.size());
+  for (size_t i = 0; i < index.relpaths.size(); ++i) {
+    w.Str(index.relpaths[i]);
+    w.I32(index.labels[i]);
+    w.I64(index.sizes[i]);
+  }
+  w.U64(HashBytes(w.data().data(), w.data().size()));
+  try {
+    env_->CreateDirs(cache_dir_);
+    env_->WriteFileAtomic(EntryPath(absolute_root), w.data().data(), static_cast<int64_t>(w.data().size()));
+  } catch (const Error&) {
+    // An unwritable cache only costs the next start a rescan.
+  }
+}
+
+}  // namespace hdmlp

@@ -1,0 +1,132 @@
+#include "hdmlp/staging/staging_buffer.h"
+
+#include <algorithm>
+
+namespace hdmlp {
+
+StagingBuffer::StagingBuffer(int64_t capacity_bytes, int64_t end_item, int64_t window)
+    : capacity_(capacity_bytes), end_item_(end_item), window_(std::max<int64_t>(window, 1)),
+      slots_(static_cast<size_t>(window_)) {}
+
+bool StagingBuffer::Claim(const std::function<int64_t(int64_t)>& estimated_bytes, int64_t* item) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (closed_ || next_claim_ >= end_item_) return false;
+    if (next_claim_ < consumer_next_ + window_) {
+      const int64_t estimate = std::max<int64_t>(estimated_bytes(next_claim_), 0);
+      if (items_in_flight_ == 0 || bytes_in_flight_ + estimate <= capacity_) {
+        const int64_t claimed = next_claim_++;
+        Slot& slot = SlotFor(claimed);
+        slot = Slot();
+        slot.item = claimed;
+        slot.state = State::kClaimed;
+        slot.charged = estimate;
+        bytes_in_flight_ += estimate;
+        ++items_in_flight_;
+        peak_bytes_ = std::max(peak_bytes_, bytes_in_flight_);
+        *item = claimed;
+        // Another worker may be able to claim the next item too.
+        producers_cv_.notify_one();
+        return true;
+      }
+    }
+    producers_cv_.wait(lock);
+  }
+}
+
+void StagingBuffer::Release(int64_t bytes) {
+  bytes_in_flight_ -= bytes;
+  --items_in_flight_;
+  producers_cv_.notify_all();
+}
+
+void StagingBuffer::Complete(int64_t item, SampleBuffer bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = SlotFor(item);
+  if (item < consumer_next_ || slot.item != item) return;  // skipped while being read: SkipTo released it
+  bytes_in_flight_ += bytes.size - slot.charged;
+  peak_bytes_ = std::max(peak_bytes_, bytes_in_flight_);
+  slot.charged = bytes.size;
+  slot.bytes = std::move(bytes);
+  slot.state = State::kReady;
+  consumer_cv_.notify_all();
+}
+
+void StagingBuffer::Fail(int64_t item, std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = SlotFor(item);
+  if (item < consumer_next_ || slot.item != item) return;
+  slot.error = std::move(error);
+  slot.state = State::kFailed;
+  consumer_cv_.notify_all();
+}
+
+StagingBuffer::TakeResult StagingBuffer::Take(int64_t item, std::chrono::steady_clock::time_point deadline,
+                                              SampleBuffer* out, std::exception_ptr* error) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (item != consumer_next_) SkipToLocked(item);
+  for (;;) {
+    if (closed_) return TakeResult::kClosed;
+    Slot& slot = SlotFor(item);
+    if (slot.item == item && (slot.state == State::kReady || slot.state == State::kFailed)) {
+      const bool failed = slot.state == State::kFailed;
+      if (failed) {
+        *error = slot.error;
+      } else {
+        *out = std::move(slot.bytes);
+      }
+      const int64_t charged = slot.charged;
+      slot = Slot();
+      consumer_next_ = item + 1;
+      Release(charged);
+      return failed ? TakeResult::kFailed : TakeResult::kReady;
+    }
+    if (consumer_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      Slot& again = SlotFor(item);
+      if (!(again.item == item && (again.state == State::kReady || again.state == State::kFailed)) && !closed_) {
+        return TakeResult::kTimeout;
+      }
+    }
+  }
+}
+
+void StagingBuffer::SkipTo(int64_t item) {
+  std::lock_guard<std::mutex> lock(mu_);
+  SkipToLocked(item);
+}
+
+void StagingBuffer::SkipToLocked(int64_t item) {
+  if (item <= consumer_next_) return;
+  // Every claimed item below the new position is released now; one still
+  // being read is dropped by Complete/Fail when its read ends.
+  for (int64_t t = consumer_next_; t < std::min(item, next_claim_); ++t) {
+    Slot& slot = SlotFor(t);
+    if (slot.item == t && slot.state != State::kEmpty) {
+      const int64_t charged = slot.charged;
+      slot = Slot();
+      Release(charged);
+    }
+  }
+  consumer_next_ = item;
+  next_claim_ = std::max(next_claim_, item);
+  producers_cv_.notify_all();
+}
+
+void StagingBuffer::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  producers_cv_.notify_all();
+  consumer_cv_.notify_all();
+}
+
+int64_t StagingBuffer::peak_bytes_in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_bytes_;
+}
+
+int64_t StagingBuffer::next_item() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return consumer_next_;
+}
+
+}  // namespace hdmlp

@@ -1,0 +1,5 @@
+import sys
+
+from hdmlp.cli import main
+
+sys.exit(main())

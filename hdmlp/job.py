@@ -1,0 +1,288 @@
+"""The Job: one training job's data loading on this rank.
+
+A Job scans the dataset, derives the access plan from the seed, and starts
+C++ staging workers that read this rank's samples in plan order ahead of the
+training loop. Use it through :mod:`hdmlp.torch` or iterate it directly::
+
+    with hdmlp.Job("/data/imagenet/train", batch_size=256, epochs=90) as job:
+        for epoch in range(job.epochs):
+            for ids, labels, samples in job.epoch_batches(epoch):
+                ...
+
+Epochs are numbered from 0. Starting an epoch skips whatever is left of the
+previous one, without reading it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.resources
+import json
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from hdmlp import _core
+
+ConfigError = _core.ConfigError
+
+_SCHEMES = ("uniform",)
+
+
+def default_config_path() -> str:
+    """Path of the configuration used when ``config_path`` is None.
+
+    It sizes itself for the machine it runs on (a share of the available
+    memory, a cache folder under the user's cache directory); see
+    ``docs/config.md``.
+    """
+    return str(importlib.resources.files("hdmlp") / "configs" / "default.cfg")
+
+
+def user_cache_dir() -> str:
+    """hdmlp's folder in the user's cache directory ($HDMLP_CACHE_DIR overrides)."""
+    return _core.user_cache_dir()
+
+
+@dataclasses.dataclass(frozen=True)
+class ThrottledStorage:
+    """Makes the dataset's storage slow or failing, for tests and benchmarks.
+
+    Attributes:
+        latency_s: seconds added to every file open.
+        mbps: per-reader read bandwidth in MB/s (0: unlimited).
+        failing_paths: files whose reads fail with OSError.
+    """
+
+    latency_s: float = 0.0
+    mbps: float = 0.0
+    failing_paths: Sequence[str] = ()
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+class AccessPlan:
+    """The access order of a job, computed without loading anything.
+
+    Every rank can ask for any rank's samples of any epoch; the result is a
+    pure function of the arguments (see ``docs/architecture.md``).
+    """
+
+    def __init__(self, num_samples: int, batch_size: int, epochs: int, seed: int,
+                 drop_last_batch: bool = False, world_size: int = 1, distr_scheme: str = "uniform") -> None:
+        _positive_int("num_samples", num_samples)
+        _positive_int("batch_size", batch_size)
+        _positive_int("epochs", epochs)
+        _positive_int("world_size", world_size)
+        self.epochs = epochs
+        self.world_size = world_size
+        self._plan = _core.AccessPlan(num_samples, batch_size, epochs, seed, drop_last_batch, world_size, distr_scheme)
+
+    def batches_per_epoch(self) -> int:
+        """Global batches per epoch (the same on every rank)."""
+        return self._plan.batches_per_epoch()
+
+    def samples(self, epoch: int, rank: int = 0) -> list[int]:
+        """Sample ids rank ``rank`` reads in ``epoch``, in order."""
+        if not 0 <= epoch < self.epochs:
+            raise ValueError(f"epoch must be in 0..{self.epochs - 1}, got {epoch}")
+        return memoryview(self._plan.rank_epoch_samples(rank, epoch)).tolist()
+
+    def local_batch_size(self, batch: int, rank: int = 0) -> int:
+        """Size of rank's part of global batch ``batch``."""
+        return self._plan.local_batch_size(rank, batch)
+
+
+class Job:
+    """One job's data loading on this rank.
+
+    Args:
+        dataset_path: a folder ``root/<class>/<file>`` as torchvision's ImageFolder reads it.
+        batch_size: samples per (global) batch.
+        epochs: number of epochs the job will run.
+        distr_scheme: how samples are shuffled; ``"uniform"`` is a true global shuffle.
+        drop_last_batch: drop the last, incomplete batch of each epoch, as PyTorch does.
+        transforms: not supported yet; with None each sample is its file's exact bytes.
+        seed: the seed of the access order; None draws one (see ``job.seed``).
+        config_path: a libconfig++ file describing the storage classes; None uses
+            :func:`default_config_path`.
+        storage: a :class:`ThrottledStorage` to slow down or break the dataset's storage.
+        index_cache: keep the dataset's scan in the user cache directory.
+
+    Raises:
+        FileNotFoundError / NotADirectoryError: the dataset path is missing, empty or not a folder.
+        ValueError / TypeError: a bad argument, named in the message.
+        ConfigError: a bad configuration file (a ValueError naming the key, file and line).
+    """
+
+    def __init__(self, dataset_path: str | os.PathLike[str], batch_size: int, epochs: int,
+                 distr_scheme: str = "uniform", drop_last_batch: bool = False, transforms: Any = None,
+                 seed: int | None = None, config_path: str | os.PathLike[str] | None = None, *,
+                 storage: ThrottledStorage | None = None, index_cache: bool = True) -> None:
+        self._core: Any = None
+        self.dataset_path = os.path.expanduser(os.fspath(dataset_path))
+        self.batch_size = _positive_int("batch_size", batch_size)
+        self.epochs = _positive_int("epochs", epochs)
+        if not isinstance(distr_scheme, str) or distr_scheme not in _SCHEMES:
+            raise ValueError(f"unknown distr_scheme {distr_scheme!r}: supported schemes are {', '.join(map(repr, _SCHEMES))}")
+        self.distr_scheme = distr_scheme
+        if not isinstance(drop_last_batch, bool):
+            raise TypeError(f"drop_last_batch must be a bool, got {drop_last_batch!r}")
+        self.drop_last_batch = drop_last_batch
+        if transforms is not None:
+            raise ValueError("transforms are not supported yet: pass transforms=None to receive each file's bytes "
+                             "and decode them in Python")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+            raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
+        self.config_path = os.fspath(config_path) if config_path is not None else default_config_path()
+        if not os.path.isfile(self.config_path):
+            raise FileNotFoundError(f"configuration file '{self.config_path}' does not exist")
+        storage = storage or ThrottledStorage()
+        self._core = _core.Job(self.dataset_path, batch_size, epochs, distr_scheme, drop_last_batch, seed,
+                               self.config_path, storage.latency_s, storage.mbps, list(storage.failing_paths),
+                               index_cache, "")
+        self._started_epoch = -1
+
+    # -- what the job reads -------------------------------------------------
+    @property
+    def rank(self) -> int:
+        """This process's rank (0 without MPI)."""
+        return self._job.rank
+
+    @property
+    def world_size(self) -> int:
+        """Number of ranks (1 without MPI)."""
+        return self._job.world_size
+
+    @property
+    def seed(self) -> int:
+        """The seed of the access order (drawn when the Job was given None)."""
+        return self._job.seed
+
+    @property
+    def classes(self) -> list[str]:
+        return self._job.classes
+
+    @property
+    def class_to_idx(self) -> dict[str, int]:
+        return {c: i for i, c in enumerate(self._job.classes)}
+
+    @property
+    def samples(self) -> list[tuple[str, int]]:
+        """``(path, class_index)`` per sample, equal to torchvision ImageFolder's ``samples``."""
+        root = self.dataset_path
+        return [(os.path.join(root, rel), label) for rel, label in zip(self._job.relpaths, self._job.labels)]
+
+    @property
+    def targets(self) -> list[int]:
+        return self._job.labels
+
+    def __len__(self) -> int:
+        """Number of samples in the dataset."""
+        return len(self._job.labels)
+
+    @property
+    def batches_per_epoch(self) -> int:
+        return self._job.batches_per_epoch
+
+    @property
+    def index_from_cache(self) -> bool:
+        """True when the dataset's scan came from the index cache."""
+        return self._job.index_from_cache
+
+    def plan(self, epoch: int, rank: int | None = None) -> list[int]:
+        """Sample ids ``rank`` (default: this rank) reads in ``epoch``, without loading them."""
+        r = self.rank if rank is None else rank
+        return memoryview(self._job.rank_epoch_samples(r, epoch)).tolist()
+
+    # -- loading ------------------------------------------------------------
+    def epoch_batches(self, epoch: int) -> Iterator[tuple[list[int], Any, list[Any]]]:
+        """Starts ``epoch`` and yields ``(ids, labels, samples)`` per batch.
+
+        ``ids`` is a list of sample ids, ``labels`` and each element of
+        ``samples`` are buffer objects (memoryview-compatible) that own their
+        memory; :mod:`hdmlp.torch` turns them into tensors without a copy.
+        """
+        self._begin_epoch(epoch)
+        while True:
+            batch = self._next_batch(epoch)
+            if batch is None:
+                return
+            yield batch
+
+    def _begin_epoch(self, epoch: int) -> None:
+        if not isinstance(epoch, int) or not 0 <= epoch < self.epochs:
+            raise RuntimeError(f"epoch {epoch} is past the job's last epoch ({self.epochs - 1}): the job was created "
+                               f"with epochs={self.epochs}; create it with more epochs")
+        self._job.begin_epoch(epoch)
+        self._started_epoch = epoch
+
+    def _next_batch(self, epoch: int):
+        if epoch != self._started_epoch:
+            raise RuntimeError(f"epoch {epoch} was ended by starting epoch {self._started_epoch}")
+        batch = self._job.next_batch()
+        if batch is None:
+            return None
+        _, _, ids, labels, samples = batch
+        return memoryview(ids).tolist(), labels, samples
+
+    # -- reporting ----------------------------------------------------------
+    def metrics(self) -> dict[str, Any]:
+        """Where time went, per epoch.
+
+        ``{"epochs": [{"epoch", "samples", "stall_seconds", "read_seconds",
+        "reads": {SOURCE: {"count", "bytes", "seconds"}}}], "staging": {...}}``
+        with SOURCE ``"pfs"`` for the dataset's own storage.
+        """
+        job = self._job
+        return {
+            "epochs": job.metrics(),
+            "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes},
+            "seed": job.seed,
+            "rank": job.rank,
+            "world_size": job.world_size,
+        }
+
+    def write_metrics(self, path: str | os.PathLike[str]) -> None:
+        """Writes :meth:`metrics` to a JSON file."""
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.metrics(), f, indent=2)
+
+    # -- lifetime -----------------------------------------------------------
+    @property
+    def _job(self):
+        if self._core is None:
+            raise RuntimeError("the job is closed")
+        return self._core
+
+    @property
+    def closed(self) -> bool:
+        return self._core is None
+
+    def close(self) -> None:
+        """Stops and joins every thread of the job; safe to call twice."""
+        core, self._core = self._core, None
+        if core is not None:
+            core.close()
+
+    def __enter__(self) -> "Job":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{len(self)} samples, seed={self.seed}"
+        return (f"hdmlp.Job({self.dataset_path!r}, batch_size={self.batch_size}, epochs={self.epochs}, "
+                f"distr_scheme={self.distr_scheme!r}; {state})")

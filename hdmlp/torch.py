@@ -1,0 +1,132 @@
+"""PyTorch front end: HDMLPImageFolder and HDMLPDataLoader.
+
+Drop-in for ``ImageFolder`` + ``DataLoader``::
+
+    job = hdmlp.Job(data_dir, batch_size, epochs, "uniform", drop_last_batch)
+    dataset = HDMLPImageFolder(data_dir, job)
+    loader = HDMLPDataLoader(dataset)
+    for epoch in range(epochs):
+        for samples, labels in loader:   # one pass = one epoch
+            ...
+
+With the job's ``transforms=None`` a batch is ``(samples, labels)``:
+``samples`` a list of 1-D uint8 tensors, each holding one file's exact
+bytes, ``labels`` an int64 tensor. The tensors view the memory the staging
+workers read into (no copy); that memory lives as long as any tensor does.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from hdmlp.job import Job
+
+__all__ = ["HDMLPImageFolder", "HDMLPDataLoader"]
+
+
+def _as_tensor(buffer: Any, dtype: torch.dtype) -> torch.Tensor:
+    if len(buffer) == 0:
+        return torch.empty(0, dtype=dtype)
+    return torch.frombuffer(buffer, dtype=dtype)
+
+
+class HDMLPImageFolder:
+    """The dataset a Job reads, with torchvision ImageFolder's attributes.
+
+    Args:
+        root: the dataset folder; must be the Job's ``dataset_path``.
+        job: the :class:`hdmlp.Job` that loads it.
+        transform: applied in Python to each sample (a uint8 tensor of the
+            file's bytes) as it is delivered.
+        target_transform: applied to each label (an int).
+    """
+
+    def __init__(self, root: str | os.PathLike[str], job: Job, transform: Callable[[Any], Any] | None = None,
+                 target_transform: Callable[[int], Any] | None = None) -> None:
+        if not isinstance(job, Job):
+            raise TypeError(f"job must be an hdmlp.Job, got {type(job).__name__}")
+        root = os.path.expanduser(os.fspath(root))
+        if os.path.realpath(root) != os.path.realpath(job.dataset_path):
+            raise ValueError(f"root '{root}' is not the folder the job reads ('{job.dataset_path}')")
+        self.root = root
+        self.job = job
+        self.transform = transform
+        self.target_transform = target_transform
+        self.classes: list[str] = job.classes
+        self.class_to_idx: dict[str, int] = job.class_to_idx
+        self._samples: list[tuple[str, int]] | None = None
+
+    @property
+    def samples(self) -> list[tuple[str, int]]:
+        """``(path, class_index)`` per sample, as torchvision's ``samples``."""
+        if self._samples is None:
+            self._samples = self.job.samples
+        return self._samples
+
+    imgs = samples
+
+    @property
+    def targets(self) -> list[int]:
+        return self.job.targets
+
+    def __len__(self) -> int:
+        return len(self.job)
+
+    def __repr__(self) -> str:
+        return f"HDMLPImageFolder({self.root!r}, {len(self)} samples, {len(self.classes)} classes)"
+
+
+class HDMLPDataLoader:
+    """Iterates a job's batches; each full pass over the loader is one epoch.
+
+    ``len(loader)`` is the number of batches per epoch. Iterating after the
+    job's last epoch raises RuntimeError. Breaking out of a pass early is
+    fine: the next pass starts the next epoch and skips the rest unread.
+    """
+
+    def __init__(self, dataset: HDMLPImageFolder) -> None:
+        if not isinstance(dataset, HDMLPImageFolder):
+            raise TypeError(f"dataset must be an HDMLPImageFolder, got {type(dataset).__name__}")
+        self.dataset = dataset
+        self.job = dataset.job
+        self._next_epoch = 0
+
+    def __len__(self) -> int:
+        return self.job.batches_per_epoch
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next pass will deliver."""
+        return self._next_epoch
+
+    def __iter__(self) -> Iterator[tuple[Any, torch.Tensor]]:
+        epoch = self._next_epoch
+        if epoch >= self.job.epochs:
+            raise RuntimeError(f"all {self.job.epochs} epochs of the job have been delivered; "
+                               f"create the hdmlp.Job with more epochs to iterate again")
+        self.job._begin_epoch(epoch)
+        self._next_epoch += 1
+        return self._batches(epoch)
+
+    def _batches(self, epoch: int) -> Iterator[tuple[Any, torch.Tensor]]:
+        transform = self.dataset.transform
+        target_transform = self.dataset.target_transform
+        while True:
+            batch = self.job._next_batch(epoch)
+            if batch is None:
+                return
+            _, labels, buffers = batch
+            samples: Any = [_as_tensor(b, torch.uint8) for b in buffers]
+            label_tensor = _as_tensor(labels, torch.int64)
+            if transform is not None:
+                samples = [transform(s) for s in samples]
+                if samples and all(isinstance(s, torch.Tensor) for s in samples) and \
+                        len({tuple(s.shape) for s in samples}) == 1:
+                    samples = torch.stack(samples)
+            if target_transform is not None:
+                yield samples, [target_transform(int(t)) for t in label_tensor]
+            else:
+                yield samples, label_tensor

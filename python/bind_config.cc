@@ -1,0 +1,76 @@
+// Config as plain Python data: the Python package only reads a config (to
+// show it, or to check one before starting a job), so dicts and lists are
+// enough and keep _core free of a mirrored class hierarchy.
+#include <pybind11/pybind11.h>
+
+#include <string>
+#include <vector>
+
+#include "bindings.h"
+#include "hdmlp/config/config.h"
+
+namespace py = pybind11;
+
+namespace hdmlp::python {
+namespace {
+
+// `x` names the table's first column: "threads" for a storage class,
+// "processes" for the PFS table, as in the config file.
+py::list TableToList(const std::vector<BandwidthPoint>& table, const char* x) {
+  py::list out;
+  for (const BandwidthPoint& p : table) {
+    py::dict row;
+    row[x] = p.threads;
+    row["mbps"] = p.mbps;
+    out.append(row);
+  }
+  return out;
+}
+
+py::dict ConfigToDict(const Config& c) {
+  py::list classes;
+  for (const StorageClassConfig& s : c.storage_classes) {
+    py::dict d;
+    d["name"] = s.name;
+    d["backend"] = s.backend;
+    d["capacity_mb"] = s.capacity_mb;
+    d["capacity_spec"] = s.capacity_spec;
+    d["threads"] = s.threads;
+    d["path"] = s.path;
+    d["bandwidth"] = TableToList(s.bandwidth, "threads");
+    classes.append(d);
+  }
+  py::dict d;
+  d["origin"] = c.origin;
+  d["b_c_mbps"] = c.b_c_mbps;
+  d["b_fs_mbps"] = c.b_fs_mbps;
+  d["distributed_threads"] = c.distributed_threads;
+  d["checkpoint"] = c.checkpoint;
+  d["checkpoint_path"] = c.checkpoint_path;
+  d["storage_classes"] = classes;
+  d["pfs_bandwidth"] = TableToList(c.pfs_bandwidth, "processes");
+  d["description"] = c.Describe();
+  return d;
+}
+
+}  // namespace
+
+void BindConfig(py::module_& m) {
+  m.def(
+      "load_config", [](const std::string& path) { return ConfigToDict(Config::LoadFile(path)); },
+      py::arg("path"),
+      "Load and validate a libconfig file; returns a dict of the resolved settings.\n"
+      "Raises FileNotFoundError if it is missing, ConfigError (a ValueError) if invalid.");
+  m.def(
+      "load_config_string",
+      [](const std::string& text, const std::string& origin) {
+        return ConfigToDict(Config::LoadString(text, origin));
+      },
+      py::arg("text"), py::arg("origin") = "<string>",
+      "Like load_config, from the text of a config; `origin` labels error messages.");
+  m.def("user_cache_dir", &UserCacheDir,
+        "hdmlp's per-user cache directory ($HDMLP_CACHE_DIR, $XDG_CACHE_HOME/hdmlp or "
+        "~/.cache/hdmlp); not created.");
+}
+
+}  // namespace hdmlp::python

@@ -1,0 +1,214 @@
+// Bindings of the plan and the job. Batches reach Python without a copy:
+// each sample's bytes (and the label array) are exported through the buffer
+// protocol by an OwnedBuffer that owns the memory; torch.frombuffer keeps
+// that object alive for as long as any tensor views it.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+
+#include "bindings.h"
+#include "hdmlp/env/env.h"
+#include "hdmlp/errors.h"
+#include "hdmlp/job/job.h"
+#include "hdmlp/plan/access_plan.h"
+
+namespace py = pybind11;
+
+namespace hdmlp::python {
+namespace {
+
+struct OwnedBuffer {
+  std::shared_ptr<void> owner;
+  void* ptr = nullptr;
+  py::ssize_t count = 0;
+  py::ssize_t itemsize = 1;
+  const char* format = "B";
+};
+
+OwnedBuffer FromSample(SampleBuffer&& sample) {
+  OwnedBuffer b;
+  const int64_t size = sample.size;
+  std::shared_ptr<uint8_t[]> data(sample.data.release());
+  b.ptr = data.get();
+  b.owner = std::shared_ptr<void>(data, data.get());
+  b.count = size;
+  return b;
+}
+
+OwnedBuffer FromInt64(std::vector<int64_t>&& values) {
+  auto data = std::make_shared<std::vector<int64_t>>(std::move(values));
+  OwnedBuffer b;
+  b.ptr = data->data();
+  b.owner = data;
+  b.count = static_cast<py::ssize_t>(data->size());
+  b.itemsize = sizeof(int64_t);
+  b.format = "q";
+  return b;
+}
+
+// The job plus the storage it reads through, destroyed in the right order.
+class PyJob {
+ public:
+  PyJob(JobOptions options, double pfs_latency_s, double pfs_mbps, std::vector<std::string> failing_paths) {
+    if (pfs_latency_s > 0 || pfs_mbps > 0 || !failing_paths.empty()) {
+      ThrottledEnv::Options throttle;
+      throttle.read_latency_s = pfs_latency_s;
+      throttle.read_bandwidth_mbps = pfs_mbps;
+      throttle.failing_paths = std::move(failing_paths);
+      env_ = std::make_unique<ThrottledEnv>(Env::Default(), throttle);
+      options.env = env_.get();
+    }
+    job_ = std::make_unique<Job>(options);
+  }
+  ~PyJob() { Close(); }
+
+  Job& job() {
+    if (!job_) throw ClosedError("the job is closed");
+    return *job_;
+  }
+  void Close() {
+    if (job_) {
+      job_->Close();
+      job_.reset();
+    }
+  }
+  int64_t pfs_files_opened() const { return env_ ? env_->files_opened() : -1; }
+
+ private:
+  std::unique_ptr<ThrottledEnv> env_;
+  std::unique_ptr<Job> job_;
+};
+
+py::object NextBatch(PyJob& self) {
+  Job& job = self.job();
+  Batch batch;
+  for (;;) {
+    Job::Next next;
+    {
+      py::gil_scoped_release release;
+      next = job.NextBatch(&batch, std::chrono::milliseconds(100));
+    }
+    if (next == Job::Next::kEndOfEpoch) return py::none();
+    if (next == Job::Next::kBatch) break;
+    // Waiting in slices lets Ctrl-C interrupt a long stall.
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+  py::list samples(batch.samples.size());
+  for (size_t i = 0; i < batch.samples.size(); ++i) samples[i] = py::cast(FromSample(std::move(batch.samples[i])));
+  return py::make_tuple(batch.epoch, batch.index, py::cast(FromInt64(std::move(batch.ids))),
+                        py::cast(FromInt64(std::move(batch.labels))), samples);
+}
+
+py::list MetricsToPython(const std::vector<EpochMetrics>& epochs) {
+  py::list out;
+  for (const auto& e : epochs) {
+    py::dict reads;
+    for (const auto& [source, c] : e.reads) {
+      py::dict counters;
+      counters["count"] = c.count;
+      counters["bytes"] = c.bytes;
+      counters["seconds"] = c.seconds;
+      reads[py::str(source)] = counters;
+    }
+    py::dict d;
+    d["epoch"] = e.epoch;
+    d["samples"] = e.samples;
+    d["stall_seconds"] = e.stall_seconds;
+    d["read_seconds"] = e.read_seconds;
+    d["reads"] = reads;
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+void BindJob(py::module_& m) {
+  py::class_<OwnedBuffer>(m, "OwnedBuffer", py::buffer_protocol())
+      .def_buffer([](OwnedBuffer& b) {
+        return py::buffer_info(b.ptr, b.itemsize, b.format, 1, {b.count}, {b.itemsize}, /*readonly=*/false);
+      })
+      .def("__len__", [](const OwnedBuffer& b) { return b.count; });
+
+  py::class_<AccessPlan>(m, "AccessPlan")
+      .def(py::init([](int64_t num_samples, int64_t batch_size, int epochs, uint64_t seed, bool drop_last,
+                       int world_size, const std::string& scheme) {
+             PlanOptions o;
+             o.num_samples = num_samples;
+             o.batch_size = batch_size;
+             o.epochs = epochs;
+             o.seed = seed;
+             o.drop_last = drop_last;
+             o.world_size = world_size;
+             o.scheme = ParseDistributionScheme(scheme);
+             return std::make_unique<AccessPlan>(o);
+           }),
+           py::arg("num_samples"), py::arg("batch_size"), py::arg("epochs"), py::arg("seed"),
+           py::arg("drop_last") = false, py::arg("world_size") = 1, py::arg("distr_scheme") = "uniform")
+      .def("batches_per_epoch", &AccessPlan::BatchesPerEpoch)
+      .def("rank_epoch_size", &AccessPlan::RankEpochSize, py::arg("rank"))
+      .def("local_batch_size", &AccessPlan::LocalBatchSize, py::arg("rank"), py::arg("batch"))
+      .def("rank_epoch_samples",
+           [](const AccessPlan& p, int rank, int epoch) {
+             if (rank < 0 || rank >= p.options().world_size) throw py::value_error("rank out of range");
+             if (epoch < 0) throw py::value_error("epoch must be >= 0");
+             return FromInt64(p.RankEpochSamples(rank, epoch));
+           },
+           py::arg("rank"), py::arg("epoch"));
+
+  py::class_<PyJob>(m, "Job")
+      .def(py::init([](const std::string& dataset_path, int64_t batch_size, int epochs, const std::string& scheme,
+                       bool drop_last, std::optional<uint64_t> seed, const std::string& config_path,
+                       double pfs_latency_s, double pfs_mbps, std::vector<std::string> failing_paths,
+                       bool use_index_cache, const std::string& index_cache_dir) {
+             JobOptions o;
+             o.dataset_path = dataset_path;
+             o.batch_size = batch_size;
+             o.epochs = epochs;
+             o.distr_scheme = scheme;
+             o.drop_last = drop_last;
+             o.has_seed = seed.has_value();
+             o.seed = seed.value_or(0);
+             o.config_path = config_path;
+             o.scan.use_cache = use_index_cache;
+             o.scan.cache_dir = index_cache_dir;
+             py::gil_scoped_release release;
+             return std::make_unique<PyJob>(o, pfs_latency_s, pfs_mbps, std::move(failing_paths));
+           }),
+           py::arg("dataset_path"), py::arg("batch_size"), py::arg("epochs"), py::arg("distr_scheme"),
+           py::arg("drop_last"), py::arg("seed"), py::arg("config_path"), py::arg("pfs_latency_s") = 0.0,
+           py::arg("pfs_mbps") = 0.0, py::arg("failing_paths") = std::vector<std::string>{},
+           py::arg("use_index_cache") = true, py::arg("index_cache_dir") = "")
+      .def_property_readonly("rank", [](PyJob& j) { return j.job().rank(); })
+      .def_property_readonly("world_size", [](PyJob& j) { return j.job().world_size(); })
+      .def_property_readonly("seed", [](PyJob& j) { return j.job().seed(); })
+      .def_property_readonly("batches_per_epoch", [](PyJob& j) { return j.job().BatchesPerEpoch(); })
+      .def_property_readonly("classes", [](PyJob& j) { return j.job().index().classes; })
+      .def_property_readonly("relpaths", [](PyJob& j) { return j.job().index().relpaths; })
+      .def_property_readonly("labels", [](PyJob& j) { return j.job().index().labels; })
+      .def_property_readonly("sizes", [](PyJob& j) { return j.job().index().sizes; })
+      .def_property_readonly("index_from_cache", [](PyJob& j) { return j.job().index().from_cache; })
+      .def_property_readonly("fingerprint", [](PyJob& j) { return j.job().index().Fingerprint(); })
+      .def_property_readonly("staging_capacity_bytes", [](PyJob& j) { return j.job().staging_capacity_bytes(); })
+      .def_property_readonly("staging_peak_bytes", [](PyJob& j) { return j.job().staging_peak_bytes(); })
+      .def_property_readonly("pfs_files_opened", &PyJob::pfs_files_opened)
+      .def("local_batch_size", [](PyJob& j, int64_t batch) { return j.job().plan().LocalBatchSize(j.job().rank(), batch); })
+      .def("rank_epoch_samples",
+           [](PyJob& j, int rank, int epoch) {
+             const AccessPlan& p = j.job().plan();
+             if (rank < 0 || rank >= p.options().world_size) throw py::value_error("rank out of range");
+             if (epoch < 0 || epoch >= p.epochs()) throw py::value_error("epoch out of range");
+             return FromInt64(p.RankEpochSamples(rank, epoch));
+           })
+      .def("begin_epoch", [](PyJob& j, int epoch) { j.job().BeginEpoch(epoch); })
+      .def("next_batch", &NextBatch)
+      .def("metrics", [](PyJob& j) { return MetricsToPython(j.job().Metrics()); })
+      .def("close", [](PyJob& j) {
+        py::gil_scoped_release release;
+        j.Close();
+      });
+}
+
+}  // namespace hdmlp::python

@@ -1,0 +1,15 @@
+// One binder per concept of the core; module.cc calls them in order.
+#ifndef HDMLP_PYTHON_BINDINGS_H_
+#define HDMLP_PYTHON_BINDINGS_H_
+
+#include <pybind11/pybind11.h>
+
+namespace hdmlp::python {
+
+void BindConfig(pybind11::module_& m);  // bind_config.cc
+void BindTools(pybind11::module_& m);   // bind_tools.cc
+void BindJob(pybind11::module_& m);     // bind_job.cc
+
+}  // namespace hdmlp::python
+
+#endif  // HDMLP_PYTHON_BINDINGS_H_

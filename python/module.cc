@@ -1,0 +1,39 @@
+// hdmlp._core: the thin pybind11 layer over the C++ core.
+//
+// Each concept is bound in its own file (bind_*.cc); this file only maps the
+// core's exceptions to Python's and calls the binders. The Python package
+// `hdmlp` wraps these bindings with typed, documented functions; user code
+// never imports _core directly.
+#include <pybind11/pybind11.h>
+
+#include "bindings.h"
+#include "hdmlp/errors.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "hdmlp C++ core (internal; use the hdmlp package)";
+
+  static py::exception<hdmlp::ConfigError> config_error(m, "ConfigError", PyExc_ValueError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const hdmlp::ConfigError& e) {
+      py::set_error(config_error, e.what());
+    } catch (const hdmlp::NotFoundError& e) {
+      py::set_error(PyExc_FileNotFoundError, e.what());
+    } catch (const hdmlp::NotADirectoryError& e) {
+      py::set_error(PyExc_NotADirectoryError, e.what());
+    } catch (const hdmlp::InvalidArgumentError& e) {
+      py::set_error(PyExc_ValueError, e.what());
+    } catch (const hdmlp::IOError& e) {
+      py::set_error(PyExc_OSError, e.what());
+    } catch (const hdmlp::ClosedError& e) {
+      py::set_error(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  hdmlp::python::BindConfig(m);
+  hdmlp::python::BindTools(m);
+  hdmlp::python::BindJob(m);
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# hdmlp's one entry point for a fresh Debian machine (see README.md).
+#
+#   scripts/dev.sh demo [hdmlp demo options]   set up, then run the demo job
+#   scripts/dev.sh test                        set up, then run every test
+#   scripts/dev.sh setup                       set up only
+#
+# Setting up is idempotent: Debian packages are installed only when missing,
+# .venv is made once, Python dependencies are installed when pyproject.toml
+# changes, and the package is rebuilt (incrementally) only when its sources
+# change. A second run starts in seconds.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$PWD
+
+DEBIAN_PACKAGES=(build-essential pkg-config python3-venv python3-dev libopenmpi-dev openmpi-bin
+                 libconfig++-dev libopencv-dev libgtest-dev opencv-doc)
+# Pinned: these releases install from local disk on the project's machines.
+PY_BUILD=(scikit-build-core pybind11 cmake ninja)
+
+log() { printf '[hdmlp] %s\n' "$*" >&2; }
+
+install_debian_packages() {
+  local missing=()
+  for pkg in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+  done
+  # python3-venv/python3-dev are only needed when python3 cannot make a venv.
+  if python3 -c 'import venv, sysconfig, os; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' 2>/dev/null; then
+    local keep=()
+    for pkg in "${missing[@]}"; do [[ $pkg == python3-venv || $pkg == python3-dev ]] || keep+=("$pkg"); done
+    missing=("${keep[@]}")
+  fi
+  [[ ${#missing[@]} -eq 0 ]] && return
+  log "installing Debian packages: ${missing[*]}"
+  local sudo=()
+  [[ $(id -u) -ne 0 ]] && sudo=(sudo)
+  "${sudo[@]}" apt-get update -q
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+sources_hash() {
+  find cpp python hdmlp configs CMakeLists.txt pyproject.toml -type f \
+       ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32
+}
+
+# pip, without the warnings this machine's pip.conf prints for index folders it lacks.
+pip_quiet() {
+  .venv/bin/python -m pip -q --disable-pip-version-check "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+}
+
+setup_python() {
+  if [[ ! -x .venv/bin/python ]]; then
+    log "creating .venv"
+    python3 -m venv .venv
+  fi
+  local deps_want deps_have
+  deps_want=$(sha256sum pyproject.toml | cut -c1-32)
+  deps_have=$(cat .venv/.hdmlp-deps 2>/dev/null || true)
+  if [[ $deps_want != "$deps_have" ]]; then
+    log "installing Python dependencies (torch installs from local disk; a few minutes the first time)"
+    pip_quiet install "${PY_BUILD[@]}"
+    # The test extra's requirements, read from pyproject.toml.
+    mapfile -t extra < <(.venv/bin/python - <<'PY'
+import tomllib
+with open("pyproject.toml", "rb") as f:
+    print("\n".join(tomllib.load(f)["project"]["optional-dependencies"]["test"]))
+PY
+)
+    pip_quiet install "${extra[@]}"
+    echo "$deps_want" > .venv/.hdmlp-deps
+  fi
+  local src_want src_have
+  src_want=$(sources_hash)
+  src_have=$(cat .venv/.hdmlp-build 2>/dev/null || true)
+  if [[ $src_want != "$src_have" ]] || ! .venv/bin/python -c 'import hdmlp._core' 2>/dev/null; then
+    log "building and installing hdmlp"
+    pip_quiet install --no-build-isolation --no-deps \
+      -Cbuild.verbose=false "$ROOT"
+    echo "$src_want" > .venv/.hdmlp-build
+  fi
+}
+
+setup() {
+  install_debian_packages
+  setup_python
+  export PATH="$ROOT/.venv/bin:$PATH"
+}
+
+run_ctest() {
+  log "C++ tests (GoogleTest via ctest)"
+  cmake -S . -B build/tests -G Ninja -DHDMLP_BUILD_TESTS=ON -DHDMLP_BUILD_PYTHON=OFF \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build/tests -j 2
+  ctest --test-dir build/tests --output-on-failure -j 2
+}
+
+run_sanitized() {
+  log "C++ tests under ASan+UBSan and TSan (make sanitize)"
+  make -s sanitize
+}
+
+run_pytest() {
+  log "Python tests (pytest)"
+  local rc=0
+  # Not "python -m pytest": that puts the checkout first on sys.path, shadowing the installed package.
+  .venv/bin/pytest -q "$@" || rc=$?
+  # pytest's 5 means it found no test: that is a failure here too.
+  return "$rc"
+}
+
+cmd=${1:-}
+[[ $# -gt 0 ]] && shift
+case "$cmd" in
+  setup) setup ;;
+  demo) setup; exec .venv/bin/hdmlp demo "$@" ;;
+  test) setup; run_ctest; run_sanitized; run_pytest "$@" ;;
+  ctest) setup; run_ctest ;;
+  pytest) setup; run_pytest "$@" ;;
+  *) echo "usage: scripts/dev.sh {demo|test|setup|ctest|pytest} [args]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,137 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "hdmlp/plan/random.h"
+#include "hdmlp/staging/staging_buffer.h"
+
+namespace hdmlp {
+namespace {
+
+using namespace std::chrono_literals;
+
+int64_t SizeOf(int64_t item) { return 100 + (Mix64(static_cast<uint64_t>(item)) % 900); }
+
+// Workers fill items after random delays; the consumer must still see them in
+// order with their own contents, and the bytes in flight must stay bounded.
+TEST(StagingBufferTest, InOrderUnderRandomDelaysAndBounded) {
+  const int64_t items = 2000;
+  const int64_t capacity = 5000;
+  StagingBuffer buffer(capacity, items);
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&, w] {
+      Rng rng(static_cast<uint64_t>(w));
+      int64_t item;
+      while (buffer.Claim(SizeOf, &item)) {
+        std::this_thread::sleep_for(std::chrono::microseconds(rng.Uniform(300)));
+        SampleBuffer b = SampleBuffer::Allocate(SizeOf(item));
+        std::fill(b.data.get(), b.data.get() + b.size, static_cast<uint8_t>(item % 251));
+        buffer.Complete(item, std::move(b));
+      }
+    });
+  }
+  for (int64_t t = 0; t < items; ++t) {
+    SampleBuffer b;
+    std::exception_ptr error;
+    ASSERT_EQ(buffer.Take(t, std::chrono::steady_clock::now() + 10s, &b, &error), StagingBuffer::TakeResult::kReady);
+    ASSERT_EQ(b.size, SizeOf(t));
+    ASSERT_EQ(b.data[0], static_cast<uint8_t>(t % 251));
+    ASSERT_EQ(b.data[static_cast<size_t>(b.size - 1)], static_cast<uint8_t>(t % 251));
+  }
+  for (auto& w : workers) w.join();
+  EXPECT_LE(buffer.peak_bytes_in_flight(), capacity);
+  EXPECT_GT(buffer.peak_bytes_in_flight(), capacity / 2);  // it did fill up
+}
+
+TEST(StagingBufferTest, OversizedItemDoesNotDeadlock) {
+  StagingBuffer buffer(10, 3);
+  std::thread worker([&] {
+    int64_t item;
+    while (buffer.Claim([](int64_t) { return 100; }, &item)) buffer.Complete(item, SampleBuffer::Allocate(100));
+  });
+  for (int64_t t = 0; t < 3; ++t) {
+    SampleBuffer b;
+    std::exception_ptr e;
+    ASSERT_EQ(buffer.Take(t, std::chrono::steady_clock::now() + 10s, &b, &e), StagingBuffer::TakeResult::kReady);
+  }
+  worker.join();
+  EXPECT_EQ(buffer.peak_bytes_in_flight(), 100);  // one at a time
+}
+
+TEST(StagingBufferTest, FailureReachesConsumerInOrder) {
+  StagingBuffer buffer(1000, 3);
+  std::thread worker([&] {
+    int64_t item;
+    while (buffer.Claim([](int64_t) { return 1; }, &item)) {
+      if (item == 1) {
+        buffer.Fail(item, std::make_exception_ptr(std::runtime_error("bad item 1")));
+      } else {
+        buffer.Complete(item, SampleBuffer::Allocate(1));
+      }
+    }
+  });
+  SampleBuffer b;
+  std::exception_ptr e;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  EXPECT_EQ(buffer.Take(0, deadline, &b, &e), StagingBuffer::TakeResult::kReady);
+  EXPECT_EQ(buffer.Take(1, deadline, &b, &e), StagingBuffer::TakeResult::kFailed);
+  EXPECT_THROW(std::rethrow_exception(e), std::runtime_error);
+  EXPECT_EQ(buffer.Take(2, deadline, &b, &e), StagingBuffer::TakeResult::kReady);
+  worker.join();
+}
+
+TEST(StagingBufferTest, SkipNeverReadsSkippedItems) {
+  const int64_t items = 1000;
+  StagingBuffer buffer(50, items);  // small: workers cannot run far ahead
+  std::atomic<int64_t> read_count{0};
+  std::atomic<int64_t> max_skipped_read{-1};
+  std::thread worker([&] {
+    int64_t item;
+    while (buffer.Claim([](int64_t) { return 10; }, &item)) {
+      ++read_count;
+      if (item >= 10 && item < 900) max_skipped_read = std::max<int64_t>(max_skipped_read, item);
+      std::this_thread::sleep_for(100us);
+      buffer.Complete(item, SampleBuffer::Allocate(10));
+    }
+  });
+  SampleBuffer b;
+  std::exception_ptr e;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (int64_t t = 0; t < 10; ++t) ASSERT_EQ(buffer.Take(t, deadline, &b, &e), StagingBuffer::TakeResult::kReady);
+  buffer.SkipTo(900);
+  for (int64_t t = 900; t < items; ++t) ASSERT_EQ(buffer.Take(t, deadline, &b, &e), StagingBuffer::TakeResult::kReady);
+  worker.join();
+  // Only what was already admitted before the skip (at most capacity/10 + 1
+  // items past 10) was read of the skipped range.
+  EXPECT_LT(max_skipped_read.load(), 10 + 50 / 10 + 2);
+  EXPECT_LT(read_count.load(), 100 + 10 + 10);
+}
+
+TEST(StagingBufferTest, CloseWakesWaiters) {
+  StagingBuffer buffer(100, 10);
+  SampleBuffer b;
+  std::exception_ptr e;
+  std::thread closer([&] {
+    std::this_thread::sleep_for(50ms);
+    buffer.Close();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(buffer.Take(0, start + 10s, &b, &e), StagingBuffer::TakeResult::kClosed);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  closer.join();
+  int64_t item;
+  EXPECT_FALSE(buffer.Claim([](int64_t) { return 1; }, &item));
+}
+
+TEST(StagingBufferTest, TakeTimesOut) {
+  StagingBuffer buffer(100, 10);
+  SampleBuffer b;
+  std::exception_ptr e;
+  EXPECT_EQ(buffer.Take(0, std::chrono::steady_clock::now() + 20ms, &b, &e), StagingBuffer::TakeResult::kTimeout);
+}
+
+}  // namespace
+}  // namespace hdmlp
