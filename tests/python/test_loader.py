@@ -258,10 +258,14 @@ def test_bad_arguments(folder, kw, exc, match):
         hdmlp.Job(root, **args)
 
 
-def test_file_vanished_after_scan(folder):
+def test_file_vanished_after_scan(folder, tmp_path):
     root, _ = folder
-    job = hdmlp.Job(root, 4, 1, seed=0)
-    victim = job.samples[job.plan(0)[5]][0]
+    # A 1 kB staging buffer admits about one file ahead of the consumer, so the
+    # workers cannot have read the epoch's last file before it is removed.
+    cfg = tmp_path / "small.cfg"
+    cfg.write_text("storage_classes = ( { capacity = 0.001; threads = 2; } );\n")
+    job = hdmlp.Job(root, 4, 1, seed=0, config_path=cfg)
+    victim = job.samples[job.plan(0)[-1]][0]
     os.remove(victim)
     loader = HDMLPDataLoader(HDMLPImageFolder(root, job))
     start = time.monotonic()

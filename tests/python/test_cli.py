@@ -1,0 +1,50 @@
+"""The hdmlp command: help, demo and plan."""
+import json
+import os
+import subprocess
+import sys
+
+import hdmlp
+
+
+# The installed console script (not "python -m" from the checkout, whose hdmlp/ has no built _core).
+HDMLP = os.path.join(os.path.dirname(sys.executable), "hdmlp")
+
+
+def run(*args):
+    return subprocess.run([HDMLP, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_help_lists_the_verbs():
+    out = run("--help")
+    assert out.returncode == 0
+    assert "demo" in out.stdout and "plan" in out.stdout
+
+
+def test_demo_loads_a_generated_dataset_and_reports(tmp_path):
+    data = tmp_path / "demo"
+    out = run("demo", "--data", str(data), "--images", "60", "--classes", "3", "--epochs", "2", "--batch-size", "8",
+              "--metrics-json", str(tmp_path / "m.json"))
+    assert out.returncode == 0, out.stderr
+    assert "img/s" in out.stdout and "stall" in out.stdout and "pfs reads" in out.stdout
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert [e["samples"] for e in metrics["epochs"]] == [60, 60]
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == sorted({p.parent.name for p in data.rglob("*.JPEG")})
+    assert len(list(data.rglob("*.JPEG"))) == 60
+    # A second run reuses the dataset.
+    again = run("demo", "--data", str(data), "--images", "60", "--classes", "3", "--epochs", "1")
+    assert again.returncode == 0, again.stderr
+
+
+def test_demo_reports_a_bad_config_cleanly(tmp_path):
+    cfg = tmp_path / "bad.cfg"
+    cfg.write_text("storage_classes = ( { capacity = 1; threads = 0; } );\n")
+    out = run("demo", "--data", str(tmp_path / "d"), "--images", "20", "--classes", "2", "--config", str(cfg))
+    assert out.returncode == 1
+    assert "threads" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_plan_prints_the_access_order():
+    out = run("plan", "--samples", "10", "--batch-size", "3", "--epoch", "1", "--seed", "5")
+    assert out.returncode == 0
+    assert [int(x) for x in out.stdout.split()] == hdmlp.AccessPlan(10, 3, 2, 5).samples(1)
