@@ -29,11 +29,11 @@ def make_tree(root: str, files: int, classes: int) -> None:
             os.makedirs(d, exist_ok=True)
         with open(os.path.join(d, f"img_{i:08d}.JPEG"), "wb") as f:
             f.write(b"x")
+    open(marker, "w").close()
     # Age the folders so the index cache accepts them (see docs/architecture.md).
     for dirpath, _, _ in os.walk(root):
         st = os.stat(dirpath)
         os.utime(dirpath, ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))
-    open(marker, "w").close()
 
 
 def main() -> None:
