@@ -73,7 +73,7 @@ PY
   local src_want src_have
   src_want=$(sources_hash)
   src_have=$(cat .venv/.hdmlp-build 2>/dev/null || true)
-  if [[ $src_want != "$src_have" ]] || ! .venv/bin/python -c 'import hdmlp._core' 2>/dev/null; then
+  if [[ $src_want != "$src_have" ]] || ! .venv/bin/python -P -c 'import hdmlp._core' 2>/dev/null; then
     log "building and installing hdmlp"
     pip_quiet install --no-build-isolation --no-deps \
       -Cbuild.verbose=false "$ROOT"
