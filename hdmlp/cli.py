@@ -77,6 +77,10 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"\ntotal: {total} samples in {sum(epoch_seconds):.2f} s, {total / max(sum(epoch_seconds), 1e-9):.0f} img/s, "
               f"stall {stall:.2f} s; staging buffer peak {metrics['staging']['peak_bytes'] / 1e6:.1f} of "
               f"{metrics['staging']['capacity_bytes'] / 1e6:.1f} MB")
+        for c in metrics["classes"]:
+            print(f"storage class {c['name']} ({c['backend']}): {c['filled_samples']} of {c['planned_samples']} "
+                  f"planned samples cached ({c['filled_bytes'] / 1e6:.1f} MB), {c['prefetched_samples']} by its "
+                  f"prefetch threads" + "".join(f"; {c[k]}" for k in ("note", "warning") if c[k]))
         if args.metrics_json:
             job.write_metrics(args.metrics_json)
             print(f"metrics written to {args.metrics_json}")

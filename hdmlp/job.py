@@ -18,6 +18,7 @@ import dataclasses
 import importlib.resources
 import json
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -147,6 +148,8 @@ class Job:
                                self.config_path, storage.latency_s, storage.mbps, list(storage.failing_paths),
                                index_cache, "")
         self._started_epoch = -1
+        self._warned: set[str] = set()
+        self._emit_warnings()
 
     # -- what the job reads -------------------------------------------------
     @property
@@ -222,11 +225,18 @@ class Job:
         self._job.begin_epoch(epoch)
         self._started_epoch = epoch
 
+    def _emit_warnings(self) -> None:
+        for message in self._job.warnings():
+            if message not in self._warned:
+                self._warned.add(message)
+                warnings.warn(f"hdmlp: {message}", RuntimeWarning, stacklevel=3)
+
     def _next_batch(self, epoch: int):
         if epoch != self._started_epoch:
             raise RuntimeError(f"epoch {epoch} was ended by starting epoch {self._started_epoch}")
         batch = self._job.next_batch()
         if batch is None:
+            self._emit_warnings()  # e.g. a cache disk that filled up during the epoch
             return None
         _, _, ids, labels, samples = batch
         return memoryview(ids).tolist(), labels, samples
@@ -236,13 +246,20 @@ class Job:
         """Where time went, per epoch.
 
         ``{"epochs": [{"epoch", "samples", "stall_seconds", "read_seconds",
-        "reads": {SOURCE: {"count", "bytes", "seconds"}}}], "staging": {...}}``
-        with SOURCE ``"pfs"`` for the dataset's own storage.
+        "reads": {SOURCE: {"count", "bytes", "seconds"}}}], "staging": {...},
+        "classes": [...], "warnings": [...]}`` with SOURCE ``"pfs"`` for the
+        dataset's own storage or a storage class's name (``"memory"``,
+        ``"filesystem"``, ...) for a sample served from that class. ``reads``
+        counts what the staging workers delivered; ``classes`` gives each
+        storage class's plan and prefetch progress (``planned_*``, ``filled_*``,
+        ``prefetched_samples``, ``prefetch_seconds`` reading the PFS).
         """
         job = self._job
         return {
             "epochs": job.metrics(),
             "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes},
+            "classes": job.class_statuses(),
+            "warnings": job.warnings(),
             "seed": job.seed,
             "rank": job.rank,
             "world_size": job.world_size,

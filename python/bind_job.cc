@@ -205,6 +205,28 @@ void BindJob(py::module_& m) {
       .def("begin_epoch", [](PyJob& j, int epoch) { j.job().BeginEpoch(epoch); })
       .def("next_batch", &NextBatch)
       .def("metrics", [](PyJob& j) { return MetricsToPython(j.job().Metrics()); })
+      .def("class_statuses",
+           [](PyJob& j) {
+             py::list out;
+             for (const auto& s : j.job().ClassStatuses()) {
+               py::dict d;
+               d["name"] = s.name;
+               d["backend"] = s.backend;
+               d["capacity_bytes"] = s.capacity_bytes;
+               d["planned_samples"] = s.planned_samples;
+               d["planned_bytes"] = s.planned_bytes;
+               d["filled_samples"] = s.filled_samples;
+               d["filled_bytes"] = s.filled_bytes;
+               d["prefetched_samples"] = s.prefetched_samples;
+               d["prefetch_seconds"] = s.prefetch_seconds;
+               d["predicted_mbps"] = s.predicted_mbps;
+               d["note"] = s.note;
+               d["warning"] = s.warning;
+               out.append(d);
+             }
+             return out;
+           })
+      .def("warnings", [](PyJob& j) { return j.job().Warnings(); })
       .def("close", [](PyJob& j) {
         py::gil_scoped_release release;
         j.Close();

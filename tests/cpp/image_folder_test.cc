@@ -84,7 +84,7 @@ TEST(ImageFolderTest, IndexCacheIsUsedAndInvalidated) {
   // A corrupt entry is ignored, never trusted.
   AgeTree(root);
   ScanImageFolder(Env::Default(), root, options);
-  IndexCache cache(Env::Default(), options.cache_dir);
+  IndexCache cache(Env::Default(), Env::Default(), options.cache_dir);
   const std::string absolute = std::filesystem::canonical(root).string();
   WriteFile(cache.EntryPath(absolute), "HDMLPIDX garbage");
   ImageFolderIndex fourth = ScanImageFolder(Env::Default(), root, options);

@@ -26,7 +26,8 @@ def test_demo_loads_a_generated_dataset_and_reports(tmp_path):
     out = run("demo", "--data", str(data), "--images", "60", "--classes", "3", "--epochs", "2", "--batch-size", "8",
               "--metrics-json", str(tmp_path / "m.json"))
     assert out.returncode == 0, out.stderr
-    assert "img/s" in out.stdout and "stall" in out.stdout and "pfs reads" in out.stdout
+    assert "img/s" in out.stdout and "stall" in out.stdout and "reads" in out.stdout
+    assert "storage class memory" in out.stdout
     metrics = json.loads((tmp_path / "m.json").read_text())
     assert [e["samples"] for e in metrics["epochs"]] == [60, 60]
     assert sorted(p.name for p in data.iterdir() if p.is_dir()) == sorted({p.parent.name for p in data.rglob("*.JPEG")})

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "hdmlp/errors.h"
@@ -153,6 +154,14 @@ class PosixEnv : public Env {
   void RemoveFile(const std::string& path) override {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) ThrowErrno("cannot remove", path, errno);
   }
+
+  void RemoveTree(const std::string& path) override {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      throw IOError("cannot remove folder '" + path + "': " + ec.message());
+    }
+  }
 };
 
 }  // namespace
@@ -180,6 +189,7 @@ std::string JoinPath(const std::string& base, const std::string& rel) {
 
 struct ThrottledEnvCounters {
   std::atomic<int64_t> files_opened{0};
+  std::atomic<int64_t> bytes_written{0};
 };
 
 class ThrottledEnv::ThrottledFile : public ReadableFile {
@@ -205,11 +215,30 @@ ThrottledEnv::ThrottledEnv(Env* base, Options options)
 
 FileInfo ThrottledEnv::Stat(const std::string& path) { return base_->Stat(path); }
 std::vector<DirEntry> ThrottledEnv::ListDir(const std::string& path) { return base_->ListDir(path); }
+namespace {
+bool Below(const std::string& path, const std::string& prefix) {
+  return !prefix.empty() && path.compare(0, prefix.size(), prefix) == 0;
+}
+}  // namespace
+
 void ThrottledEnv::WriteFileAtomic(const std::string& path, const void* data, int64_t n) {
+  if (Below(path, options_.read_only_prefix)) {
+    throw IOError("cannot write '" + path + "': Permission denied (injected by ThrottledEnv)");
+  }
+  if (options_.write_quota_bytes >= 0 &&
+      counters_->bytes_written.fetch_add(n) + n > options_.write_quota_bytes) {
+    throw IOError("cannot write '" + path + "': No space left on device (injected by ThrottledEnv)");
+  }
   base_->WriteFileAtomic(path, data, n);
 }
-void ThrottledEnv::CreateDirs(const std::string& path) { base_->CreateDirs(path); }
+void ThrottledEnv::CreateDirs(const std::string& path) {
+  if (Below(path, options_.read_only_prefix)) {
+    throw IOError("cannot create directory '" + path + "': Permission denied (injected by ThrottledEnv)");
+  }
+  base_->CreateDirs(path);
+}
 void ThrottledEnv::RemoveFile(const std::string& path) { base_->RemoveFile(path); }
+void ThrottledEnv::RemoveTree(const std::string& path) { base_->RemoveTree(path); }
 int64_t ThrottledEnv::files_opened() const { return counters_->files_opened.load(); }
 
 std::unique_ptr<ReadableFile> ThrottledEnv::OpenForRead(const std::string& path) {

@@ -55,6 +55,10 @@ Job::Job(const JobOptions& options)
                                " samples) and drop_last_batch is set: every epoch would be empty");
   }
 
+  cache_ = std::make_unique<CacheHierarchy>(config_, *plan_, rank(), index_, env_,
+                                            options.local_env != nullptr ? options.local_env : Env::Default());
+  cache_->Start();
+
   const StorageClassConfig& staging = config_.storage_classes.at(0);
   // MB in configs are MiB (docs/config.md).
   const auto capacity = static_cast<int64_t>(staging.capacity_mb * 1024 * 1024);
@@ -67,7 +71,10 @@ Job::~Job() { Close(); }
 
 void Job::Close() {
   if (closed_.exchange(true)) return;
-  staging_->Close();
+  if (staging_) staging_->Close();
+  // Wakes workers waiting for a prefetch, joins the prefetch threads and
+  // removes on-disk classes; the classes' memory lives until the destructor.
+  if (cache_) cache_->Close();
   for (auto& worker : workers_) worker.join();
   workers_.clear();
 }
@@ -82,10 +89,9 @@ void Job::WorkerLoop() {
     const int64_t sample = plan_->SampleAt(rank(), epoch, item % epoch_size_);
     const auto start = Clock::now();
     try {
-      auto file = env_->OpenForRead(index_.Path(sample));
-      SampleBuffer bytes = SampleBuffer::Allocate(file->Size());
-      file->ReadExact(0, bytes.data.get(), bytes.size);
-      metrics_.AddRead(epoch, "pfs", bytes.size, SecondsSince(start));
+      SampleBuffer bytes;
+      const std::string& source = cache_->Fetch(sample, &bytes);
+      metrics_.AddRead(epoch, source, bytes.size, SecondsSince(start));
       staging_->Complete(item, std::move(bytes));
     } catch (...) {
       staging_->Fail(item, std::current_exception());

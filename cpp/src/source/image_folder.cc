@@ -116,7 +116,10 @@ ImageFolderIndex ScanImageFolder(Env* env, const std::string& root, const ScanOp
   if (!info.is_dir) throw NotADirectoryError("dataset path '" + root + "' is not a directory");
 
   const std::string absolute_root = AbsolutePath(root);
-  IndexCache cache(env, options.cache_dir.empty() ? JoinPath(UserCacheDir(), "index") : options.cache_dir);
+  // The cache is on local disk, not on the (possibly slow) dataset storage,
+  // but the folder times it checks are the dataset's.
+  IndexCache cache(options.cache_env != nullptr ? options.cache_env : Env::Default(), env,
+                   options.cache_dir.empty() ? JoinPath(UserCacheDir(), "index") : options.cache_dir);
   ImageFolderIndex index;
   if (options.use_cache && cache.Load(absolute_root, &index)) {
     index.root = root;

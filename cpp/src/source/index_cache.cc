@@ -71,7 +71,8 @@ class Reader {
 
 }  // namespace
 
-IndexCache::IndexCache(Env* env, std::string cache_dir) : env_(env), cache_dir_(std::move(cache_dir)) {}
+IndexCache::IndexCache(Env* cache_env, Env* dataset_env, std::string cache_dir)
+    : env_(cache_env), dataset_env_(dataset_env), cache_dir_(std::move(cache_dir)) {}
 
 std::string IndexCache::EntryPath(const std::string& absolute_root) const {
   char name[32];
@@ -109,7 +110,7 @@ bool IndexCache::Load(const std::string& absolute_root, ImageFolderIndex* index)
     if (!r.Str(&rel) || !r.I64(&mtime)) return false;
     FileInfo info;
     try {
-      info = env_->Stat(JoinPath(absolute_root, rel));
+      info = dataset_env_->Stat(JoinPath(absolute_root, rel));
     } catch (const Error&) {
       return false;
     }

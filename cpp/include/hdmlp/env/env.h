@@ -59,6 +59,8 @@ class Env {
   virtual void WriteFileAtomic(const std::string& path, const void* data, int64_t n) = 0;
   virtual void CreateDirs(const std::string& path) = 0;
   virtual void RemoveFile(const std::string& path) = 0;  // a missing file is fine
+  // Removes a folder and everything in it; a missing folder is fine.
+  virtual void RemoveTree(const std::string& path) = 0;
 
   // Convenience: the whole file in a string.
   std::string ReadWholeFile(const std::string& path);
@@ -72,6 +74,8 @@ class ThrottledEnv : public Env {
     double read_latency_s = 0;        // added to every OpenForRead
     double read_bandwidth_mbps = 0;   // 0: unlimited; else per-reader MB/s
     std::vector<std::string> failing_paths;  // reads of these throw IOError
+    int64_t write_quota_bytes = -1;          // >= 0: writes past this many bytes fail as on a full disk
+    std::string read_only_prefix;            // non-empty: creating or writing below it fails (EACCES)
   };
   ThrottledEnv(Env* base, Options options);
 
@@ -81,6 +85,7 @@ class ThrottledEnv : public Env {
   void WriteFileAtomic(const std::string& path, const void* data, int64_t n) override;
   void CreateDirs(const std::string& path) override;
   void RemoveFile(const std::string& path) override;
+  void RemoveTree(const std::string& path) override;
 
   int64_t files_opened() const;
 

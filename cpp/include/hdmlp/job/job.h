@@ -1,8 +1,9 @@
 // Job: one training job's data loading on this rank, from start to close.
 //
 // A Job scans the dataset (source), builds the access plan (plan), loads the
-// configuration, and starts the staging workers, which read this rank's
-// samples in plan order into the staging buffer ahead of the consumer. The
+// configuration, plans and starts the storage classes (cache), and starts
+// the staging workers, which fetch this rank's samples in plan order, each
+// from its best source, into the staging buffer ahead of the consumer. The
 // consumer walks the epochs in order: BeginEpoch(e), then NextBatch() until
 // it reports the end of the epoch. Beginning a later epoch skips whatever
 // is left of the current one (an early `break`), without reading it.
@@ -27,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "hdmlp/cache/cache_hierarchy.h"
 #include "hdmlp/config/config.h"
 #include "hdmlp/env/env.h"
 #include "hdmlp/job/metrics.h"
@@ -46,6 +48,7 @@ struct JobOptions {
   uint64_t seed = 0;
   std::string config_path;  // required: the Python package passes its default
   Env* env = nullptr;       // storage of the dataset; nullptr: Env::Default()
+  Env* local_env = nullptr; // storage of the filesystem classes; nullptr: Env::Default()
   ScanOptions scan;
 };
 
@@ -84,6 +87,9 @@ class Job {
   Next NextBatch(Batch* out, std::chrono::milliseconds max_wait);
 
   std::vector<EpochMetrics> Metrics() const { return metrics_.Snapshot(); }
+  std::vector<ClassStatus> ClassStatuses() const { return cache_->Status(); }
+  std::vector<std::string> Warnings() const { return cache_->Warnings(); }
+  const CacheHierarchy& cache() const { return *cache_; }
   void Close();
 
  private:
@@ -98,6 +104,7 @@ class Job {
   std::unique_ptr<AccessPlan> plan_;
   int64_t epoch_size_ = 0;  // this rank's samples per epoch
   JobMetrics metrics_;
+  std::unique_ptr<CacheHierarchy> cache_;
   std::unique_ptr<StagingBuffer> staging_;
   std::vector<std::thread> workers_;
   std::atomic<bool> closed_{false};

@@ -51,6 +51,7 @@ struct ScanOptions {
   int threads = 0;              // 0: a sensible number for I/O-bound listing
   bool use_cache = true;
   std::string cache_dir;        // empty: UserCacheDir()/index
+  Env* cache_env = nullptr;     // the cache lives on local disk: nullptr is Env::Default()
 };
 
 ImageFolderIndex ScanImageFolder(Env* env, const std::string& root, const ScanOptions& options = {});

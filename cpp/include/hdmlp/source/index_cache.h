@@ -33,7 +33,8 @@ struct ScannedDirectory {
 
 class IndexCache {
  public:
-  IndexCache(Env* env, std::string cache_dir);
+  // cache_env holds the cache files; dataset_env is asked for folder times.
+  IndexCache(Env* cache_env, Env* dataset_env, std::string cache_dir);
 
   // The cache file that holds the entry for this dataset root.
   std::string EntryPath(const std::string& absolute_root) const;
@@ -44,6 +45,7 @@ class IndexCache {
 
  private:
   Env* env_;
+  Env* dataset_env_;
   std::string cache_dir_;
 };
 

@@ -1,0 +1,128 @@
+// CacheHierarchy: a rank's storage classes 1..J, filled ahead of need.
+//
+// At start-up the hierarchy plans the placement (placement.h: the most-read
+// samples into the fastest classes, each class in order of first read),
+// makes the classes, and starts each class's prefetch threads, which read
+// their class's samples from the PFS in that order at once: the first epoch
+// already profits, with no separate placement epoch.
+//
+// Fetch() is what the staging workers call for every sample: it reads the
+// sample from the class holding it when the class has it and the source
+// model prefers it, else from the PFS. Every cached sample has a state
+// (empty, filling, ready, failed) changed only by compare-and-swap, so a
+// sample is read from the PFS once: a worker that needs a sample before its
+// class holds it reads it and stores it on the way; one that finds the
+// sample being filled waits for that read instead of starting another.
+// A class that cannot store (full disk, vanished folder) leaves the sample
+// on the PFS, with a warning; bytes are never served from a class unless
+// they are what was stored.
+//
+// Thread-safety: Fetch may be called from any number of threads. Close()
+// stops and joins the prefetch threads, wakes any waiting Fetch (which then
+// throws ClosedError) and removes on-disk classes; the destructor calls it.
+#ifndef HDMLP_CACHE_CACHE_HIERARCHY_H_
+#define HDMLP_CACHE_CACHE_HIERARCHY_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hdmlp/cache/source_model.h"
+#include "hdmlp/cache/storage_class.h"
+#include "hdmlp/config/config.h"
+#include "hdmlp/env/env.h"
+#include "hdmlp/plan/access_plan.h"
+#include "hdmlp/plan/placement.h"
+#include "hdmlp/source/image_folder.h"
+#include "hdmlp/staging/staging_buffer.h"
+
+namespace hdmlp {
+
+struct ClassStatus {
+  std::string name;
+  std::string backend;
+  int64_t capacity_bytes = 0;
+  int64_t planned_samples = 0;
+  int64_t planned_bytes = 0;
+  int64_t filled_samples = 0;  // stored, by the prefetch threads or on the way
+  int64_t filled_bytes = 0;
+  int64_t prefetched_samples = 0;  // stored by this class's prefetch threads
+  double prefetch_seconds = 0;     // prefetch threads' time reading the PFS
+  double predicted_mbps = 0;       // per reader, from the source model
+  std::string note;                // why the class holds nothing, when the model decided so
+  std::string warning;             // a problem: unwritable folder, full disk
+};
+
+class CacheHierarchy {
+ public:
+  // The index, plan and envs must outlive the hierarchy. pfs_env reads the
+  // dataset; local_env holds the filesystem classes.
+  CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, const ImageFolderIndex& index, Env* pfs_env,
+                 Env* local_env);
+  CacheHierarchy(const CacheHierarchy&) = delete;
+  CacheHierarchy& operator=(const CacheHierarchy&) = delete;
+  ~CacheHierarchy();
+
+  // Starts the prefetch threads.
+  void Start();
+
+  // Reads `sample` from the best source into *out and returns that source's
+  // name ("pfs" or a class name). Throws what the PFS read throws.
+  const std::string& Fetch(int64_t sample, SampleBuffer* out);
+
+  void Close();
+
+  std::vector<ClassStatus> Status() const;
+  std::vector<std::string> Warnings() const;
+  // The class that will hold `sample`, or -1.
+  int ClassOf(int64_t sample) const;
+
+ private:
+  enum State : uint8_t { kEmpty, kFilling, kReady, kFailed };
+  struct Level {
+    std::unique_ptr<StorageClass> storage;
+    std::vector<int64_t> samples;  // in order of first read
+    int64_t first_slot = 0;        // global slot of samples[0]
+    int threads = 1;               // prefetch threads
+    std::atomic<int64_t> next_prefetch{0};
+    std::atomic<int64_t> filled_samples{0};
+    std::atomic<int64_t> filled_bytes{0};
+    std::atomic<int64_t> prefetched_samples{0};
+    std::atomic<int64_t> prefetch_micros{0};
+    ClassStatus status;
+  };
+
+  int64_t SlotOf(int64_t sample, int* level) const;
+  // Reads the sample from the PFS and stores it in its class; the caller owns
+  // the slot (state kFilling). Returns false when the PFS read failed.
+  void FillSlot(int level, int64_t slot, int64_t sample, SampleBuffer* out);
+  void SetState(int64_t slot, State state);
+  void PrefetchLoop(int level);
+  SampleBuffer ReadFromPfs(int64_t sample);
+
+  const ImageFolderIndex& index_;
+  Env* pfs_env_;
+  SourceModel model_;
+  Placement placement_;
+  std::vector<std::unique_ptr<Level>> levels_;  // index = storage class; [0] unused
+  std::vector<int64_t> slot_samples_;           // every cached sample, sorted
+  std::vector<int64_t> slot_of_sorted_;         // its global slot
+  std::unique_ptr<std::atomic<uint8_t>[]> states_;
+  std::vector<int64_t> slot_sizes_;
+  std::vector<std::string> warnings_;
+  const std::string pfs_name_ = "pfs";
+
+  std::mutex mu_;
+  std::condition_variable filled_cv_;
+  std::atomic<bool> closed_{false};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_CACHE_CACHE_HIERARCHY_H_

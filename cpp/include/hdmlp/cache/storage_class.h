@@ -1,0 +1,75 @@
+// StorageClass: one level of a rank's local cache hierarchy.
+//
+// A storage class keeps the bytes of the samples the placement assigned to
+// it (placement.h). The set of samples and their sizes is fixed when the
+// class is made, so a class can lay out its space once: the memory class
+// preallocates a single arena and never allocates per sample; the
+// filesystem class keeps one file per sample in a folder of its own.
+//
+// Contract: Store(slot) is called at most once per slot at a time (the
+// CacheHierarchy's per-sample state guarantees it) and may fail (false), for
+// a full or unwritable disk: the sample then stays on the PFS. Read(slot)
+// is only called after a successful Store and returns false, never wrong
+// bytes, if what it finds is not what was stored. A class that can no
+// longer write reports why through warning().
+// Thread-safety: Store and Read on different slots may run concurrently;
+// Read of one slot may run concurrently with other Reads of it.
+#ifndef HDMLP_CACHE_STORAGE_CLASS_H_
+#define HDMLP_CACHE_STORAGE_CLASS_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "hdmlp/env/env.h"
+#include "hdmlp/staging/staging_buffer.h"
+
+namespace hdmlp {
+
+class StorageClass {
+ public:
+  StorageClass(std::string name, std::string backend) : name_(std::move(name)), backend_(std::move(backend)) {}
+  StorageClass(const StorageClass&) = delete;
+  StorageClass& operator=(const StorageClass&) = delete;
+  virtual ~StorageClass() = default;
+
+  const std::string& name() const { return name_; }
+  const std::string& backend() const { return backend_; }
+
+  // slot: position of the sample in this class's list; size: the bytes the
+  // placement planned for it (the caller stores nothing of another size).
+  virtual bool Store(int64_t slot, int64_t sample, const uint8_t* data, int64_t size) = 0;
+  virtual bool Read(int64_t slot, int64_t sample, int64_t size, SampleBuffer* out) = 0;
+  // Removes what the class keeps on disk; also run by the destructor.
+  virtual void Release() {}
+
+  // Empty while the class works; else why it stopped storing.
+  std::string warning() const;
+
+ protected:
+  void SetWarning(const std::string& warning);
+
+ private:
+  const std::string name_;
+  const std::string backend_;
+  mutable std::mutex warning_mu_;
+  std::string warning_;
+};
+
+// RAM: one arena holding every planned sample back to back.
+std::unique_ptr<StorageClass> MakeMemoryClass(const std::string& name, const std::vector<int64_t>& planned_sizes);
+
+// Local disk: the folder <path>/hdmlp-job-<host>-<pid>-<random>, removed by
+// Release(). Folders of jobs from this host whose process is gone are removed
+// when a class is made. Throws IOError if the folder cannot be made (the
+// caller then gives the class no samples).
+std::unique_ptr<StorageClass> MakeFilesystemClass(Env* env, const std::string& name, const std::string& path);
+
+// The folder a filesystem class made (for tests).
+std::string FilesystemClassFolder(const StorageClass& filesystem_class);
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_CACHE_STORAGE_CLASS_H_

@@ -1,0 +1,123 @@
+// Placement: which samples a rank keeps in which storage class (issue #3).
+//
+// The access plan is known in advance, so at start-up a rank can count how
+// often it will read every sample over the whole job and when it reads each
+// one first. PlanPlacement turns those counts into a placement (HDMLP seed
+// 001; NoPFS's Sampler does the same):
+//
+//   1. Order the rank's samples by read count, most-read first; ties go to
+//      the sample read earlier (first reads are distinct, so the order is
+//      total and the result deterministic).
+//   2. Walk that order and put each sample into the first class 1..J that
+//      still has capacity left and whose remainder holds the sample's bytes
+//      ("first fit"). A sample too large for a class's remainder skips that
+//      class and may land in a later one; a smaller, less-read sample after
+//      it may still fill the gap. A class that is exactly full (or has
+//      capacity 0) takes nothing more, not even empty files. A sample that
+//      fits nowhere stays on the PFS. So the most-read samples are cached,
+//      except those that no longer fit anywhere when their turn comes; with
+//      equal sizes no uncached sample is read more often than a cached one,
+//      and class j holds only samples that come before class j+1's in this
+//      order.
+//   3. Inside a class, samples are listed in order of first read: the order
+//      in which the class's prefetch threads fill it, so the earliest needed
+//      arrive first.
+// Class 0 is the staging buffer, not a cache: it gets no samples.
+//
+// Cost. Let F = samples in the dataset, E = epochs, N = ranks, M = E*F/N
+// (the reads of one rank) and D <= min(F, M) the distinct samples the rank
+// reads. CountRankAccesses evaluates only the rank's own M positions
+// (IndexPermutation::At, O(1) each, nearly all of the time), never a whole
+// epoch, so its time is O(M + F) with kDense and O(M) with kSorted (radix
+// sorts and merges are linear): it shrinks with N. Its memory never grows
+// with E beyond D: kDense keeps 12 bytes per dataset sample, chosen only
+// when the rank is expected to read at least F/4 distinct samples (so it is
+// O(D)); kSorted keeps about 50 bytes per distinct sample, in chunks of
+// about D/2 reads sorted by sample and merged into the running totals.
+// PlanPlacement adds O(D) time and about 44 bytes per distinct sample, plus
+// one random read of sizes[sample] per sample it considers. Measurements:
+// docs/planning.md and benchmarks/plan_scaling.cc.
+//
+// Thread-safety: the functions are reentrant and only read the plan (which
+// is immutable); they may use worker threads internally, all joined before
+// they return. A Placement is immutable once returned: its const methods
+// may be called from any number of threads.
+#ifndef HDMLP_PLAN_PLACEMENT_H_
+#define HDMLP_PLAN_PLACEMENT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "hdmlp/plan/access_plan.h"
+
+namespace hdmlp {
+
+// How CountRankAccesses aggregates reads per sample (same result either way).
+enum class CountMethod {
+  kAuto,    // kDense when the rank is expected to read >= 1/4 of the dataset, else kSorted
+  kDense,   // counters indexed by sample id: 12 bytes per dataset sample, fastest
+  kSorted,  // chunks sorted by sample and merged: memory O(distinct samples read)
+};
+
+// Tuning knobs; the defaults suit production. Tests lower min_piece_items
+// and pick the method so that small plans exercise every path.
+struct PlanningOptions {
+  // Worker threads for counting; <= 0 means the hardware's, at most 8.
+  int threads = 0;
+  // Reads one worker evaluates at a time (at least; kSorted grows it with D).
+  int64_t min_piece_items = int64_t{1} << 18;
+  CountMethod method = CountMethod::kAuto;
+};
+
+struct SampleUse {
+  int64_t sample = 0;
+  int32_t count = 0;       // reads over all epochs (>= 1)
+  int64_t first_item = 0;  // first read: epoch * RankEpochSize(rank) + j
+};
+
+// Every sample `rank` reads over all epochs, with its read count and first
+// read, sorted by sample id (each sample once). The counts sum to
+// epochs() * RankEpochSize(rank). Throws InvalidArgumentError for a rank
+// outside [0, world_size).
+std::vector<SampleUse> CountRankAccesses(const AccessPlan& plan, int rank,
+                                         const PlanningOptions& options = {});
+
+struct Placement {
+  // Index = storage class; class 0 (the staging buffer) stays empty. Each
+  // list is in order of first read.
+  std::vector<std::vector<int64_t>> class_samples;
+  // Bytes placed per class (<= its capacity); class_bytes[0] is 0.
+  std::vector<int64_t> class_bytes;
+  // Distinct samples the rank reads, cached or not; 0 when no class has
+  // capacity (nothing is counted then).
+  int64_t rank_samples = 0;
+
+  // The class holding `sample`, or -1 when it is not cached (also for a
+  // sample the rank never reads). O(log cached samples).
+  int ClassOf(int64_t sample) const;
+  // Samples cached over all classes.
+  int64_t cached_samples() const { return static_cast<int64_t>(index_samples_.size()); }
+
+ private:
+  friend Placement PlanPlacement(const AccessPlan&, int, const std::vector<int64_t>&,
+                                 const std::vector<int64_t>&, const PlanningOptions&);
+  // Every cached sample, sorted, and its class: ClassOf by binary search in
+  // 12 bytes per cached sample (a hash map would need several times that).
+  std::vector<int64_t> index_samples_;
+  std::vector<int32_t> index_classes_;
+};
+
+// Places the samples `rank` reads into storage classes 1..J.
+// capacities_bytes[j] is class j's capacity for j = 0..J (index 0, the
+// staging buffer, is ignored); sizes[s] is sample s's size in bytes from the
+// dataset index (sizes.size() == num_samples). Throws InvalidArgumentError
+// for a bad rank, a sizes vector of the wrong length, an empty
+// capacities_bytes, a negative capacity, or a negative size met while
+// placing (only the sizes of samples the rank reads are looked at).
+Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int64_t>& sizes,
+                        const std::vector<int64_t>& capacities_bytes,
+                        const PlanningOptions& options = {});
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_PLAN_PLACEMENT_H_

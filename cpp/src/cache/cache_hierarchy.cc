@@ -1,0 +1,242 @@
+#include "hdmlp/cache/cache_hierarchy.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "hdmlp/errors.h"
+
+namespace hdmlp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, const ImageFolderIndex& index,
+                               Env* pfs_env, Env* local_env)
+    : index_(index), pfs_env_(pfs_env), model_(config, plan.options().world_size) {
+  const size_t num_classes = config.storage_classes.size();
+  levels_.resize(num_classes);
+  std::vector<int64_t> capacities(num_classes, 0);
+  for (size_t j = 1; j < num_classes; ++j) {
+    const StorageClassConfig& c = config.storage_classes[j];
+    auto level = std::make_unique<Level>();
+    level->status.name = c.name;
+    level->status.backend = c.backend;
+    level->status.predicted_mbps = model_.ClassMbps(static_cast<int>(j));
+    level->threads = c.threads;
+    capacities[j] = static_cast<int64_t>(c.capacity_mb * 1024 * 1024);
+    if (!model_.PreferClass(static_cast<int>(j))) {
+      level->status.note = "not used: the model predicts " + std::to_string(std::lround(model_.ClassMbps(static_cast<int>(j)))) +
+                           " MB/s per reader from this class, less than the PFS's " +
+                           std::to_string(std::lround(model_.PfsMbps()));
+      capacities[j] = 0;
+    } else if (c.backend == "filesystem" && capacities[j] > 0) {
+      try {
+        level->storage = MakeFilesystemClass(local_env, c.name, c.path);
+      } catch (const Error& e) {
+        level->status.warning = e.what();
+        capacities[j] = 0;
+      }
+    }
+    level->status.capacity_bytes = capacities[j];
+    if (!level->status.warning.empty()) warnings_.push_back(level->status.warning);
+    levels_[j] = std::move(level);
+  }
+
+  placement_ = PlanPlacement(plan, rank, index.sizes, capacities);
+
+  int64_t slots = 0;
+  for (size_t j = 1; j < num_classes; ++j) {
+    Level& level = *levels_[j];
+    level.samples = placement_.class_samples[j];
+    level.first_slot = slots;
+    slots += static_cast<int64_t>(level.samples.size());
+    std::vector<int64_t> sizes;
+    sizes.reserve(level.samples.size());
+    for (int64_t s : level.samples) sizes.push_back(index.sizes[static_cast<size_t>(s)]);
+    level.status.planned_samples = static_cast<int64_t>(sizes.size());
+    level.status.planned_bytes = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
+    slot_sizes_.insert(slot_sizes_.end(), sizes.begin(), sizes.end());
+    if (config.storage_classes[j].backend == "memory" && !sizes.empty()) {
+      level.storage = MakeMemoryClass(level.status.name, sizes);
+    }
+  }
+
+  std::vector<std::pair<int64_t, int64_t>> by_sample;
+  by_sample.reserve(static_cast<size_t>(slots));
+  for (size_t j = 1; j < num_classes; ++j) {
+    const Level& level = *levels_[j];
+    for (size_t i = 0; i < level.samples.size(); ++i) {
+      by_sample.emplace_back(level.samples[i], level.first_slot + static_cast<int64_t>(i));
+    }
+  }
+  std::sort(by_sample.begin(), by_sample.end());
+  for (const auto& [sample, slot] : by_sample) {
+    slot_samples_.push_back(sample);
+    slot_of_sorted_.push_back(slot);
+  }
+  states_.reset(new std::atomic<uint8_t>[static_cast<size_t>(std::max<int64_t>(slots, 1))]);
+  for (int64_t s = 0; s < slots; ++s) states_[static_cast<size_t>(s)].store(kEmpty, std::memory_order_relaxed);
+}
+
+CacheHierarchy::~CacheHierarchy() { Close(); }
+
+void CacheHierarchy::Start() {
+  for (size_t j = 1; j < levels_.size(); ++j) {
+    const Level& level = *levels_[j];
+    if (level.samples.empty() || !level.storage) continue;
+    const auto threads = std::min<int64_t>(level.threads, static_cast<int64_t>(level.samples.size()));
+    for (int64_t t = 0; t < threads; ++t) threads_.emplace_back([this, j] { PrefetchLoop(static_cast<int>(j)); });
+  }
+}
+
+int64_t CacheHierarchy::SlotOf(int64_t sample, int* level) const {
+  const auto it = std::lower_bound(slot_samples_.begin(), slot_samples_.end(), sample);
+  if (it == slot_samples_.end() || *it != sample) return -1;
+  const int64_t slot = slot_of_sorted_[static_cast<size_t>(it - slot_samples_.begin())];
+  int j = static_cast<int>(levels_.size()) - 1;
+  while (j > 1 && levels_[static_cast<size_t>(j)]->first_slot > slot) --j;
+  *level = j;
+  return slot;
+}
+
+int CacheHierarchy::ClassOf(int64_t sample) const {
+  int level = -1;
+  return SlotOf(sample, &level) < 0 ? -1 : level;
+}
+
+SampleBuffer CacheHierarchy::ReadFromPfs(int64_t sample) {
+  auto file = pfs_env_->OpenForRead(index_.Path(sample));
+  SampleBuffer bytes = SampleBuffer::Allocate(file->Size());
+  file->ReadExact(0, bytes.data.get(), bytes.size);
+  return bytes;
+}
+
+void CacheHierarchy::SetState(int64_t slot, State state) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    states_[static_cast<size_t>(slot)].store(state, std::memory_order_release);
+  }
+  filled_cv_.notify_all();
+}
+
+void CacheHierarchy::FillSlot(int level, int64_t slot, int64_t sample, SampleBuffer* out) {
+  try {
+    *out = ReadFromPfs(sample);
+  } catch (...) {
+    SetState(slot, kFailed);
+    throw;
+  }
+  Level& l = *levels_[static_cast<size_t>(level)];
+  const int64_t local = slot - l.first_slot;
+  // A file whose size changed since the scan does not fit its planned place.
+  const bool stored = out->size == slot_sizes_[static_cast<size_t>(slot)] &&
+                      l.storage->Store(local, sample, out->data.get(), out->size);
+  if (stored) {
+    l.filled_samples.fetch_add(1);
+    l.filled_bytes.fetch_add(out->size);
+  }
+  SetState(slot, stored ? kReady : kFailed);
+}
+
+const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out) {
+  int level = -1;
+  const int64_t slot = SlotOf(sample, &level);
+  if (slot < 0) {
+    *out = ReadFromPfs(sample);
+    return pfs_name_;
+  }
+  std::atomic<uint8_t>& state = states_[static_cast<size_t>(slot)];
+  Level& l = *levels_[static_cast<size_t>(level)];
+  for (;;) {
+    uint8_t s = state.load(std::memory_order_acquire);
+    switch (s) {
+      case kReady:
+        if (l.storage->Read(slot - l.first_slot, sample, slot_sizes_[static_cast<size_t>(slot)], out)) {
+          return l.status.name;
+        }
+        // What the class holds is not what was stored: never serve it.
+        state.compare_exchange_strong(s, kFailed);
+        continue;
+      case kEmpty:
+        if (state.compare_exchange_strong(s, kFilling)) {
+          FillSlot(level, slot, sample, out);
+          return pfs_name_;
+        }
+        continue;
+      case kFilling: {
+        // Another thread is reading it from the PFS: wait rather than read twice.
+        std::unique_lock<std::mutex> lock(mu_);
+        filled_cv_.wait(lock, [&] { return closed_.load() || state.load() != kFilling; });
+        if (closed_) throw ClosedError("the job was closed");
+        continue;
+      }
+      default:
+        *out = ReadFromPfs(sample);
+        return pfs_name_;
+    }
+  }
+}
+
+void CacheHierarchy::PrefetchLoop(int level) {
+  Level& l = *levels_[static_cast<size_t>(level)];
+  const auto count = static_cast<int64_t>(l.samples.size());
+  while (!closed_.load()) {
+    const int64_t i = l.next_prefetch.fetch_add(1);
+    if (i >= count) return;
+    const int64_t slot = l.first_slot + i;
+    uint8_t expected = kEmpty;
+    if (!states_[static_cast<size_t>(slot)].compare_exchange_strong(expected, kFilling)) continue;
+    const auto start = Clock::now();
+    SampleBuffer bytes;
+    try {
+      FillSlot(level, slot, l.samples[static_cast<size_t>(i)], &bytes);
+      l.prefetched_samples.fetch_add(1);
+    } catch (const Error&) {
+      // The staging worker that needs this sample reads it itself and reports the error.
+    }
+    l.prefetch_micros.fetch_add(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+  }
+}
+
+void CacheHierarchy::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_.exchange(true)) return;
+  }
+  filled_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  for (size_t j = 1; j < levels_.size(); ++j) {
+    if (levels_[j]->storage) levels_[j]->storage->Release();
+  }
+}
+
+std::vector<ClassStatus> CacheHierarchy::Status() const {
+  std::vector<ClassStatus> out;
+  for (size_t j = 1; j < levels_.size(); ++j) {
+    const Level& l = *levels_[j];
+    ClassStatus s = l.status;
+    s.filled_samples = l.filled_samples.load();
+    s.filled_bytes = l.filled_bytes.load();
+    s.prefetched_samples = l.prefetched_samples.load();
+    s.prefetch_seconds = static_cast<double>(l.prefetch_micros.load()) / 1e6;
+    if (l.storage && s.warning.empty()) s.warning = l.storage->warning();
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::string> CacheHierarchy::Warnings() const {
+  std::vector<std::string> out = warnings_;
+  for (size_t j = 1; j < levels_.size(); ++j) {
+    if (levels_[j]->storage && !levels_[j]->storage->warning().empty()) out.push_back(levels_[j]->storage->warning());
+  }
+  return out;
+}
+
+}  // namespace hdmlp
