@@ -252,13 +252,18 @@ class Job:
         ``"filesystem"``, ...) for a sample served from that class. ``reads``
         counts what the staging workers delivered; ``classes`` gives each
         storage class's plan and prefetch progress (``planned_*``, ``filled_*``,
-        ``prefetched_samples``, ``prefetch_seconds`` reading the PFS).
+        ``prefetched_samples``/``prefetched_bytes`` read from the PFS by the
+        class's prefetch threads, ``prefetch_seconds``). PFS bytes over the job
+        = the epochs' ``reads["pfs"]["bytes"]`` + every class's ``prefetched_bytes``.
         """
         job = self._job
+        epochs, classes = job.metrics(), job.class_statuses()
         return {
-            "epochs": job.metrics(),
+            "epochs": epochs,
+            "pfs_bytes": sum(e["reads"].get("pfs", {}).get("bytes", 0) for e in epochs)
+            + sum(c["prefetched_bytes"] for c in classes),
             "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes},
-            "classes": job.class_statuses(),
+            "classes": classes,
             "warnings": job.warnings(),
             "seed": job.seed,
             "rank": job.rank,

@@ -218,6 +218,7 @@ void BindJob(py::module_& m) {
                d["filled_samples"] = s.filled_samples;
                d["filled_bytes"] = s.filled_bytes;
                d["prefetched_samples"] = s.prefetched_samples;
+               d["prefetched_bytes"] = s.prefetched_bytes;
                d["prefetch_seconds"] = s.prefetch_seconds;
                d["predicted_mbps"] = s.predicted_mbps;
                d["note"] = s.note;

@@ -84,6 +84,7 @@ def test_slow_pfs_is_read_once_and_later_epochs_are_local(data, tmp_path):
         assert "pfs" not in e["reads"]
         assert sum(r["count"] for r in e["reads"].values()) == len(digests)
     assert job._job.pfs_files_opened == len(digests)  # no sample read twice from the PFS
+    assert m["pfs_bytes"] == sum(os.path.getsize(p) for p, _ in job.samples)
     job.close()
 
 

@@ -195,6 +195,7 @@ void CacheHierarchy::PrefetchLoop(int level) {
     try {
       FillSlot(level, slot, l.samples[static_cast<size_t>(i)], &bytes);
       l.prefetched_samples.fetch_add(1);
+      l.prefetched_bytes.fetch_add(bytes.size);
     } catch (const Error&) {
       // The staging worker that needs this sample reads it itself and reports the error.
     }
@@ -224,6 +225,7 @@ std::vector<ClassStatus> CacheHierarchy::Status() const {
     s.filled_samples = l.filled_samples.load();
     s.filled_bytes = l.filled_bytes.load();
     s.prefetched_samples = l.prefetched_samples.load();
+    s.prefetched_bytes = l.prefetched_bytes.load();
     s.prefetch_seconds = static_cast<double>(l.prefetch_micros.load()) / 1e6;
     if (l.storage && s.warning.empty()) s.warning = l.storage->warning();
     out.push_back(std::move(s));

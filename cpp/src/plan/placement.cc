@@ -168,8 +168,8 @@ void MergeBack(std::vector<SampleUse>& a, const std::vector<SampleUse>& b) {
 }
 
 // Few ranks (a rank reads a good share of the dataset): per-sample arrays
-// over the whole dataset, 12 bytes a sample, at most 4x the 24 bytes a
-// sample of the result. Each chunk of reads is first evaluated into a
+// over the whole dataset, 12 bytes a dataset sample; kAuto picks this only
+// when D >= F/4 is expected, so that is at most 48 bytes a distinct sample. Each chunk of reads is first evaluated into a
 // buffer by all threads (the permutation is nearly all the work), then each
 // thread applies the chunk to its own range of sample ids, scanning the
 // buffer in item order (so the first write of first_item is the first
@@ -279,8 +279,8 @@ std::vector<SampleUse> CountRankAccesses(const AccessPlan& plan, int rank, const
   const double expected = -f * std::expm1(plan.epochs() * std::log1p(-std::min(1.0, r / f)));
   CountMethod method = options.method;
   if (method == CountMethod::kAuto) {
-    // Dense arrays (12 bytes a dataset sample) when they cost at most
-    // about what the sorted path's buffers would (~50 bytes a distinct one).
+    // Dense arrays (12 bytes a dataset sample) when they cost at most 48
+    // bytes a distinct sample, about what kSorted's buffers would (~50).
     method = 4 * expected >= f ? CountMethod::kDense : CountMethod::kSorted;
   }
   if (method == CountMethod::kDense) return CountDense(plan, rank, epoch_size, total, threads, min_piece);

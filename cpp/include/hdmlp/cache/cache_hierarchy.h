@@ -51,7 +51,8 @@ struct ClassStatus {
   int64_t planned_bytes = 0;
   int64_t filled_samples = 0;  // stored, by the prefetch threads or on the way
   int64_t filled_bytes = 0;
-  int64_t prefetched_samples = 0;  // stored by this class's prefetch threads
+  int64_t prefetched_samples = 0;  // read from the PFS by this class's prefetch threads
+  int64_t prefetched_bytes = 0;
   double prefetch_seconds = 0;     // prefetch threads' time reading the PFS
   double predicted_mbps = 0;       // per reader, from the source model
   std::string note;                // why the class holds nothing, when the model decided so
@@ -93,6 +94,7 @@ class CacheHierarchy {
     std::atomic<int64_t> filled_samples{0};
     std::atomic<int64_t> filled_bytes{0};
     std::atomic<int64_t> prefetched_samples{0};
+    std::atomic<int64_t> prefetched_bytes{0};
     std::atomic<int64_t> prefetch_micros{0};
     ClassStatus status;
   };
