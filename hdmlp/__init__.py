@@ -10,7 +10,9 @@ Entry points:
     hdmlp.torch               HDMLPImageFolder and HDMLPDataLoader for PyTorch
     hdmlp.datasets            a generator of ImageNet-like demo folders
 """
-from hdmlp.job import AccessPlan, ConfigError, Job, ThrottledStorage, default_config_path, user_cache_dir
+from hdmlp.job import (AccessPlan, ConfigError, Job, ThrottledStorage, default_config_path, init_mpi,
+                       user_cache_dir)
 
-__all__ = ["AccessPlan", "ConfigError", "Job", "ThrottledStorage", "default_config_path", "user_cache_dir"]
+__all__ = ["AccessPlan", "ConfigError", "Job", "ThrottledStorage", "default_config_path", "init_mpi",
+           "user_cache_dir"]
 __version__ = "0.1.0"

@@ -14,6 +14,7 @@ previous one, without reading it.
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import importlib.resources
 import json
@@ -26,7 +27,21 @@ from hdmlp import _core
 
 ConfigError = _core.ConfigError
 
-_SCHEMES = ("uniform",)
+_SCHEMES = ("uniform", "local", "partial_local")
+
+# MPI, when hdmlp initialised it, is finalised once at exit (never when an
+# application such as mpi4py initialised it).
+atexit.register(_core.finalize_mpi)
+
+
+def init_mpi() -> None:
+    """Initialises MPI now, when this process runs under an MPI launcher.
+
+    A Job does this itself; call it earlier when a rank has a long set-up
+    before its Job, so that the other ranks' start-up checks can time out
+    on it (MPI's own initialisation waits for every rank without a limit).
+    """
+    _core.init_mpi()
 
 
 def default_config_path() -> str:
@@ -75,14 +90,16 @@ class AccessPlan:
     """
 
     def __init__(self, num_samples: int, batch_size: int, epochs: int, seed: int,
-                 drop_last_batch: bool = False, world_size: int = 1, distr_scheme: str = "uniform") -> None:
+                 drop_last_batch: bool = False, world_size: int = 1, distr_scheme: str = "uniform",
+                 exchange_fraction: float = 0.1) -> None:
         _positive_int("num_samples", num_samples)
         _positive_int("batch_size", batch_size)
         _positive_int("epochs", epochs)
         _positive_int("world_size", world_size)
         self.epochs = epochs
         self.world_size = world_size
-        self._plan = _core.AccessPlan(num_samples, batch_size, epochs, seed, drop_last_batch, world_size, distr_scheme)
+        self._plan = _core.AccessPlan(num_samples, batch_size, epochs, seed, drop_last_batch, world_size, distr_scheme,
+                                      exchange_fraction)
 
     def batches_per_epoch(self) -> int:
         """Global batches per epoch (the same on every rank)."""
@@ -106,14 +123,23 @@ class Job:
         dataset_path: a folder ``root/<class>/<file>`` as torchvision's ImageFolder reads it.
         batch_size: samples per (global) batch.
         epochs: number of epochs the job will run.
-        distr_scheme: how samples are shuffled; ``"uniform"`` is a true global shuffle.
+        distr_scheme: how samples are spread over ranks and epochs: ``"uniform"`` (a true
+            global shuffle), ``"local"`` (each rank shuffles its own fixed shard) or
+            ``"partial_local"`` (each epoch a share ``exchange_fraction`` of every shard moves
+            to random ranks); see docs/architecture.md.
         drop_last_batch: drop the last, incomplete batch of each epoch, as PyTorch does.
         transforms: not supported yet; with None each sample is its file's exact bytes.
         seed: the seed of the access order; None draws one (see ``job.seed``).
         config_path: a libconfig++ file describing the storage classes; None uses
             :func:`default_config_path`.
+        exchange_fraction: the share Q in [0, 1] of ``"partial_local"`` (0: local, 1: global).
+        timeout_s: how long a rank waits for another (start-up checks, peer requests) before
+            raising an error naming it.
         storage: a :class:`ThrottledStorage` to slow down or break the dataset's storage.
         index_cache: keep the dataset's scan in the user cache directory.
+
+    Under ``mpirun`` every rank creates the same Job; they check that they agree, take rank
+    0's seed, and serve each other's caches.
 
     Raises:
         FileNotFoundError / NotADirectoryError: the dataset path is missing, empty or not a folder.
@@ -124,6 +150,7 @@ class Job:
     def __init__(self, dataset_path: str | os.PathLike[str], batch_size: int, epochs: int,
                  distr_scheme: str = "uniform", drop_last_batch: bool = False, transforms: Any = None,
                  seed: int | None = None, config_path: str | os.PathLike[str] | None = None, *,
+                 exchange_fraction: float = 0.1, timeout_s: float = 300.0,
                  storage: ThrottledStorage | None = None, index_cache: bool = True) -> None:
         self._core: Any = None
         self.dataset_path = os.path.expanduser(os.fspath(dataset_path))
@@ -143,10 +170,16 @@ class Job:
         self.config_path = os.fspath(config_path) if config_path is not None else default_config_path()
         if not os.path.isfile(self.config_path):
             raise FileNotFoundError(f"configuration file '{self.config_path}' does not exist")
+        if isinstance(exchange_fraction, bool) or not isinstance(exchange_fraction, (int, float)) \
+                or not 0.0 <= exchange_fraction <= 1.0:
+            raise ValueError(f"exchange_fraction must be a number in [0, 1], got {exchange_fraction!r}")
+        self.exchange_fraction = float(exchange_fraction)
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
+            raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         storage = storage or ThrottledStorage()
         self._core = _core.Job(self.dataset_path, batch_size, epochs, distr_scheme, drop_last_batch, seed,
                                self.config_path, storage.latency_s, storage.mbps, list(storage.failing_paths),
-                               index_cache, "")
+                               index_cache, "", self.exchange_fraction, float(timeout_s))
         self._started_epoch = -1
         self._warned: set[str] = set()
         self._emit_warnings()
@@ -252,16 +285,20 @@ class Job:
         ``"filesystem"``, ...) for a sample served from that class. ``reads``
         counts what the staging workers delivered; ``classes`` gives each
         storage class's plan and prefetch progress (``planned_*``, ``filled_*``,
-        ``prefetched_samples``/``prefetched_bytes`` read from the PFS by the
-        class's prefetch threads, ``prefetch_seconds``). PFS bytes over the job
-        = the epochs' ``reads["pfs"]["bytes"]`` + every class's ``prefetched_bytes``.
+        ``prefetched_samples``/``prefetched_bytes`` read by the class's
+        prefetch threads, ``prefetch_seconds``). ``pfs_bytes``/``pfs_reads``
+        count every read of the dataset's storage this rank made (staging,
+        prefetching, serving peers); ``remote_reads`` the samples it got from
+        peers and ``requests_served`` those it gave them.
         """
         job = self._job
         epochs, classes = job.metrics(), job.class_statuses()
         return {
             "epochs": epochs,
-            "pfs_bytes": sum(e["reads"].get("pfs", {}).get("bytes", 0) for e in epochs)
-            + sum(c["prefetched_bytes"] for c in classes),
+            "pfs_bytes": job.pfs_bytes,
+            "pfs_reads": job.pfs_reads,
+            "remote_reads": job.remote_reads,
+            "requests_served": job.requests_served,
             "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes},
             "classes": classes,
             "warnings": job.warnings(),

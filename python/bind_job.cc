@@ -13,6 +13,7 @@
 #include "hdmlp/errors.h"
 #include "hdmlp/job/job.h"
 #include "hdmlp/plan/access_plan.h"
+#include "hdmlp/transport/communicator.h"
 
 namespace py = pybind11;
 
@@ -132,9 +133,13 @@ void BindJob(py::module_& m) {
       })
       .def("__len__", [](const OwnedBuffer& b) { return b.count; });
 
+  m.def("in_mpi_job", &Communicator::InMpiJob, "True when this process runs under an MPI launcher");
+  m.def("finalize_mpi", &Communicator::FinalizeIfOwned, "Finalises MPI if hdmlp initialised it");
+  m.def("init_mpi", &Communicator::EnsureInitialized, "Initialises MPI now when in an MPI job");
+
   py::class_<AccessPlan>(m, "AccessPlan")
       .def(py::init([](int64_t num_samples, int64_t batch_size, int epochs, uint64_t seed, bool drop_last,
-                       int world_size, const std::string& scheme) {
+                       int world_size, const std::string& scheme, double exchange_fraction) {
              PlanOptions o;
              o.num_samples = num_samples;
              o.batch_size = batch_size;
@@ -143,10 +148,12 @@ void BindJob(py::module_& m) {
              o.drop_last = drop_last;
              o.world_size = world_size;
              o.scheme = ParseDistributionScheme(scheme);
+             o.exchange_fraction = exchange_fraction;
              return std::make_unique<AccessPlan>(o);
            }),
            py::arg("num_samples"), py::arg("batch_size"), py::arg("epochs"), py::arg("seed"),
-           py::arg("drop_last") = false, py::arg("world_size") = 1, py::arg("distr_scheme") = "uniform")
+           py::arg("drop_last") = false, py::arg("world_size") = 1, py::arg("distr_scheme") = "uniform",
+           py::arg("exchange_fraction") = 0.1)
       .def("batches_per_epoch", &AccessPlan::BatchesPerEpoch)
       .def("rank_epoch_size", &AccessPlan::RankEpochSize, py::arg("rank"))
       .def("local_batch_size", &AccessPlan::LocalBatchSize, py::arg("rank"), py::arg("batch"))
@@ -162,7 +169,8 @@ void BindJob(py::module_& m) {
       .def(py::init([](const std::string& dataset_path, int64_t batch_size, int epochs, const std::string& scheme,
                        bool drop_last, std::optional<uint64_t> seed, const std::string& config_path,
                        double pfs_latency_s, double pfs_mbps, std::vector<std::string> failing_paths,
-                       bool use_index_cache, const std::string& index_cache_dir) {
+                       bool use_index_cache, const std::string& index_cache_dir, double exchange_fraction,
+                       double timeout_s) {
              JobOptions o;
              o.dataset_path = dataset_path;
              o.batch_size = batch_size;
@@ -174,13 +182,16 @@ void BindJob(py::module_& m) {
              o.config_path = config_path;
              o.scan.use_cache = use_index_cache;
              o.scan.cache_dir = index_cache_dir;
+             o.exchange_fraction = exchange_fraction;
+             o.timeout_s = timeout_s;
              py::gil_scoped_release release;
              return std::make_unique<PyJob>(o, pfs_latency_s, pfs_mbps, std::move(failing_paths));
            }),
            py::arg("dataset_path"), py::arg("batch_size"), py::arg("epochs"), py::arg("distr_scheme"),
            py::arg("drop_last"), py::arg("seed"), py::arg("config_path"), py::arg("pfs_latency_s") = 0.0,
            py::arg("pfs_mbps") = 0.0, py::arg("failing_paths") = std::vector<std::string>{},
-           py::arg("use_index_cache") = true, py::arg("index_cache_dir") = "")
+           py::arg("use_index_cache") = true, py::arg("index_cache_dir") = "", py::arg("exchange_fraction") = 0.1,
+           py::arg("timeout_s") = 300.0)
       .def_property_readonly("rank", [](PyJob& j) { return j.job().rank(); })
       .def_property_readonly("world_size", [](PyJob& j) { return j.job().world_size(); })
       .def_property_readonly("seed", [](PyJob& j) { return j.job().seed(); })
@@ -228,6 +239,10 @@ void BindJob(py::module_& m) {
              return out;
            })
       .def("warnings", [](PyJob& j) { return j.job().Warnings(); })
+      .def_property_readonly("pfs_reads", [](PyJob& j) { return j.job().cache().pfs_reads(); })
+      .def_property_readonly("pfs_bytes", [](PyJob& j) { return j.job().cache().pfs_bytes(); })
+      .def_property_readonly("remote_reads", [](PyJob& j) { return j.job().cache().remote_reads(); })
+      .def_property_readonly("requests_served", [](PyJob& j) { return j.job().cache().requests_served(); })
       .def("close", [](PyJob& j) {
         py::gil_scoped_release release;
         j.Close();

@@ -9,6 +9,7 @@ namespace hdmlp::python {
 void BindConfig(pybind11::module_& m);  // bind_config.cc
 void BindTools(pybind11::module_& m);   // bind_tools.cc
 void BindJob(pybind11::module_& m);     // bind_job.cc
+void BindTransforms(pybind11::module_& m);  // bind_transforms.cc
 
 }  // namespace hdmlp::python
 

@@ -36,4 +36,5 @@ PYBIND11_MODULE(_core, m) {
   hdmlp::python::BindConfig(m);
   hdmlp::python::BindTools(m);
   hdmlp::python::BindJob(m);
+  hdmlp::python::BindTransforms(m);
 }

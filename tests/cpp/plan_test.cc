@@ -170,3 +170,100 @@ TEST(AccessPlanTest, RejectsBadArguments) {
 
 }  // namespace
 }  // namespace hdmlp
+
+namespace hdmlp {
+namespace {
+
+TEST(IndexPermutationTest, InverseUndoesAt) {
+  for (uint64_t n : {1ULL, 2ULL, 7ULL, 1000ULL, 65537ULL}) {
+    IndexPermutation perm(n, 99);
+    for (uint64_t i = 0; i < n; i += 1 + n / 500) ASSERT_EQ(perm.Inverse(perm.At(i)), i) << "n=" << n;
+  }
+}
+
+PlanOptions SchemeOptions(DistributionScheme scheme, int world, bool drop_last, double q = 0.1) {
+  PlanOptions o;
+  o.num_samples = 1001;
+  o.batch_size = 64;
+  o.epochs = 3;
+  o.seed = 21;
+  o.drop_last = drop_last;
+  o.world_size = world;
+  o.scheme = scheme;
+  o.exchange_fraction = q;
+  return o;
+}
+
+class SchemeTest : public ::testing::TestWithParam<DistributionScheme> {};
+
+TEST_P(SchemeTest, EachSampleOncePerEpochAcrossRanks) {
+  for (bool drop_last : {false, true}) {
+    for (int world : {1, 2, 4}) {
+      AccessPlan plan(SchemeOptions(GetParam(), world, drop_last));
+      for (int e = 0; e < 3; ++e) {
+        std::vector<int64_t> all;
+        for (int r = 0; r < world; ++r) {
+          auto ids = plan.RankEpochSamples(r, e);
+          ASSERT_EQ(static_cast<int64_t>(ids.size()), plan.RankEpochSize(r));
+          all.insert(all.end(), ids.begin(), ids.end());
+        }
+        std::sort(all.begin(), all.end());
+        ASSERT_TRUE(std::adjacent_find(all.begin(), all.end()) == all.end()) << "duplicate";
+        for (int64_t id : all) ASSERT_TRUE(id >= 0 && id < 1001);
+        ASSERT_EQ(all.size(), drop_last ? 960u : 1001u);
+      }
+    }
+  }
+}
+
+TEST_P(SchemeTest, FirstEpochReaderMatchesThePlan) {
+  for (int world : {1, 3, 4}) {
+    for (bool drop_last : {false, true}) {
+      AccessPlan plan(SchemeOptions(GetParam(), world, drop_last, 0.5));
+      std::vector<int> reader(1001, -1);
+      for (int r = 0; r < world; ++r) {
+        for (int64_t id : plan.RankEpochSamples(r, 0)) reader[static_cast<size_t>(id)] = r;
+      }
+      for (int64_t s = 0; s < 1001; ++s) ASSERT_EQ(plan.FirstEpochReader(s), reader[static_cast<size_t>(s)]) << s;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllSchemes, SchemeTest,
+                         ::testing::Values(DistributionScheme::kUniform, DistributionScheme::kLocal,
+                                           DistributionScheme::kPartialLocal));
+
+std::set<int64_t> AsSet(const std::vector<int64_t>& v) { return std::set<int64_t>(v.begin(), v.end()); }
+
+TEST(LocalSchemeTest, EachRankKeepsItsShardInAFreshOrder) {
+  AccessPlan plan(SchemeOptions(DistributionScheme::kLocal, 4, false));
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(AsSet(plan.RankEpochSamples(r, 0)), AsSet(plan.RankEpochSamples(r, 2)));
+    EXPECT_NE(plan.RankEpochSamples(r, 0), plan.RankEpochSamples(r, 1));
+  }
+}
+
+TEST(PartialLocalSchemeTest, ExchangesTheConfiguredShare) {
+  const int world = 4;
+  for (double q : {0.0, 0.25, 1.0}) {
+    AccessPlan plan(SchemeOptions(DistributionScheme::kPartialLocal, world, false, q));
+    AccessPlan local(SchemeOptions(DistributionScheme::kLocal, world, false));
+    int64_t foreign = 0, total = 0;
+    for (int r = 0; r < world; ++r) {
+      const auto shard = AsSet(local.RankEpochSamples(r, 0));
+      for (int e = 0; e < 3; ++e) {
+        for (int64_t id : plan.RankEpochSamples(r, e)) foreign += shard.count(id) == 0;
+        total += plan.RankEpochSize(r);
+      }
+      if (q == 0.0) EXPECT_EQ(AsSet(plan.RankEpochSamples(r, 1)), shard);
+    }
+    // A set-aside sample lands on another rank with probability 1 - 1/world.
+    const double expected = q * (1.0 - 1.0 / world);
+    EXPECT_NEAR(static_cast<double>(foreign) / static_cast<double>(total), expected, 0.05) << "q=" << q;
+  }
+  PlanOptions bad = SchemeOptions(DistributionScheme::kPartialLocal, 2, false, 1.5);
+  EXPECT_THROW(AccessPlan{bad}, InvalidArgumentError);
+}
+
+}  // namespace
+}  // namespace hdmlp

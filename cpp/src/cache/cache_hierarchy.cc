@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "hdmlp/errors.h"
@@ -15,8 +16,9 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, const ImageFolderIndex& index,
-                               Env* pfs_env, Env* local_env)
-    : index_(index), pfs_env_(pfs_env), model_(config, plan.options().world_size) {
+                               Env* pfs_env, Env* local_env, Communicator* comm, int worker_slots)
+    : index_(index), pfs_env_(pfs_env), model_(config, plan.options().world_size), my_rank_(rank),
+      worker_slots_(worker_slots) {
   const size_t num_classes = config.storage_classes.size();
   levels_.resize(num_classes);
   std::vector<int64_t> capacities(num_classes, 0);
@@ -46,7 +48,9 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
     levels_[j] = std::move(level);
   }
 
-  placement_ = PlanPlacement(plan, rank, index.sizes, capacities);
+  PlanningOptions planning;
+  planning.first_epoch_first = plan.options().world_size > 1;
+  placement_ = PlanPlacement(plan, rank, index.sizes, capacities, planning);
 
   int64_t slots = 0;
   for (size_t j = 1; j < num_classes; ++j) {
@@ -80,16 +84,54 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
   }
   states_.reset(new std::atomic<uint8_t>[static_cast<size_t>(std::max<int64_t>(slots, 1))]);
   for (int64_t s = 0; s < slots; ++s) states_[static_cast<size_t>(s)].store(kEmpty, std::memory_order_relaxed);
+
+  if (comm != nullptr && comm->size() > 1) {
+    ExchangePlacements(plan, comm);
+    int prefetch_threads = 0;
+    for (size_t j = 1; j < levels_.size(); ++j) prefetch_threads += levels_[j]->threads;
+    transport_ = std::make_unique<PeerTransport>(comm, config.distributed_threads, worker_slots_ + prefetch_threads,
+                                                 [this](int64_t sample, SampleBuffer* out) { return Serve(sample, out); });
+  }
+}
+
+void CacheHierarchy::ExchangePlacements(const AccessPlan& plan, Communicator* comm) {
+  // Each rank sends (sample << 8 | class) for everything it will cache.
+  std::string mine;
+  mine.reserve(slot_samples_.size() * sizeof(int64_t));
+  for (size_t j = 1; j < levels_.size(); ++j) {
+    for (int64_t sample : levels_[j]->samples) {
+      const int64_t entry = sample << 8 | static_cast<int64_t>(j);
+      mine.append(reinterpret_cast<const char*>(&entry), sizeof entry);
+    }
+  }
+  const std::vector<std::string> all = comm->AllGather(mine, "the exchange of cache placements");
+  directory_.assign(static_cast<size_t>(index_.size()), -1);
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    const std::string& theirs = all[static_cast<size_t>(r)];
+    for (size_t off = 0; off + sizeof(int64_t) <= theirs.size(); off += sizeof(int64_t)) {
+      int64_t entry;
+      std::memcpy(&entry, theirs.data() + off, sizeof entry);
+      const int64_t sample = entry >> 8;
+      if (sample < 0 || sample >= index_.size()) continue;
+      int32_t& who = directory_[static_cast<size_t>(sample)];
+      // The first-epoch reader wins; else the lowest rank (ranks come in order).
+      if (who < 0 || plan.FirstEpochReader(sample) == r) who = static_cast<int32_t>(r << 8 | (entry & 0xff));
+    }
+  }
 }
 
 CacheHierarchy::~CacheHierarchy() { Close(); }
 
 void CacheHierarchy::Start() {
+  if (transport_) transport_->Start();
+  int client = worker_slots_;
   for (size_t j = 1; j < levels_.size(); ++j) {
     const Level& level = *levels_[j];
     if (level.samples.empty() || !level.storage) continue;
     const auto threads = std::min<int64_t>(level.threads, static_cast<int64_t>(level.samples.size()));
-    for (int64_t t = 0; t < threads; ++t) threads_.emplace_back([this, j] { PrefetchLoop(static_cast<int>(j)); });
+    for (int64_t t = 0; t < threads; ++t, ++client) {
+      threads_.emplace_back([this, j, client] { PrefetchLoop(static_cast<int>(j), client); });
+    }
   }
 }
 
@@ -112,7 +154,26 @@ SampleBuffer CacheHierarchy::ReadFromPfs(int64_t sample) {
   auto file = pfs_env_->OpenForRead(index_.Path(sample));
   SampleBuffer bytes = SampleBuffer::Allocate(file->Size());
   file->ReadExact(0, bytes.data.get(), bytes.size);
+  pfs_reads_.fetch_add(1);
+  pfs_bytes_.fetch_add(bytes.size);
   return bytes;
+}
+
+const std::string& CacheHierarchy::ReadUncached(int64_t sample, SampleBuffer* out, int client, bool may_ask_peers) {
+  if (may_ask_peers && transport_) {
+    const int32_t who = directory_[static_cast<size_t>(sample)];
+    const int peer = who >> 8;
+    // A peer only when the model predicts it faster than the PFS: b_c caps
+    // what its class can deliver.
+    if (who >= 0 && peer != my_rank_ &&
+        std::min(model_.RemoteLinkMbps(), model_.ClassMbps(who & 0xff)) > model_.PfsMbps() &&
+        transport_->Fetch(peer, sample, client, out)) {
+      remote_reads_.fetch_add(1);
+      return remote_name_;
+    }
+  }
+  *out = ReadFromPfs(sample);
+  return pfs_name_;
 }
 
 void CacheHierarchy::SetState(int64_t slot, State state) {
@@ -123,9 +184,11 @@ void CacheHierarchy::SetState(int64_t slot, State state) {
   filled_cv_.notify_all();
 }
 
-void CacheHierarchy::FillSlot(int level, int64_t slot, int64_t sample, SampleBuffer* out) {
+const std::string& CacheHierarchy::FillSlot(int level, int64_t slot, int64_t sample, SampleBuffer* out, int client,
+                                            bool may_ask_peers) {
+  const std::string* source;
   try {
-    *out = ReadFromPfs(sample);
+    source = &ReadUncached(sample, out, client, may_ask_peers);
   } catch (...) {
     SetState(slot, kFailed);
     throw;
@@ -140,15 +203,13 @@ void CacheHierarchy::FillSlot(int level, int64_t slot, int64_t sample, SampleBuf
     l.filled_bytes.fetch_add(out->size);
   }
   SetState(slot, stored ? kReady : kFailed);
+  return *source;
 }
 
-const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out) {
+const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out, int client) {
   int level = -1;
   const int64_t slot = SlotOf(sample, &level);
-  if (slot < 0) {
-    *out = ReadFromPfs(sample);
-    return pfs_name_;
-  }
+  if (slot < 0) return ReadUncached(sample, out, client, true);
   std::atomic<uint8_t>& state = states_[static_cast<size_t>(slot)];
   Level& l = *levels_[static_cast<size_t>(level)];
   for (;;) {
@@ -162,10 +223,7 @@ const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out) {
         state.compare_exchange_strong(s, kFailed);
         continue;
       case kEmpty:
-        if (state.compare_exchange_strong(s, kFilling)) {
-          FillSlot(level, slot, sample, out);
-          return pfs_name_;
-        }
+        if (state.compare_exchange_strong(s, kFilling)) return FillSlot(level, slot, sample, out, client, true);
         continue;
       case kFilling: {
         // Another thread is reading it from the PFS: wait rather than read twice.
@@ -175,13 +233,43 @@ const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out) {
         continue;
       }
       default:
-        *out = ReadFromPfs(sample);
-        return pfs_name_;
+        return ReadUncached(sample, out, client, true);
     }
   }
 }
 
-void CacheHierarchy::PrefetchLoop(int level) {
+bool CacheHierarchy::Serve(int64_t sample, SampleBuffer* out) {
+  int level = -1;
+  const int64_t slot = SlotOf(sample, &level);
+  if (slot < 0) return false;
+  std::atomic<uint8_t>& state = states_[static_cast<size_t>(slot)];
+  Level& l = *levels_[static_cast<size_t>(level)];
+  for (;;) {
+    uint8_t s = state.load(std::memory_order_acquire);
+    switch (s) {
+      case kReady:
+        return l.storage->Read(slot - l.first_slot, sample, slot_sizes_[static_cast<size_t>(slot)], out);
+      case kEmpty:
+        // Asked before its prefetch got to it: this rank is the one that
+        // reads it from the PFS, so it does so now (never asking a peer).
+        if (state.compare_exchange_strong(s, kFilling)) {
+          FillSlot(level, slot, sample, out, 0, false);
+          return true;
+        }
+        continue;
+      case kFilling: {
+        std::unique_lock<std::mutex> lock(mu_);
+        filled_cv_.wait(lock, [&] { return closed_.load() || state.load() != kFilling; });
+        if (closed_) return false;
+        continue;
+      }
+      default:
+        return false;
+    }
+  }
+}
+
+void CacheHierarchy::PrefetchLoop(int level, int client) {
   Level& l = *levels_[static_cast<size_t>(level)];
   const auto count = static_cast<int64_t>(l.samples.size());
   while (!closed_.load()) {
@@ -193,7 +281,7 @@ void CacheHierarchy::PrefetchLoop(int level) {
     const auto start = Clock::now();
     SampleBuffer bytes;
     try {
-      FillSlot(level, slot, l.samples[static_cast<size_t>(i)], &bytes);
+      FillSlot(level, slot, l.samples[static_cast<size_t>(i)], &bytes, client, true);
       l.prefetched_samples.fetch_add(1);
       l.prefetched_bytes.fetch_add(bytes.size);
     } catch (const Error&) {
@@ -212,6 +300,7 @@ void CacheHierarchy::Close() {
   filled_cv_.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  if (transport_) transport_->Close();
   for (size_t j = 1; j < levels_.size(); ++j) {
     if (levels_[j]->storage) levels_[j]->storage->Release();
   }

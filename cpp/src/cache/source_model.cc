@@ -7,6 +7,7 @@ namespace hdmlp {
 
 SourceModel::SourceModel(const Config& config, int processes) {
   pfs_mbps_ = config.b_fs_mbps;
+  b_c_mbps_ = config.b_c_mbps;
   if (!config.pfs_bandwidth.empty()) {
     const double gamma = std::max(processes, 1);
     pfs_mbps_ = std::min(config.b_fs_mbps, InterpolateBandwidth(config.pfs_bandwidth, gamma) / gamma);

@@ -29,15 +29,61 @@ uint64_t DrawSeed() {
   return (static_cast<uint64_t>(device()) << 32 | device()) & 0x7fffffffffffffffULL;
 }
 
+std::string Signature(const JobOptions& o, const ImageFolderIndex& index, const Config& config) {
+  std::string s = "samples=" + std::to_string(index.size()) + "\nfingerprint=" + std::to_string(index.Fingerprint()) +
+                  "\nbatch_size=" + std::to_string(o.batch_size) + "\nepochs=" + std::to_string(o.epochs) +
+                  "\ndistr_scheme=" + o.distr_scheme + "\ndrop_last_batch=" + (o.drop_last ? "true" : "false") +
+                  "\nexchange_fraction=" + std::to_string(o.exchange_fraction) + "\nstorage classes=";
+  for (const auto& c : config.storage_classes) s += c.backend + " ";
+  return s;
+}
+
+std::string FirstDifference(const std::string& a, const std::string& b, int rank_a, int rank_b) {
+  size_t i = 0, j = 0;
+  for (;;) {
+    const size_t ea = a.find('\n', i), eb = b.find('\n', j);
+    const std::string la = a.substr(i, ea == std::string::npos ? std::string::npos : ea - i);
+    const std::string lb = b.substr(j, eb == std::string::npos ? std::string::npos : eb - j);
+    if (la != lb) {
+      const std::string key = la.substr(0, la.find('='));
+      return "ranks disagree on " + key + ": rank " + std::to_string(rank_a) + " has " + la.substr(la.find('=') + 1) +
+             ", rank " + std::to_string(rank_b) + " has " + lb.substr(lb.find('=') + 1) +
+             "; every rank must create the Job with the same arguments, dataset and configuration shape";
+    }
+    if (ea == std::string::npos || eb == std::string::npos) return "";
+    i = ea + 1;
+    j = eb + 1;
+  }
+}
+
 }  // namespace
 
 Job::Job(const JobOptions& options)
     : options_(Validated(options)),
+      comm_(options.use_mpi ? Communicator::Create(options.timeout_s) : nullptr),
       env_(options.env != nullptr ? options.env : Env::Default()),
-      config_(Config::LoadFile(options.config_path)),
       metrics_(options.epochs) {
-  index_ = ScanImageFolder(env_, options.dataset_path, options.scan);
+  // Under MPI a rank that cannot start must still take part in the check
+  // below, or the others would wait for it until their timeout.
+  std::string local_error;
+  std::exception_ptr local_exception;
+  try {
+    config_ = Config::LoadFile(options.config_path);
+    index_ = ScanImageFolder(env_, options.dataset_path, options.scan);
+  } catch (const std::exception& e) {
+    if (!comm_) throw;
+    local_error = e.what();
+    local_exception = std::current_exception();
+  }
   seed_ = options.has_seed ? options.seed : DrawSeed();
+  if (comm_) {
+    try {
+      CheckRanksAgree(local_error);
+    } catch (...) {
+      if (local_exception) std::rethrow_exception(local_exception);  // this rank's own error, as it was
+      throw;
+    }
+  }
 
   PlanOptions plan;
   plan.num_samples = index_.size();
@@ -47,6 +93,7 @@ Job::Job(const JobOptions& options)
   plan.drop_last = options.drop_last;
   plan.world_size = world_size();
   plan.scheme = ParseDistributionScheme(options.distr_scheme);
+  plan.exchange_fraction = options.exchange_fraction;
   plan_ = std::make_unique<AccessPlan>(plan);
   epoch_size_ = plan_->RankEpochSize(rank());
   if (epoch_size_ == 0) {
@@ -55,16 +102,37 @@ Job::Job(const JobOptions& options)
                                " samples) and drop_last_batch is set: every epoch would be empty");
   }
 
+  const StorageClassConfig& staging = config_.storage_classes.at(0);
   cache_ = std::make_unique<CacheHierarchy>(config_, *plan_, rank(), index_, env_,
-                                            options.local_env != nullptr ? options.local_env : Env::Default());
+                                            options.local_env != nullptr ? options.local_env : Env::Default(),
+                                            comm_.get(), staging.threads);
   cache_->Start();
 
-  const StorageClassConfig& staging = config_.storage_classes.at(0);
   // MB in configs are MiB (docs/config.md).
   const auto capacity = static_cast<int64_t>(staging.capacity_mb * 1024 * 1024);
   staging_ = std::make_unique<StagingBuffer>(capacity, ItemOf(options.epochs, 0));
   workers_.reserve(static_cast<size_t>(staging.threads));
-  for (int t = 0; t < staging.threads; ++t) workers_.emplace_back([this] { WorkerLoop(); });
+  for (int t = 0; t < staging.threads; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+}
+
+void Job::CheckRanksAgree(const std::string& local_error) {
+  // Every rank sends either its error or its view of the job (and its seed);
+  // every rank then draws the same conclusion from the same data.
+  const std::string mine = local_error.empty()
+                               ? "ok\n" + std::to_string(seed_) + "\n" + Signature(options_, index_, config_)
+                               : "error\n" + local_error;
+  const std::vector<std::string> all = comm_->AllGather(mine, "the start-up check of the job's arguments");
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (all[r].compare(0, 6, "error\n") == 0) {
+      throw InvalidArgumentError("rank " + std::to_string(r) + " could not start the job: " + all[r].substr(6));
+    }
+  }
+  auto body = [](const std::string& s) { return s.substr(s.find('\n', 3) + 1); };
+  for (size_t r = 1; r < all.size(); ++r) {
+    const std::string diff = FirstDifference(body(all[0]), body(all[r]), 0, static_cast<int>(r));
+    if (!diff.empty()) throw InvalidArgumentError(diff);
+  }
+  seed_ = std::stoull(all[0].substr(3, all[0].find('\n', 3) - 3));  // rank 0's seed
 }
 
 Job::~Job() { Close(); }
@@ -79,7 +147,7 @@ void Job::Close() {
   workers_.clear();
 }
 
-void Job::WorkerLoop() {
+void Job::WorkerLoop(int slot) {
   const auto estimate = [this](int64_t item) {
     return index_.sizes[static_cast<size_t>(plan_->SampleAt(rank(), static_cast<int>(item / epoch_size_), item % epoch_size_))];
   };
@@ -90,7 +158,7 @@ void Job::WorkerLoop() {
     const auto start = Clock::now();
     try {
       SampleBuffer bytes;
-      const std::string& source = cache_->Fetch(sample, &bytes);
+      const std::string& source = cache_->Fetch(sample, &bytes, slot);
       metrics_.AddRead(epoch, source, bytes.size, SecondsSince(start));
       staging_->Complete(item, std::move(bytes));
     } catch (...) {

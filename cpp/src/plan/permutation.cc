@@ -28,6 +28,27 @@ uint64_t IndexPermutation::Encrypt(uint64_t x) const {
   return x;
 }
 
+uint64_t IndexPermutation::Decrypt(uint64_t x) const {
+  for (int r = kRounds - 1; r >= 0; --r) {
+    const int low = low_bits_[r & 1];
+    const int high = bits_ - low;
+    const uint64_t high_mask = (uint64_t{1} << high) - 1;
+    const uint64_t l = x >> high;
+    const uint64_t h = (x ^ Mix64(l ^ round_keys_[r])) & high_mask;
+    x = (h << low) | l;
+  }
+  return x;
+}
+
+uint64_t IndexPermutation::Inverse(uint64_t x) const {
+  if (n_ <= 1) return 0;
+  // Cycle walking backwards: the inverse walk leaves [0, n) exactly where the
+  // forward one entered it.
+  uint64_t i = Decrypt(x);
+  while (i >= n_) i = Decrypt(i);
+  return i;
+}
+
 uint64_t IndexPermutation::At(uint64_t i) const {
   if (n_ <= 1) return 0;
   uint64_t x = Encrypt(i);

@@ -99,12 +99,12 @@ void EvaluateReads(const AccessPlan& plan, int rank, int64_t epoch_size, int64_t
   int64_t j = begin % epoch_size;
   // One permutation per epoch touched: building one derives its round keys,
   // which costs more than evaluating a position.
-  IndexPermutation perm = plan.EpochPermutation(epoch);
+  EpochOrder order = plan.Epoch(rank, epoch);
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = perm.At(static_cast<uint64_t>(plan.GlobalPosition(rank, j)));
+    out[i] = static_cast<uint64_t>(order.At(j));
     if (++j == epoch_size && i + 1 < n) {
       j = 0;
-      perm = plan.EpochPermutation(++epoch);
+      order = plan.Epoch(rank, ++epoch);
     }
   }
 }
@@ -362,6 +362,11 @@ Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int6
   const uint64_t count_mask = (uint64_t{1} << count_bits) - 1;
   RadixSortInto(by_first, by_freq, scratch, count_bits, [count_mask](const Rec& r) { return r.key & count_mask; });
   std::vector<Rec>().swap(scratch);
+  if (options.first_epoch_first) {
+    const auto epoch_size = static_cast<uint64_t>(plan.RankEpochSize(rank));
+    std::stable_partition(by_freq.begin(), by_freq.end(),
+                          [count_bits, epoch_size](const Rec& r) { return (r.key >> count_bits) < epoch_size; });
+  }
 
   // First fit in frequency order. A class that is exactly full leaves the
   // scan, and the walk ends once every class has.

@@ -8,7 +8,19 @@
 //
 // Fetch() is what the staging workers call for every sample: it reads the
 // sample from the class holding it when the class has it and the source
-// model prefers it, else from the PFS. Every cached sample has a state
+// model prefers it, else from a peer rank's class (when the model predicts
+// that faster than the PFS), else from the PFS.
+//
+// Several ranks ("make it once"): the ranks exchange their placements, and
+// every cached sample gets one designated rank: the rank that reads it in
+// the first epoch when that rank caches it (placement puts those samples
+// first, so when the ranks' storage together holds the dataset, it always
+// does), else the lowest rank that caches it. Only the designated rank reads
+// the sample from the PFS; every other rank asks it, and a designated rank
+// asked for a sample it has not filled yet fills it then. So when the
+// dataset fits in the ranks' aggregate storage, the job reads each sample
+// from the PFS once. Serving threads never ask other ranks, so requests
+// cannot wait on each other in a cycle. Every cached sample has a state
 // (empty, filling, ready, failed) changed only by compare-and-swap, so a
 // sample is read from the PFS once: a worker that needs a sample before its
 // class holds it reads it and stores it on the way; one that finds the
@@ -40,6 +52,8 @@
 #include "hdmlp/plan/placement.h"
 #include "hdmlp/source/image_folder.h"
 #include "hdmlp/staging/staging_buffer.h"
+#include "hdmlp/transport/communicator.h"
+#include "hdmlp/transport/peer_transport.h"
 
 namespace hdmlp {
 
@@ -61,10 +75,12 @@ struct ClassStatus {
 
 class CacheHierarchy {
  public:
-  // The index, plan and envs must outlive the hierarchy. pfs_env reads the
-  // dataset; local_env holds the filesystem classes.
+  // The index, plan, envs and communicator must outlive the hierarchy.
+  // pfs_env reads the dataset; local_env holds the filesystem classes; comm
+  // is null for a single rank. Client slots [0, worker_slots) belong to the
+  // caller's staging workers; the prefetch threads take the ones after.
   CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, const ImageFolderIndex& index, Env* pfs_env,
-                 Env* local_env);
+                 Env* local_env, Communicator* comm = nullptr, int worker_slots = 0);
   CacheHierarchy(const CacheHierarchy&) = delete;
   CacheHierarchy& operator=(const CacheHierarchy&) = delete;
   ~CacheHierarchy();
@@ -73,13 +89,21 @@ class CacheHierarchy {
   void Start();
 
   // Reads `sample` from the best source into *out and returns that source's
-  // name ("pfs" or a class name). Throws what the PFS read throws.
-  const std::string& Fetch(int64_t sample, SampleBuffer* out);
+  // name ("pfs", "remote" or a class name). `slot` is the caller's client
+  // slot. Throws what the PFS read throws, or IOError for a peer that does
+  // not answer.
+  const std::string& Fetch(int64_t sample, SampleBuffer* out, int slot = 0);
 
   void Close();
 
   std::vector<ClassStatus> Status() const;
   std::vector<std::string> Warnings() const;
+  // Every read of the dataset's storage this rank made (staging, prefetch,
+  // serving peers), and every sample it received from a peer.
+  int64_t pfs_reads() const { return pfs_reads_.load(); }
+  int64_t pfs_bytes() const { return pfs_bytes_.load(); }
+  int64_t remote_reads() const { return remote_reads_.load(); }
+  int64_t requests_served() const { return transport_ ? transport_->requests_served() : 0; }
   // The class that will hold `sample`, or -1.
   int ClassOf(int64_t sample) const;
 
@@ -100,12 +124,17 @@ class CacheHierarchy {
   };
 
   int64_t SlotOf(int64_t sample, int* level) const;
-  // Reads the sample from the PFS and stores it in its class; the caller owns
-  // the slot (state kFilling). Returns false when the PFS read failed.
-  void FillSlot(int level, int64_t slot, int64_t sample, SampleBuffer* out);
+  // Reads the sample (from a peer when allowed and predicted faster, else
+  // the PFS) and stores it in its class; the caller owns the slot (state
+  // kFilling). Returns the source's name.
+  const std::string& FillSlot(int level, int64_t slot, int64_t sample, SampleBuffer* out, int client, bool may_ask_peers);
+  const std::string& ReadUncached(int64_t sample, SampleBuffer* out, int client, bool may_ask_peers);
   void SetState(int64_t slot, State state);
-  void PrefetchLoop(int level);
+  void PrefetchLoop(int level, int client);
   SampleBuffer ReadFromPfs(int64_t sample);
+  // A peer's request: bytes of a sample this rank is designated for.
+  bool Serve(int64_t sample, SampleBuffer* out);
+  void ExchangePlacements(const AccessPlan& plan, Communicator* comm);
 
   const ImageFolderIndex& index_;
   Env* pfs_env_;
@@ -118,6 +147,14 @@ class CacheHierarchy {
   std::vector<int64_t> slot_sizes_;
   std::vector<std::string> warnings_;
   const std::string pfs_name_ = "pfs";
+  const std::string remote_name_ = "remote";
+
+  // Several ranks: who to ask for each sample (rank << 8 | its class), or -1.
+  int my_rank_ = 0;
+  std::vector<int32_t> directory_;
+  std::unique_ptr<PeerTransport> transport_;
+  int worker_slots_ = 0;
+  std::atomic<int64_t> pfs_reads_{0}, pfs_bytes_{0}, remote_reads_{0};
 
   std::mutex mu_;
   std::condition_variable filled_cv_;

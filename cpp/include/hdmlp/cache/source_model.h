@@ -28,9 +28,13 @@ class SourceModel {
   // j >= 1; +infinity when the class's table is empty.
   double ClassMbps(int j) const { return class_mbps_.at(static_cast<size_t>(j)); }
   bool PreferClass(int j) const { return ClassMbps(j) >= PfsMbps(); }
+  // b_c: what one link between nodes delivers; a peer's class j gives
+  // min(b_c, ClassMbps(j)), chosen only when strictly faster than the PFS.
+  double RemoteLinkMbps() const { return b_c_mbps_; }
 
  private:
   double pfs_mbps_;
+  double b_c_mbps_;
   std::vector<double> class_mbps_;
 };
 

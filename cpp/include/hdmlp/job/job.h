@@ -8,6 +8,11 @@
 // it reports the end of the epoch. Beginning a later epoch skips whatever
 // is left of the current one (an early `break`), without reading it.
 //
+// Several ranks (under mpirun): the ranks check at start-up that they agree
+// on the dataset (size and fingerprint), batch size, epochs, scheme,
+// drop-last and configuration shape, and take rank 0's seed; a rank that
+// fails to start or disagrees makes every rank raise the same error.
+//
 // Errors: the constructor validates everything (dataset, arguments, config)
 // before any thread starts. A sample that cannot be read is reported by
 // NextBatch when the consumer reaches it, as the exception the read threw
@@ -35,6 +40,7 @@
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/source/image_folder.h"
 #include "hdmlp/staging/staging_buffer.h"
+#include "hdmlp/transport/communicator.h"
 
 namespace hdmlp {
 
@@ -47,6 +53,9 @@ struct JobOptions {
   bool has_seed = false;
   uint64_t seed = 0;
   std::string config_path;  // required: the Python package passes its default
+  double exchange_fraction = 0.1;  // partial_local only
+  double timeout_s = 300;   // how long to wait for other ranks before failing
+  bool use_mpi = true;      // join the MPI job when there is one
   Env* env = nullptr;       // storage of the dataset; nullptr: Env::Default()
   Env* local_env = nullptr; // storage of the filesystem classes; nullptr: Env::Default()
   ScanOptions scan;
@@ -73,8 +82,8 @@ class Job {
   const AccessPlan& plan() const { return *plan_; }
   const Config& config() const { return config_; }
   uint64_t seed() const { return seed_; }
-  int rank() const { return 0; }
-  int world_size() const { return 1; }
+  int rank() const { return comm_ ? comm_->rank() : 0; }
+  int world_size() const { return comm_ ? comm_->size() : 1; }
   int64_t BatchesPerEpoch() const { return plan_->BatchesPerEpoch(); }
   int current_epoch() const { return epoch_; }
   int64_t staging_capacity_bytes() const { return staging_->capacity_bytes(); }
@@ -93,10 +102,13 @@ class Job {
   void Close();
 
  private:
-  void WorkerLoop();
+  void WorkerLoop(int slot);
+  // Every rank's view of the job must agree; throws the same error on every rank.
+  void CheckRanksAgree(const std::string& local_error);
   int64_t ItemOf(int epoch, int64_t j) const { return static_cast<int64_t>(epoch) * epoch_size_ + j; }
 
   JobOptions options_;
+  std::unique_ptr<Communicator> comm_;
   Env* env_;
   Config config_;
   ImageFolderIndex index_;

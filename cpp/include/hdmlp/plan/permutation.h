@@ -30,9 +30,12 @@ class IndexPermutation {
   uint64_t size() const { return n_; }
   // The element at position i (i < size()).
   uint64_t At(uint64_t i) const;
+  // The position of element x (x < size()): At(Inverse(x)) == x.
+  uint64_t Inverse(uint64_t x) const;
 
  private:
   uint64_t Encrypt(uint64_t x) const;
+  uint64_t Decrypt(uint64_t x) const;
 
   uint64_t n_;
   int bits_ = 0;

@@ -67,6 +67,12 @@ struct PlanningOptions {
   // Reads one worker evaluates at a time (at least; kSorted grows it with D).
   int64_t min_piece_items = int64_t{1} << 18;
   CountMethod method = CountMethod::kAuto;
+  // Several ranks: the samples a rank reads in the first epoch (each is read
+  // by exactly one rank there) claim space before all others, in frequency
+  // order among themselves. When the ranks' storage together holds the
+  // dataset, every sample is then cached by the rank that reads it first,
+  // which is the one rank that reads it from the PFS (cache_hierarchy.h).
+  bool first_epoch_first = false;
 };
 
 struct SampleUse {

@@ -1,0 +1,76 @@
+// Image decoding for the transform pipeline: what torchvision's ImageFolder
+// loader does (PIL's Image.open(f).convert("RGB")), with OpenCV.
+//
+// Rules (docs/transforms.md has the details and the reasons):
+//   - The format is recognised by content, never by the file name: JPEG, PNG,
+//     BMP, TIFF, WebP and PBM/PGM/PPM, i.e. the formats of torchvision's
+//     IMG_EXTENSIONS. Anything else (GIF, HEIC, a text file, ...) is an
+//     "unsupported" DecodeError.
+//   - The header is read before anything is decoded: an image of more than
+//     kMaxImagePixels pixels (PIL's decompression-bomb limit,
+//     2 * Image.MAX_IMAGE_PIXELS) is refused without allocating it.
+//   - Truncated files are refused, never padded with grey: a JPEG must reach
+//     its EOI marker after its last scan, a PNG its last IDAT chunk, a BMP,
+//     PNM or WebP must hold the bytes its header announces, and the decoder
+//     must succeed.
+//   - Grayscale, palette, CMYK and alpha images become 3-channel 8-bit, alpha
+//     dropped, as convert("RGB") does. EXIF orientation is NOT applied, as in
+//     PIL's Image.open (torchvision's default loader never calls
+//     ImageOps.exif_transpose).
+//   - Pixels are returned in OpenCV's BGR order; the pipeline writes RGB.
+//
+// Every error is a DecodeError (an InvalidArgumentError, Python: ValueError)
+// whose message starts with the path given for errors.
+//
+// Thread-safety: all functions are reentrant; call them from any thread.
+#ifndef HDMLP_TRANSFORMS_DECODE_H_
+#define HDMLP_TRANSFORMS_DECODE_H_
+
+#include <cstdint>
+#include <string>
+
+#include <opencv2/core.hpp>
+
+#include "hdmlp/errors.h"
+
+namespace hdmlp {
+
+// A file that is not a valid image: corrupt, truncated, empty, of an
+// unsupported format, or too large (Python: ValueError).
+class DecodeError : public InvalidArgumentError {
+ public:
+  using InvalidArgumentError::InvalidArgumentError;
+};
+
+// PIL's default Image.MAX_IMAGE_PIXELS is 89478485; PIL raises
+// DecompressionBombError above twice that, and so do we.
+inline constexpr int64_t kMaxImagePixels = 178956970;
+
+enum class ImageFormat { kJpeg, kPng, kBmp, kTiff, kWebp, kPnm };
+const char* ImageFormatName(ImageFormat format);
+
+struct ImageHeader {
+  ImageFormat format = ImageFormat::kJpeg;
+  int width = 0;
+  int height = 0;
+};
+
+// Reads the format and the size from the first bytes. With check_complete,
+// also checks that the file is not truncated (for a JPEG: walks its markers
+// to the EOI, a few microseconds per 100 KB). Throws DecodeError for an
+// empty, unsupported, truncated, malformed or too large image.
+ImageHeader ReadImageHeader(const uint8_t* data, int64_t size, const std::string& path_for_errors,
+                            bool check_complete);
+
+// Decodes to 8-bit BGR. reduce (1, 2, 4 or 8; JPEG only) asks libjpeg for a
+// DCT-domain downscale: the result is ceil(width / reduce) x
+// ceil(height / reduce). `header` must come from ReadImageHeader on the same
+// bytes. `out` is reused when it already has the decoded size and type (and
+// may be a header over caller-owned memory of that size). Throws DecodeError
+// when the decoder fails or yields another size than the header's.
+void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce,
+                 const std::string& path_for_errors, cv::Mat* out);
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_TRANSFORMS_DECODE_H_

@@ -1,0 +1,63 @@
+// Image resampling that reproduces PIL's Image.resize bit for bit.
+//
+// torchvision resizes PIL images with Image.resize, whose filters (bilinear,
+// bicubic, ...) are always antialiased: when shrinking, the filter's support
+// grows with the scale factor, so every input pixel contributes. OpenCV's
+// INTER_LINEAR does not do that (it aliases when shrinking), and INTER_AREA
+// is a box filter. Resample implements PIL's algorithm (libImaging/Resample.c:
+// separable two-pass convolution, horizontal first, coefficients normalised
+// to 22-bit fixed point, an 8-bit intermediate image), so for the same input
+// pixels the output is identical to PIL's.
+//
+// Thread-safety: Resample is reentrant; a ResampleScratch belongs to one
+// thread at a time.
+#ifndef HDMLP_TRANSFORMS_RESAMPLE_H_
+#define HDMLP_TRANSFORMS_RESAMPLE_H_
+
+#include <cstdint>
+#include <vector>
+
+namespace hdmlp {
+
+// PIL's filters, numbered as PIL numbers them (Image.Resampling).
+enum class Interpolation : int {
+  kNearest = 0,
+  kLanczos = 1,
+  kBilinear = 2,
+  kBicubic = 3,
+  kBox = 4,
+  kHamming = 5,
+};
+const char* InterpolationName(Interpolation interpolation);
+
+// A read-only 3-channel 8-bit image: `height` rows of width * 3 bytes,
+// `stride` bytes apart. The channel order does not matter to Resample.
+struct ImageView {
+  const uint8_t* data = nullptr;
+  int width = 0;
+  int height = 0;
+  int64_t stride = 0;
+};
+
+// Memory reused from call to call.
+struct ResampleScratch {
+  std::vector<double> weights;
+  std::vector<int32_t> kx, ky;
+  std::vector<int> bx, by;
+  std::vector<uint8_t> temp;
+  std::vector<int32_t> acc;
+};
+
+// Resamples the region box = {x0, y0, x1, y1} of src (PIL's `box` argument,
+// in float as PIL has it; taps are clamped to src, not to the box) to
+// out_w x out_h, writing rows of out_w * 3 bytes dst_stride apart into dst.
+// Bit-identical to PIL's Image.resize((out_w, out_h), filter, box) when
+// antialias is true. antialias = false keeps the filter's support at its
+// nominal width when shrinking (torch's interpolate(antialias=False) for
+// bilinear); PIL has no such mode.
+void Resample(const ImageView& src, const float box[4], int out_w, int out_h, Interpolation filter,
+              bool antialias, uint8_t* dst, int64_t dst_stride, ResampleScratch* scratch);
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_TRANSFORMS_RESAMPLE_H_

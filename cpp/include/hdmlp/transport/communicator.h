@@ -1,0 +1,67 @@
+// Communicator: hdmlp's own MPI communicator, and the rank collectives it
+// needs at start-up, each with a deadline.
+//
+// Create() returns nullptr when the process is not part of an MPI job (no
+// launcher variables and MPI not initialised): hdmlp then runs as a single
+// rank without touching MPI. Otherwise it initialises MPI with
+// MPI_THREAD_MULTIPLE if nobody has (and then owns its finalisation, which
+// FinalizeIfOwned does at process exit), or reuses an MPI already
+// initialised by mpi4py, Horovod or torch.distributed (never finalising it),
+// and duplicates MPI_COMM_WORLD so hdmlp's messages never mix with the
+// application's. A thread level below MPI_THREAD_MULTIPLE is refused with a
+// clear error.
+//
+// Collectives wait at most timeout_s: a rank that never arrives (crashed,
+// hung, or stuck before the call) makes the others raise an IOError naming
+// the ranks that did not arrive, instead of hanging.
+// Thread-safety: the collectives are called from one thread (the job's
+// constructor); comm() may be used from any thread (MPI_THREAD_MULTIPLE).
+#ifndef HDMLP_TRANSPORT_COMMUNICATOR_H_
+#define HDMLP_TRANSPORT_COMMUNICATOR_H_
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace hdmlp {
+
+class Communicator {
+ public:
+  static std::unique_ptr<Communicator> Create(double timeout_s);
+  // Initialises MPI now if this process is in an MPI job (Create does it
+  // otherwise). MPI_Init itself waits for every rank: it cannot time out.
+  static void EnsureInitialized();
+  // True when this process was started by an MPI launcher or MPI is up.
+  static bool InMpiJob();
+  // Finalises MPI if hdmlp initialised it; safe to call more than once.
+  static void FinalizeIfOwned();
+
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  double timeout_s() const { return timeout_s_; }
+  MPI_Comm comm() const { return comm_; }
+
+  // Every rank's string, in rank order; strings may differ in length.
+  std::vector<std::string> AllGather(const std::string& mine, const std::string& what);
+
+ private:
+  Communicator(MPI_Comm comm, double timeout_s);
+  // Waits for a request until the deadline; names `what` on timeout.
+  void Wait(MPI_Request* request, const std::string& what);
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  double timeout_s_;
+};
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_TRANSPORT_COMMUNICATOR_H_

@@ -1,0 +1,72 @@
+// PeerTransport: asks other ranks for samples, and answers their requests.
+//
+// Serving threads (the config's distributed_threads) receive requests from
+// any rank and answer each with the sample's bytes from this rank's storage
+// classes (through the `serve` callback), or with "not here". A client asks
+// one peer for one sample at a time per client slot (each staging worker and
+// prefetch thread has its own slot, so replies never cross).
+//
+// Protocol, on the job's own communicator: a request (tag 1) carries
+// {sample, reply tag, sequence number}; the reply is a header {sequence,
+// size or -1} followed, for a hit, by the payload, both on the reply tag. A
+// rank that closes sends "bye" (tag 2) to every peer; requests to a rank
+// that said bye are not sent and report "not here", so the caller falls
+// back to the PFS. A peer that does not answer within timeout_s makes Fetch
+// throw an IOError naming it (it crashed, hung or left without saying bye).
+//
+// Thread-safety: Fetch may be called concurrently for different slots.
+// Close() (idempotent) says bye, stops and joins the serving threads, and
+// waits for its own sends; the destructor calls it.
+#ifndef HDMLP_TRANSPORT_PEER_TRANSPORT_H_
+#define HDMLP_TRANSPORT_PEER_TRANSPORT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hdmlp/staging/staging_buffer.h"
+#include "hdmlp/transport/communicator.h"
+
+namespace hdmlp {
+
+class PeerTransport {
+ public:
+  // Fills *out with a sample this rank can serve; false: "not here".
+  using ServeFn = std::function<bool(int64_t sample, SampleBuffer* out)>;
+
+  PeerTransport(Communicator* comm, int serving_threads, int client_slots, ServeFn serve);
+  PeerTransport(const PeerTransport&) = delete;
+  PeerTransport& operator=(const PeerTransport&) = delete;
+  ~PeerTransport();
+
+  void Start();
+  // Asks `peer` for `sample`. True with the bytes; false for "not here" or a
+  // peer that has left. Throws IOError when the peer does not answer in time.
+  bool Fetch(int peer, int64_t sample, int slot, SampleBuffer* out);
+  bool PeerLeft(int peer) const;
+  void Close();
+
+  int64_t requests_served() const { return served_.load(); }
+
+ private:
+  void ServeLoop();
+
+  Communicator* comm_;
+  int serving_threads_;
+  int client_slots_;
+  ServeFn serve_;
+  std::unique_ptr<std::atomic<bool>[]> left_;
+  std::unique_ptr<std::atomic<int64_t>[]> sequence_;  // per client slot
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> closed_{false};
+  std::atomic<int64_t> served_{0};
+};
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_TRANSPORT_PEER_TRANSPORT_H_

@@ -1,0 +1,353 @@
+#include "hdmlp/transforms/decode.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include <opencv2/imgcodecs.hpp>
+
+namespace hdmlp {
+namespace {
+
+[[noreturn]] void Fail(const std::string& path, const std::string& what) {
+  throw DecodeError("'" + path + "': " + what);
+}
+
+uint32_t Be16(const uint8_t* p) { return (uint32_t{p[0]} << 8) | p[1]; }
+uint32_t Be32(const uint8_t* p) { return (Be16(p) << 16) | Be16(p + 2); }
+uint32_t Le16(const uint8_t* p) { return (uint32_t{p[1]} << 8) | p[0]; }
+uint32_t Le32(const uint8_t* p) { return (Le16(p + 2) << 16) | Le16(p); }
+uint32_t Le24(const uint8_t* p) { return (uint32_t{p[2]} << 16) | Le16(p); }
+
+bool StartsWith(const uint8_t* data, int64_t size, const char* magic, int64_t n) {
+  return size >= n && std::memcmp(data, magic, static_cast<size_t>(n)) == 0;
+}
+
+std::string Hex(const uint8_t* data, int64_t size) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (int64_t i = 0; i < size && i < 8; ++i) {
+    if (i) out += ' ';
+    out += kDigits[data[i] >> 4];
+    out += kDigits[data[i] & 15];
+  }
+  return out;
+}
+
+// ---- JPEG ------------------------------------------------------------------
+
+bool IsSof(int m) {
+  // SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC).
+  return m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
+}
+
+// Walks the marker segments. Reads the size from the first SOF; with
+// check_complete, goes on through every scan's entropy-coded data to the EOI
+// marker. libjpeg itself pads a truncated scan with grey and only warns, so
+// this walk is what keeps a truncated file from becoming a half-grey image.
+void ReadJpeg(const uint8_t* d, int64_t n, const std::string& path, bool check_complete, ImageHeader* h) {
+  int64_t pos = 2;  // after SOI
+  bool have_sof = false, have_scan = false;
+  while (true) {
+    // Find the next marker: 0xFF, any fill 0xFFs, then the code. Stray bytes
+    // between segments are skipped as libjpeg does (it warns, PIL ignores).
+    while (pos < n && d[pos] != 0xFF) ++pos;
+    while (pos < n && d[pos] == 0xFF) ++pos;
+    if (pos >= n) {
+      if (!have_sof) Fail(path, "truncated or corrupt JPEG: no frame header (SOF) before the end of the file");
+      Fail(path, "truncated JPEG: the file ends before its end-of-image marker (EOI)");
+    }
+    const int m = d[pos++];
+    if (m == 0xD9) {  // EOI
+      if (!have_scan) Fail(path, "corrupt JPEG: end-of-image marker before any image data");
+      return;
+    }
+    if (m == 0x00 || m == 0x01 || m == 0xD8 || (m >= 0xD0 && m <= 0xD7)) continue;  // no length
+    if (pos + 2 > n) Fail(path, "truncated JPEG: the file ends inside a marker segment");
+    const int64_t len = Be16(d + pos);
+    if (len < 2) Fail(path, "corrupt JPEG: a marker segment has length " + std::to_string(len));
+    if (pos + len > n) Fail(path, "truncated JPEG: the file ends inside a marker segment");
+    if (IsSof(m) && !have_sof) {
+      if (len < 8) Fail(path, "corrupt JPEG: frame header (SOF) too short");
+      h->height = static_cast<int>(Be16(d + pos + 3));
+      h->width = static_cast<int>(Be16(d + pos + 5));
+      if (h->height == 0) {
+        Fail(path, "unsupported JPEG: the height is given by a DNL marker after the first scan");
+      }
+      have_sof = true;
+      if (!check_complete) return;
+    }
+    pos += len;
+    if (m == 0xDA) {  // SOS: entropy-coded data follows, up to the next real marker
+      if (!have_sof) Fail(path, "corrupt JPEG: scan (SOS) before the frame header (SOF)");
+      have_scan = true;
+      while (true) {
+        const void* ff = std::memchr(d + pos, 0xFF, static_cast<size_t>(n - pos));
+        if (ff == nullptr) Fail(path, "truncated JPEG: the file ends inside the compressed image data");
+        pos = static_cast<const uint8_t*>(ff) - d;
+        int64_t q = pos + 1;
+        while (q < n && d[q] == 0xFF) ++q;  // fill bytes
+        if (q >= n) Fail(path, "truncated JPEG: the file ends inside the compressed image data");
+        const int code = d[q];
+        if (code == 0x00 || (code >= 0xD0 && code <= 0xD7)) {  // stuffed byte or restart marker
+          pos = q + 1;
+          continue;
+        }
+        break;  // a real marker starts at pos
+      }
+    }
+  }
+}
+
+// ---- PNG -------------------------------------------------------------------
+
+void ReadPng(const uint8_t* d, int64_t n, const std::string& path, bool check_complete, ImageHeader* h) {
+  if (n < 33 || std::memcmp(d + 12, "IHDR", 4) != 0 || Be32(d + 8) != 13) {
+    Fail(path, n < 33 ? "truncated PNG: the file ends inside its header" : "corrupt PNG: no IHDR chunk");
+  }
+  const uint32_t w = Be32(d + 16), hh = Be32(d + 20);
+  if (w == 0 || hh == 0 || w > 0x7fffffffu || hh > 0x7fffffffu) {
+    Fail(path, "corrupt PNG: invalid size " + std::to_string(w) + "x" + std::to_string(hh));
+  }
+  h->width = static_cast<int>(w);
+  h->height = static_cast<int>(hh);
+  if (!check_complete) return;
+  // Chunk walk: every chunk up to the last IDAT must be complete. (A missing
+  // IEND after complete image data is left to the decoder.)
+  int64_t pos = 8;
+  bool seen_idat = false;
+  while (pos + 8 <= n) {
+    const int64_t len = Be32(d + pos);
+    const bool idat = std::memcmp(d + pos + 4, "IDAT", 4) == 0;
+    if (std::memcmp(d + pos + 4, "IEND", 4) == 0) break;
+    if (pos + 12 + len > n) {
+      if (idat || !seen_idat) Fail(path, "truncated PNG: the file ends inside the image data");
+      break;
+    }
+    seen_idat = seen_idat || idat;
+    pos += 12 + len;
+  }
+  if (!seen_idat) Fail(path, "truncated PNG: the file ends before the image data (no IDAT chunk)");
+}
+
+// ---- BMP, TIFF, WebP, PNM --------------------------------------------------
+
+void ReadBmp(const uint8_t* d, int64_t n, const std::string& path, ImageHeader* h) {
+  if (n < 26) Fail(path, "truncated BMP: the file ends inside its header");
+  const uint32_t dib = Le32(d + 14);
+  int64_t w, hh;
+  if (dib == 12) {
+    w = Le16(d + 18);
+    hh = Le16(d + 20);
+  } else {
+    w = static_cast<int32_t>(Le32(d + 18));
+    hh = static_cast<int32_t>(Le32(d + 22));
+    if (hh < 0) hh = -hh;  // top-down bitmap
+  }
+  if (w <= 0 || hh <= 0 || w > 0x7fffffff || hh > 0x7fffffff) {
+    Fail(path, "corrupt BMP: invalid size " + std::to_string(w) + "x" + std::to_string(hh));
+  }
+  h->width = static_cast<int>(w);
+  h->height = static_cast<int>(hh);
+}
+
+void ReadTiff(const uint8_t* d, int64_t n, const std::string& path, ImageHeader* h) {
+  const bool le = d[0] == 'I';
+  auto u16 = [&](int64_t at) { return le ? Le16(d + at) : Be16(d + at); };
+  auto u32 = [&](int64_t at) { return le ? Le32(d + at) : Be32(d + at); };
+  auto u64 = [&](int64_t at) {
+    const uint64_t a = u32(at), b = u32(at + 4);
+    return le ? (b << 32) | a : (a << 32) | b;
+  };
+  const bool big = u16(2) == 43;  // BigTIFF
+  const int64_t first = big ? 16 : 8;
+  if (n < first) Fail(path, "truncated TIFF: the file ends inside its header");
+  const uint64_t ifd = big ? u64(8) : u32(4);
+  const int64_t count_size = big ? 8 : 2, entry_size = big ? 20 : 12;
+  if (ifd < static_cast<uint64_t>(first) || ifd + count_size > static_cast<uint64_t>(n)) {
+    Fail(path, "truncated or corrupt TIFF: the first image directory is outside the file");
+  }
+  const uint64_t count = big ? u64(static_cast<int64_t>(ifd)) : u16(static_cast<int64_t>(ifd));
+  if (ifd + count_size + count * entry_size > static_cast<uint64_t>(n)) {
+    Fail(path, "truncated TIFF: the file ends inside the first image directory");
+  }
+  int64_t w = -1, hh = -1;
+  for (uint64_t i = 0; i < count; ++i) {
+    const int64_t e = static_cast<int64_t>(ifd + count_size + i * entry_size);
+    const uint32_t tag = u16(e), type = u16(e + 2);
+    if (tag != 256 && tag != 257) continue;
+    const int64_t v = e + (big ? 12 : 8);
+    int64_t value;
+    if (type == 3) {
+      value = u16(v);  // SHORT
+    } else if (type == 4) {
+      value = u32(v);  // LONG
+    } else if (type == 16) {
+      value = static_cast<int64_t>(std::min<uint64_t>(u64(v), uint64_t{1} << 40));  // LONG8
+    } else {
+      Fail(path, "corrupt TIFF: image size tag of type " + std::to_string(type));
+    }
+    (tag == 256 ? w : hh) = value;
+  }
+  if (w <= 0 || hh <= 0 || w > 0x7fffffff || hh > 0x7fffffff) {
+    Fail(path, "corrupt TIFF: the first image directory has no valid width and height");
+  }
+  h->width = static_cast<int>(w);
+  h->height = static_cast<int>(hh);
+}
+
+void ReadWebp(const uint8_t* d, int64_t n, const std::string& path, bool check_complete, ImageHeader* h) {
+  if (n < 30) Fail(path, "truncated WebP: the file ends inside its header");
+  if (check_complete && static_cast<int64_t>(Le32(d + 4)) + 8 > n) {
+    Fail(path, "truncated WebP: the file has " + std::to_string(n) + " bytes, its header announces " +
+                   std::to_string(Le32(d + 4) + 8ull));
+  }
+  const uint8_t* c = d + 12;
+  if (std::memcmp(c, "VP8 ", 4) == 0) {
+    if (d[23] != 0x9d || d[24] != 0x01 || d[25] != 0x2a) Fail(path, "corrupt WebP: bad VP8 frame header");
+    h->width = static_cast<int>(Le16(d + 26) & 0x3fff);
+    h->height = static_cast<int>(Le16(d + 28) & 0x3fff);
+  } else if (std::memcmp(c, "VP8L", 4) == 0) {
+    if (d[20] != 0x2f) Fail(path, "corrupt WebP: bad VP8L signature");
+    const uint32_t bits = Le32(d + 21);
+    h->width = static_cast<int>((bits & 0x3fff) + 1);
+    h->height = static_cast<int>(((bits >> 14) & 0x3fff) + 1);
+  } else if (std::memcmp(c, "VP8X", 4) == 0) {
+    h->width = static_cast<int>(Le24(d + 24) + 1);
+    h->height = static_cast<int>(Le24(d + 27) + 1);
+  } else {
+    Fail(path, "unsupported WebP variant (chunk '" + std::string(reinterpret_cast<const char*>(c), 4) + "')");
+  }
+  if (h->width <= 0 || h->height <= 0) Fail(path, "corrupt WebP: invalid size");
+}
+
+void ReadPnm(const uint8_t* d, int64_t n, const std::string& path, bool check_complete, ImageHeader* h) {
+  const int kind = d[1] - '0';  // 1..6
+  int64_t pos = 2;
+  int64_t values[3] = {0, 0, 1};
+  const int needed = (kind == 1 || kind == 4) ? 2 : 3;
+  for (int i = 0; i < needed; ++i) {
+    while (pos < n) {  // whitespace and comments
+      if (d[pos] == '#') {
+        while (pos < n && d[pos] != '\n' && d[pos] != '\r') ++pos;
+      } else if (d[pos] == ' ' || d[pos] == '\t' || d[pos] == '\n' || d[pos] == '\r' || d[pos] == '\v' ||
+                 d[pos] == '\f') {
+        ++pos;
+      } else {
+        break;
+      }
+    }
+    if (pos >= n) Fail(path, "truncated PNM: the file ends inside its header");
+    if (d[pos] < '0' || d[pos] > '9') Fail(path, "corrupt PNM: non-numeric header");
+    int64_t v = 0;
+    while (pos < n && d[pos] >= '0' && d[pos] <= '9') {
+      v = v * 10 + (d[pos++] - '0');
+      if (v > 0x7fffffff) Fail(path, "corrupt PNM: header value out of range");
+    }
+    values[i] = v;
+  }
+  if (values[0] <= 0 || values[1] <= 0 || values[2] <= 0 || values[2] > 65535) {
+    Fail(path, "corrupt PNM: invalid header " + std::to_string(values[0]) + " " + std::to_string(values[1]) +
+                   " " + std::to_string(values[2]));
+  }
+  h->width = static_cast<int>(values[0]);
+  h->height = static_cast<int>(values[1]);
+  if (check_complete && kind >= 4 && h->width * int64_t{h->height} <= kMaxImagePixels) {
+    // Binary variants: one whitespace byte, then the raster.
+    const int64_t w = h->width, hh = h->height, bytes_per_value = values[2] > 255 ? 2 : 1;
+    const int64_t raster = kind == 4 ? (w + 7) / 8 * hh : w * hh * (kind == 6 ? 3 : 1) * bytes_per_value;
+    if (pos + 1 + raster > n) {
+      Fail(path, "truncated PNM: the file has " + std::to_string(n) + " bytes, its header announces " +
+                     std::to_string(pos + 1 + raster));
+    }
+  }
+}
+
+}  // namespace
+
+const char* ImageFormatName(ImageFormat format) {
+  switch (format) {
+    case ImageFormat::kJpeg: return "JPEG";
+    case ImageFormat::kPng: return "PNG";
+    case ImageFormat::kBmp: return "BMP";
+    case ImageFormat::kTiff: return "TIFF";
+    case ImageFormat::kWebp: return "WebP";
+    case ImageFormat::kPnm: return "PNM";
+  }
+  return "?";
+}
+
+ImageHeader ReadImageHeader(const uint8_t* d, int64_t n, const std::string& path, bool check_complete) {
+  if (n <= 0) Fail(path, "empty file (0 bytes): not an image");
+  ImageHeader h;
+  if (StartsWith(d, n, "\xFF\xD8\xFF", 3)) {
+    h.format = ImageFormat::kJpeg;
+    ReadJpeg(d, n, path, check_complete, &h);
+  } else if (StartsWith(d, n, "\x89PNG\r\n\x1a\n", 8)) {
+    h.format = ImageFormat::kPng;
+    ReadPng(d, n, path, check_complete, &h);
+  } else if (StartsWith(d, n, "BM", 2)) {
+    h.format = ImageFormat::kBmp;
+    ReadBmp(d, n, path, &h);
+  } else if (StartsWith(d, n, "II*\0", 4) || StartsWith(d, n, "MM\0*", 4) || StartsWith(d, n, "II+\0", 4) ||
+             StartsWith(d, n, "MM\0+", 4)) {
+    h.format = ImageFormat::kTiff;
+    ReadTiff(d, n, path, &h);
+  } else if (n >= 12 && StartsWith(d, n, "RIFF", 4) && std::memcmp(d + 8, "WEBP", 4) == 0) {
+    h.format = ImageFormat::kWebp;
+    ReadWebp(d, n, path, check_complete, &h);
+  } else if (n >= 2 && d[0] == 'P' && d[1] >= '1' && d[1] <= '6') {
+    h.format = ImageFormat::kPnm;
+    ReadPnm(d, n, path, check_complete, &h);
+  } else {
+    std::string what = "unsupported image format";
+    if (StartsWith(d, n, "GIF8", 4)) {
+      what = "unsupported image format (GIF)";
+    } else if (n >= 12 && std::memcmp(d + 4, "ftyp", 4) == 0) {
+      what = "unsupported image format (HEIF/AVIF)";
+    } else if (StartsWith(d, n, "\xFF\xD8", 2)) {
+      what = "corrupt JPEG: no marker after the start-of-image marker";
+    }
+    Fail(path, what + ": hdmlp decodes JPEG, PNG, BMP, TIFF, WebP and PBM/PGM/PPM files (first bytes: " +
+                   Hex(d, n) + ")");
+  }
+  const int64_t pixels = int64_t{h.width} * h.height;
+  if (pixels > kMaxImagePixels) {
+    Fail(path, std::string(ImageFormatName(h.format)) + " header claims " + std::to_string(h.width) + "x" +
+                   std::to_string(h.height) + " = " + std::to_string(pixels) +
+                   " pixels, more than the limit of " + std::to_string(kMaxImagePixels) +
+                   " (PIL's decompression-bomb limit): refused without decoding");
+  }
+  return h;
+}
+
+void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce,
+                 const std::string& path, cv::Mat* out) {
+  int flags = cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION;
+  int want_w = header.width, want_h = header.height;
+  if (reduce > 1 && header.format == ImageFormat::kJpeg) {
+    flags = (reduce == 2   ? cv::IMREAD_REDUCED_COLOR_2
+             : reduce == 4 ? cv::IMREAD_REDUCED_COLOR_4
+                           : cv::IMREAD_REDUCED_COLOR_8) |
+            cv::IMREAD_IGNORE_ORIENTATION;
+    want_w = (header.width + reduce - 1) / reduce;
+    want_h = (header.height + reduce - 1) / reduce;
+  }
+  const cv::Mat buf(1, static_cast<int>(size), CV_8UC1, const_cast<uint8_t*>(data));
+  bool ok = false;
+  try {
+    cv::imdecode(buf, flags, out);
+    ok = !out->empty();
+  } catch (const cv::Exception&) {
+    ok = false;
+  }
+  const char* name = ImageFormatName(header.format);
+  if (!ok) Fail(path, std::string("corrupt or truncated ") + name + ": the decoder failed");
+  if (out->type() != CV_8UC3 || out->cols != want_w || out->rows != want_h) {
+    Fail(path, std::string("corrupt ") + name + ": decoded to " + std::to_string(out->cols) + "x" +
+                   std::to_string(out->rows) + " but its header says " + std::to_string(want_w) + "x" +
+                   std::to_string(want_h));
+  }
+}
+
+}  // namespace hdmlp

@@ -1,0 +1,151 @@
+#include "hdmlp/transport/peer_transport.h"
+
+#include <chrono>
+
+#include "hdmlp/errors.h"
+
+namespace hdmlp {
+namespace {
+
+constexpr int kRequestTag = 1;
+constexpr int kByeTag = 2;
+constexpr int kReplyTagBase = 16;
+
+using Clock = std::chrono::steady_clock;
+
+void Pause() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
+
+}  // namespace
+
+PeerTransport::PeerTransport(Communicator* comm, int serving_threads, int client_slots, ServeFn serve)
+    : comm_(comm), serving_threads_(serving_threads), client_slots_(client_slots), serve_(std::move(serve)),
+      left_(new std::atomic<bool>[static_cast<size_t>(comm->size())]),
+      sequence_(new std::atomic<int64_t>[static_cast<size_t>(client_slots)]) {
+  for (int r = 0; r < comm->size(); ++r) left_[static_cast<size_t>(r)] = false;
+  for (int s = 0; s < client_slots; ++s) sequence_[static_cast<size_t>(s)] = 0;
+}
+
+PeerTransport::~PeerTransport() { Close(); }
+
+void PeerTransport::Start() {
+  for (int t = 0; t < serving_threads_; ++t) threads_.emplace_back([this] { ServeLoop(); });
+}
+
+bool PeerTransport::PeerLeft(int peer) const { return left_[static_cast<size_t>(peer)].load(); }
+
+void PeerTransport::ServeLoop() {
+  MPI_Comm comm = comm_->comm();
+  while (!stopping_.load()) {
+    int found = 0;
+    MPI_Message message;
+    MPI_Status status;
+    MPI_Improbe(MPI_ANY_SOURCE, kByeTag, comm, &found, &message, &status);
+    if (found) {
+      int64_t who = 0;
+      MPI_Mrecv(&who, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
+      left_[static_cast<size_t>(status.MPI_SOURCE)] = true;
+      continue;
+    }
+    MPI_Improbe(MPI_ANY_SOURCE, kRequestTag, comm, &found, &message, &status);
+    if (!found) {
+      Pause();
+      continue;
+    }
+    int64_t request[3];
+    MPI_Mrecv(request, 3, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
+    SampleBuffer bytes;
+    bool hit = false;
+    try {
+      hit = serve_(request[0], &bytes);
+    } catch (const std::exception&) {
+      hit = false;  // e.g. the PFS read failed here: the asker reads it itself and sees the error
+    }
+    const int reply_tag = static_cast<int>(request[1]);
+    int64_t header[2] = {request[2], hit ? bytes.size : -1};
+    MPI_Send(header, 2, MPI_INT64_T, status.MPI_SOURCE, reply_tag, comm);
+    if (hit) {
+      MPI_Send(bytes.data.get(), static_cast<int>(bytes.size), MPI_BYTE, status.MPI_SOURCE, reply_tag, comm);
+      served_.fetch_add(1);
+    }
+  }
+}
+
+bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out) {
+  if (PeerLeft(peer) || closed_.load()) return false;
+  MPI_Comm comm = comm_->comm();
+  const int reply_tag = kReplyTagBase + slot;
+  const int64_t seq = sequence_[static_cast<size_t>(slot)].fetch_add(1) + 1;
+  int64_t request[3] = {sample, reply_tag, seq};
+  MPI_Request send;
+  MPI_Isend(request, 3, MPI_INT64_T, peer, kRequestTag, comm, &send);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(comm_->timeout_s());
+  bool sent = false;
+  for (;;) {
+    if (!sent) {
+      int done = 0;
+      MPI_Test(&send, &done, MPI_STATUS_IGNORE);
+      sent = done != 0;
+    }
+    int found = 0;
+    MPI_Message message;
+    MPI_Status status;
+    MPI_Improbe(peer, reply_tag, comm, &found, &message, &status);
+    if (found) {
+      int64_t header[2];
+      MPI_Mrecv(header, 2, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
+      // A hit's payload follows its header on the same tag, in order.
+      SampleBuffer payload = SampleBuffer::Allocate(std::max<int64_t>(header[1], 0));
+      if (header[1] >= 0) {
+        do {
+          MPI_Improbe(peer, reply_tag, comm, &found, &message, &status);
+        } while (!found);
+        MPI_Mrecv(payload.data.get(), static_cast<int>(payload.size), MPI_BYTE, &message, MPI_STATUS_IGNORE);
+      }
+      if (header[0] != seq) continue;  // a late reply to a request that timed out
+      if (!sent) MPI_Wait(&send, MPI_STATUS_IGNORE);
+      if (header[1] < 0) return false;
+      *out = std::move(payload);
+      return true;
+    }
+    if (PeerLeft(peer) || closed_.load()) {
+      if (!sent) MPI_Request_free(&send);
+      return false;
+    }
+    if (Clock::now() > deadline) {
+      if (!sent) MPI_Request_free(&send);
+      throw IOError("rank " + std::to_string(peer) + " did not answer rank " + std::to_string(comm_->rank()) +
+                    "'s request for sample " + std::to_string(sample) + " within " +
+                    std::to_string(static_cast<int>(comm_->timeout_s())) +
+                    " s: it may have crashed, hung or left the job; raise timeout_s if it is only slow");
+    }
+    Pause();
+  }
+}
+
+void PeerTransport::Close() {
+  if (closed_.exchange(true)) return;
+  // Say bye first, so peers stop asking this rank while its servers still
+  // answer what is already on the way.
+  MPI_Comm comm = comm_->comm();
+  std::vector<MPI_Request> byes;
+  int64_t me = comm_->rank();
+  for (int r = 0; r < comm_->size(); ++r) {
+    if (r == comm_->rank()) continue;
+    byes.emplace_back();
+    MPI_Isend(&me, 1, MPI_INT64_T, r, kByeTag, comm, &byes.back());
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  for (auto& request : byes) {
+    int done = 0;
+    while (!done && Clock::now() < deadline) {
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (!done) Pause();
+    }
+    if (!done) MPI_Request_free(&request);  // a peer that is gone: do not wait for it
+  }
+  stopping_ = true;
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+}  // namespace hdmlp

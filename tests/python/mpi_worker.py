@@ -1,0 +1,68 @@
+"""Run by tests/python/test_mpi.py under mpirun: one rank of an hdmlp job.
+
+    mpirun -np N python mpi_worker.py SCENARIO DATA OUT_DIR [options as JSON]
+
+Writes OUT_DIR/rank<R>.json with what this rank saw: per epoch the sample
+paths it delivered with each sample's sha256, and job.metrics().
+"""
+import hashlib
+import json
+import os
+import sys
+import time
+
+import hdmlp
+
+
+def main():
+    scenario, data, out = sys.argv[1], sys.argv[2], sys.argv[3]
+    opts = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
+    job_kw = opts.get("job", {})
+    world_rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    batch_size = opts.get("batch_size", 8)
+    if "batch_size_by_rank" in opts:
+        batch_size = opts["batch_size_by_rank"][world_rank]
+    if "data_by_rank" in opts:
+        data = opts["data_by_rank"][world_rank]
+    if scenario == "late":
+        hdmlp.init_mpi()  # every rank is in MPI; rank 1 is then slow to create its Job
+        if world_rank == 1:
+            time.sleep(20)
+    result = {"scenario": scenario}
+    try:
+        job = hdmlp.Job(data, batch_size, opts.get("epochs", 3), **job_kw)
+    except Exception as e:  # the test checks every rank's error
+        result.update(error=type(e).__name__, message=str(e))
+        write(out, world_rank, result)
+        if scenario == "late":
+            os._exit(0)  # the other rank is not coming: do not wait for it in MPI_Finalize
+        return
+    paths = [p for p, _ in job.samples]
+    result.update(rank=job.rank, world_size=job.world_size, seed=job.seed, batches=job.batches_per_epoch)
+    epochs = []
+    for epoch in range(job.epochs):
+        seen = []
+        for b, (ids, labels, samples) in enumerate(job.epoch_batches(epoch)):
+            if scenario == "break" and epoch == 0 and b == 1:
+                break
+            if scenario == "die" and epoch == 1 and job.rank == 1:
+                os._exit(3)
+            if scenario == "hang" and epoch == 1 and job.rank == 1:
+                time.sleep(3600)
+            for i, s in zip(ids, samples):
+                seen.append([paths[i], hashlib.sha256(bytes(memoryview(s))).hexdigest()])
+        epochs.append(seen)
+    result.update(epochs=epochs, metrics=job.metrics())
+    t = time.monotonic()
+    job.close()
+    result["close_seconds"] = time.monotonic() - t
+    write(out, result["rank"], result)
+
+
+def write(out, rank, result):
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+        json.dump(result, f)
+
+
+if __name__ == "__main__":
+    main()

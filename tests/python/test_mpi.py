@@ -1,0 +1,146 @@
+"""hdmlp across MPI ranks: run tests/python/mpi_worker.py under mpirun (2 and 4 ranks,
+oversubscribed on this 2-core machine) and check what every rank saw."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import make_folder
+
+WORKER = os.path.join(os.path.dirname(__file__), "mpi_worker.py")
+MPIRUN = shutil.which("mpirun")
+pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun (OpenMPI) is not installed")
+
+
+def mpirun(n, scenario, data, out, timeout=120, **opts):
+    cmd = [MPIRUN, "--oversubscribe", "-np", str(n)]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    cmd += [sys.executable, WORKER, scenario, str(data), str(out), json.dumps(opts)]
+    env = dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1")
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def results(out, n):
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mpi") / "data"
+    digests = make_folder(str(root), classes=4, per_class=(11, 13, 9, 12))
+    by_path = {os.path.join(str(root), rel): d for rel, d in digests.items()}
+    total = sum(os.path.getsize(p) for p in by_path)
+    return root, by_path, total
+
+
+def check_exactly_once(res, by_path, epochs, drop_last=False):
+    """Every epoch: each sample delivered exactly once across ranks, with its bytes on disk."""
+    for e in range(epochs):
+        seen = [p for r in res for p, _ in r["epochs"][e]]
+        assert len(seen) == len(set(seen)), f"epoch {e}: a sample was delivered twice"
+        if not drop_last:
+            assert sorted(seen) == sorted(by_path), f"epoch {e}: samples missing"
+        for r in res:
+            for p, sha in r["epochs"][e]:
+                assert sha == by_path[p], f"rank {r['rank']} got wrong bytes for {p}"
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("scheme", ["uniform", "local", "partial_local"])
+def test_each_sample_once_per_epoch_across_ranks(dataset, tmp_path, n, scheme):
+    root, by_path, _ = dataset
+    proc = mpirun(n, "plain", root, tmp_path, batch_size=8, epochs=3, job={"distr_scheme": scheme, "seed": 5})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    res = results(tmp_path, n)
+    assert [r["rank"] for r in res] == list(range(n))
+    assert {r["world_size"] for r in res} == {n}
+    assert len({r["seed"] for r in res}) == 1
+    assert len({r["batches"] for r in res}) == 1  # every rank takes the same number of steps
+    check_exactly_once(res, by_path, 3)
+    for r in res:
+        assert r["close_seconds"] < 2
+
+
+def test_seed_from_rank_zero_and_reproducible(dataset, tmp_path):
+    root, by_path, _ = dataset
+    runs = []
+    for i in range(2):
+        out = tmp_path / str(i)
+        out.mkdir()
+        proc = mpirun(2, "plain", root, out, epochs=2, job={"seed": 11})
+        assert proc.returncode == 0, proc.stderr
+        runs.append([[[p for p, _ in e] for e in r["epochs"]] for r in results(out, 2)])
+    assert runs[0] == runs[1]
+    out = tmp_path / "drawn"
+    out.mkdir()
+    proc = mpirun(2, "plain", root, out, epochs=1)  # seed=None: drawn on rank 0, shared
+    assert proc.returncode == 0, proc.stderr
+    assert len({r["seed"] for r in results(out, 2)}) == 1
+
+
+def test_peers_serve_and_the_pfs_is_read_once(dataset, tmp_path):
+    """Aggregate storage holds the dataset (each rank's RAM class 60% of it): over all
+    epochs and ranks the PFS serves the dataset about once, peers serve the rest."""
+    root, by_path, total = dataset
+    cfg = tmp_path / "agg.cfg"
+    cfg.write_text("storage_classes = ( { capacity = 0.05; threads = 2; },\n"
+                   f"  {{ backend = \"memory\"; capacity = {0.6 * total / 2**20}; threads = 2; }} );\n")
+    proc = mpirun(2, "plain", root, tmp_path, epochs=4, job={"seed": 3, "config_path": str(cfg)})
+    assert proc.returncode == 0, proc.stderr
+    res = results(tmp_path, 2)
+    check_exactly_once(res, by_path, 4)
+    pfs = sum(r["metrics"]["pfs_bytes"] for r in res)
+    assert pfs <= 1.1 * total, f"PFS served {pfs / total:.2f}x the dataset"
+    assert sum(r["metrics"]["requests_served"] for r in res) > 0
+    remote = [sum(e["reads"].get("remote", {}).get("count", 0) for e in r["metrics"]["epochs"]) for r in res]
+    assert all(x > 0 for x in remote), "every rank got samples from its peer"
+
+
+def test_mismatched_arguments_fail_on_every_rank(dataset, tmp_path):
+    root, _, _ = dataset
+    proc = mpirun(2, "plain", root, tmp_path, epochs=1, job={"seed": 1}, batch_size_by_rank=[8, 16])
+    res = results(tmp_path, 2)
+    for r in res:
+        assert r.get("error") == "ValueError", r
+        assert "batch_size" in r["message"] and "rank 0" in r["message"] and "rank 1" in r["message"]
+    assert res[0]["message"] == res[1]["message"]
+
+
+def test_one_rank_missing_its_dataset_fails_everywhere(dataset, tmp_path):
+    root, _, _ = dataset
+    proc = mpirun(2, "plain", root, tmp_path, epochs=1, data_by_rank=[str(root), str(tmp_path / "nope")])
+    res = results(tmp_path, 2)
+    assert res[1]["error"] == "FileNotFoundError" and "nope" in res[1]["message"]
+    assert res[0]["error"] == "ValueError" and "rank 1" in res[0]["message"] and "nope" in res[0]["message"]
+
+
+def test_early_break_on_all_ranks(dataset, tmp_path):
+    root, by_path, _ = dataset
+    proc = mpirun(4, "break", root, tmp_path, batch_size=4, epochs=3, job={"seed": 2})
+    assert proc.returncode == 0, proc.stderr
+    res = results(tmp_path, 4)
+    for r in res:
+        assert len(r["epochs"][0]) == 1  # one local batch of 1 = ceil(4 / 4), then break
+    check_exactly_once([dict(r, epochs=r["epochs"][1:]) for r in res], by_path, 2)
+
+
+def test_a_rank_that_dies_ends_the_job(dataset, tmp_path):
+    root, _, _ = dataset
+    proc = mpirun(2, "die", root, tmp_path, timeout=90, epochs=3, job={"timeout_s": 10})
+    assert proc.returncode != 0
+    assert "rank 1" in (proc.stdout + proc.stderr).lower() or "exit code" in (proc.stdout + proc.stderr).lower()
+
+
+def test_a_rank_that_never_arrives_is_named(dataset, tmp_path):
+    root, _, _ = dataset
+    try:
+        mpirun(2, "late", root, tmp_path, timeout=60, epochs=1, job={"timeout_s": 3})
+    except subprocess.TimeoutExpired:
+        pass  # rank 1 may still be asleep; rank 0's verdict is what counts
+    r0 = json.loads((tmp_path / "rank0.json").read_text())
+    assert r0["error"] == "OSError"
+    assert "within 3 s" in r0["message"]
