@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "hdmlp/errors.h"
 #include "hdmlp/plan/random.h"
 #include "hdmlp/staging/staging_buffer.h"
 
@@ -35,7 +36,7 @@ TEST(StagingBufferTest, InOrderUnderRandomDelaysAndBounded) {
   }
   for (int64_t t = 0; t < items; ++t) {
     SampleBuffer b;
-    std::exception_ptr error;
+    CapturedError error;
     ASSERT_EQ(buffer.Take(t, std::chrono::steady_clock::now() + 10s, &b, &error), StagingBuffer::TakeResult::kReady);
     ASSERT_EQ(b.size, SizeOf(t));
     ASSERT_EQ(b.data[0], static_cast<uint8_t>(t % 251));
@@ -54,7 +55,7 @@ TEST(StagingBufferTest, OversizedItemDoesNotDeadlock) {
   });
   for (int64_t t = 0; t < 3; ++t) {
     SampleBuffer b;
-    std::exception_ptr e;
+    CapturedError e;
     ASSERT_EQ(buffer.Take(t, std::chrono::steady_clock::now() + 10s, &b, &e), StagingBuffer::TakeResult::kReady);
   }
   worker.join();
@@ -67,18 +68,23 @@ TEST(StagingBufferTest, FailureReachesConsumerInOrder) {
     int64_t item;
     while (buffer.Claim([](int64_t) { return 1; }, &item)) {
       if (item == 1) {
-        buffer.Fail(item, std::make_exception_ptr(std::runtime_error("bad item 1")));
+        try {
+          throw IOError("bad item 1");
+        } catch (...) {
+          buffer.Fail(item, CapturedError::FromCurrentException());
+        }
       } else {
         buffer.Complete(item, SampleBuffer::Allocate(1));
       }
     }
   });
   SampleBuffer b;
-  std::exception_ptr e;
+  CapturedError e;
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   EXPECT_EQ(buffer.Take(0, deadline, &b, &e), StagingBuffer::TakeResult::kReady);
   EXPECT_EQ(buffer.Take(1, deadline, &b, &e), StagingBuffer::TakeResult::kFailed);
-  EXPECT_THROW(std::rethrow_exception(e), std::runtime_error);
+  EXPECT_THROW(e.Throw(), IOError);
+  EXPECT_EQ(e.message(), "bad item 1");
   EXPECT_EQ(buffer.Take(2, deadline, &b, &e), StagingBuffer::TakeResult::kReady);
   worker.join();
 }
@@ -98,7 +104,7 @@ TEST(StagingBufferTest, SkipNeverReadsSkippedItems) {
     }
   });
   SampleBuffer b;
-  std::exception_ptr e;
+  CapturedError e;
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   for (int64_t t = 0; t < 10; ++t) ASSERT_EQ(buffer.Take(t, deadline, &b, &e), StagingBuffer::TakeResult::kReady);
   buffer.SkipTo(900);
@@ -113,7 +119,7 @@ TEST(StagingBufferTest, SkipNeverReadsSkippedItems) {
 TEST(StagingBufferTest, CloseWakesWaiters) {
   StagingBuffer buffer(100, 10);
   SampleBuffer b;
-  std::exception_ptr e;
+  CapturedError e;
   std::thread closer([&] {
     std::this_thread::sleep_for(50ms);
     buffer.Close();
@@ -129,7 +135,7 @@ TEST(StagingBufferTest, CloseWakesWaiters) {
 TEST(StagingBufferTest, TakeTimesOut) {
   StagingBuffer buffer(100, 10);
   SampleBuffer b;
-  std::exception_ptr e;
+  CapturedError e;
   EXPECT_EQ(buffer.Take(0, std::chrono::steady_clock::now() + 20ms, &b, &e), StagingBuffer::TakeResult::kTimeout);
 }
 

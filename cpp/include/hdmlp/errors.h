@@ -54,6 +54,26 @@ class ClosedError : public Error {
   using Error::Error;
 };
 
+// An error caught on one thread, to be raised again on another. It keeps
+// the type and message, not the exception object: an exception object
+// shared between threads is destroyed by whichever drops it last, which
+// tools like ThreadSanitizer cannot follow through the uninstrumented C++
+// runtime.
+class CapturedError {
+ public:
+  CapturedError() = default;
+  // Call inside a catch block.
+  static CapturedError FromCurrentException();
+  explicit operator bool() const { return kind_ != Kind::kNone; }
+  const std::string& message() const { return message_; }
+  [[noreturn]] void Throw() const;
+
+ private:
+  enum class Kind { kNone, kNotFound, kNotADirectory, kConfig, kInvalidArgument, kIO, kClosed, kOther };
+  Kind kind_ = Kind::kNone;
+  std::string message_;
+};
+
 }  // namespace hdmlp
 
 #endif  // HDMLP_ERRORS_H_

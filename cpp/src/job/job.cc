@@ -162,7 +162,7 @@ void Job::WorkerLoop(int slot) {
       metrics_.AddRead(epoch, source, bytes.size, SecondsSince(start));
       staging_->Complete(item, std::move(bytes));
     } catch (...) {
-      staging_->Fail(item, std::current_exception());
+      staging_->Fail(item, CapturedError::FromCurrentException());
     }
   }
 }
@@ -203,7 +203,7 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
   while (static_cast<int64_t>(pending_.samples.size()) < size) {
     const int64_t j = next_j_;
     SampleBuffer bytes;
-    std::exception_ptr error;
+    CapturedError error;
     const auto wait_start = Clock::now();
     const auto result = staging_->Take(ItemOf(epoch_, j), deadline, &bytes, &error);
     pending_stall_ += SecondsSince(wait_start);
@@ -221,7 +221,7 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
         metrics_.AddDelivered(epoch_, 0, pending_stall_);
         pending_ = Batch();
         pending_stall_ = 0;
-        std::rethrow_exception(error);
+        error.Throw();
       }
       case StagingBuffer::TakeResult::kReady:
         break;

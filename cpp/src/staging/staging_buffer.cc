@@ -52,7 +52,7 @@ void StagingBuffer::Complete(int64_t item, SampleBuffer bytes) {
   consumer_cv_.notify_all();
 }
 
-void StagingBuffer::Fail(int64_t item, std::exception_ptr error) {
+void StagingBuffer::Fail(int64_t item, CapturedError error) {
   std::lock_guard<std::mutex> lock(mu_);
   Slot& slot = SlotFor(item);
   if (item < consumer_next_ || slot.item != item) return;
@@ -62,7 +62,7 @@ void StagingBuffer::Fail(int64_t item, std::exception_ptr error) {
 }
 
 StagingBuffer::TakeResult StagingBuffer::Take(int64_t item, std::chrono::steady_clock::time_point deadline,
-                                              SampleBuffer* out, std::exception_ptr* error) {
+                                              SampleBuffer* out, CapturedError* error) {
   std::unique_lock<std::mutex> lock(mu_);
   if (item != consumer_next_) SkipToLocked(item);
   for (;;) {

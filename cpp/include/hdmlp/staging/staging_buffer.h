@@ -26,11 +26,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
+
+#include "hdmlp/errors.h"
 
 namespace hdmlp {
 
@@ -61,11 +62,11 @@ class StagingBuffer {
   // the buffer is closed or the stream has no items left.
   bool Claim(const std::function<int64_t(int64_t)>& estimated_bytes, int64_t* item);
   void Complete(int64_t item, SampleBuffer bytes);
-  void Fail(int64_t item, std::exception_ptr error);
+  void Fail(int64_t item, CapturedError error);
 
   // Consumer side: item must be the next one in order.
   TakeResult Take(int64_t item, std::chrono::steady_clock::time_point deadline, SampleBuffer* out,
-                  std::exception_ptr* error);
+                  CapturedError* error);
   void SkipTo(int64_t item);
 
   void Close();
@@ -82,7 +83,7 @@ class StagingBuffer {
     State state = State::kEmpty;
     int64_t charged = 0;  // bytes counted against the capacity for this item
     SampleBuffer bytes;
-    std::exception_ptr error;
+    CapturedError error;
   };
   Slot& SlotFor(int64_t item) { return slots_[static_cast<size_t>(item % window_)]; }
   void Release(int64_t bytes);
