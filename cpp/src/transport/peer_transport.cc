@@ -61,11 +61,39 @@ void PeerTransport::ServeLoop() {
       hit = false;  // e.g. the PFS read failed here: the asker reads it itself and sees the error
     }
     const int reply_tag = static_cast<int>(request[1]);
+    const int asker = status.MPI_SOURCE;
     int64_t header[2] = {request[2], hit ? bytes.size : -1};
-    MPI_Send(header, 2, MPI_INT64_T, status.MPI_SOURCE, reply_tag, comm);
+    MPI_Request replies[2];
+    int count = 1;
+    MPI_Isend(header, 2, MPI_INT64_T, asker, reply_tag, comm, &replies[0]);
     if (hit) {
-      MPI_Send(bytes.data.get(), static_cast<int>(bytes.size), MPI_BYTE, status.MPI_SOURCE, reply_tag, comm);
-      served_.fetch_add(1);
+      MPI_Isend(bytes.data.get(), static_cast<int>(bytes.size), MPI_BYTE, asker, reply_tag, comm, &replies[1]);
+      count = 2;
+    }
+    // Never block on a reply: an asker that has said bye (or timed out and
+    // left) will not receive it, and a blocked server could not stop.
+    Clock::time_point stop_deadline{};
+    for (;;) {
+      int done = 0;
+      MPI_Testall(count, replies, &done, MPI_STATUSES_IGNORE);
+      if (done) {
+        if (hit) served_.fetch_add(1);
+        break;
+      }
+      if (stopping_.load() && stop_deadline == Clock::time_point{}) stop_deadline = Clock::now() + std::chrono::seconds(1);
+      if (left_[static_cast<size_t>(asker)].load() ||
+          (stop_deadline != Clock::time_point{} && Clock::now() > stop_deadline)) {
+        for (int i = 0; i < count; ++i) {
+          if (replies[i] == MPI_REQUEST_NULL) continue;
+          MPI_Cancel(&replies[i]);
+          MPI_Request_free(&replies[i]);
+        }
+        // MPI may still read the payload until the cancel takes: keep it.
+        std::lock_guard<std::mutex> lock(abandoned_mu_);
+        abandoned_.push_back(std::move(bytes));
+        break;
+      }
+      Pause();
     }
   }
 }

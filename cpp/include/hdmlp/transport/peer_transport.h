@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +66,10 @@ class PeerTransport {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};
   std::atomic<int64_t> served_{0};
+  // Payloads of replies cancelled because their asker left; freed with the
+  // transport. Only serving threads append, under abandoned_mu_.
+  std::mutex abandoned_mu_;
+  std::vector<SampleBuffer> abandoned_;
 };
 
 }  // namespace hdmlp
