@@ -8,6 +8,7 @@ paths it delivered with each sample's sha256, and job.metrics().
 import hashlib
 import json
 import os
+import signal
 import sys
 import time
 
@@ -42,15 +43,27 @@ def main():
     epochs = []
     for epoch in range(job.epochs):
         seen = []
-        for b, (ids, labels, samples) in enumerate(job.epoch_batches(epoch)):
-            if scenario == "break" and epoch == 0 and b == 1:
-                break
-            if scenario == "die" and epoch == 1 and job.rank == 1:
-                os._exit(3)
-            if scenario == "hang" and epoch == 1 and job.rank == 1:
-                time.sleep(3600)
-            for i, s in zip(ids, samples):
-                seen.append([paths[i], hashlib.sha256(bytes(memoryview(s))).hexdigest()])
+        if scenario == "freeze" and epoch == 1:
+            marker = os.path.join(out, "frozen")
+            if job.rank == 1:
+                open(marker, "w").close()
+                os.kill(os.getpid(), signal.SIGSTOP)  # alive but answering nobody
+            else:
+                while not os.path.exists(marker):
+                    time.sleep(0.05)
+                time.sleep(0.5)
+        try:
+            for b, (ids, labels, samples) in enumerate(job.epoch_batches(epoch)):
+                if scenario == "break" and epoch == 0 and b == 1:
+                    break
+                if scenario == "die" and epoch == 1 and job.rank == 1:
+                    os._exit(3)
+                for i, s in zip(ids, samples):
+                    seen.append([paths[i], hashlib.sha256(bytes(memoryview(s))).hexdigest()])
+        except Exception as e:
+            result.update(error=type(e).__name__, message=str(e), failed_epoch=epoch)
+            write(out, result["rank"], result)
+            os._exit(0)  # a peer is stuck: do not wait for it in MPI_Finalize
         epochs.append(seen)
     result.update(epochs=epochs, metrics=job.metrics())
     t = time.monotonic()

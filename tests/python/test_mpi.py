@@ -82,14 +82,16 @@ def test_seed_from_rank_zero_and_reproducible(dataset, tmp_path):
     assert len({r["seed"] for r in results(out, 2)}) == 1
 
 
-def test_peers_serve_and_the_pfs_is_read_once(dataset, tmp_path):
+@pytest.mark.parametrize("scheme", ["uniform", "partial_local"])
+def test_peers_serve_and_the_pfs_is_read_once(dataset, tmp_path, scheme):
     """Aggregate storage holds the dataset (each rank's RAM class 60% of it): over all
     epochs and ranks the PFS serves the dataset about once, peers serve the rest."""
     root, by_path, total = dataset
     cfg = tmp_path / "agg.cfg"
     cfg.write_text("storage_classes = ( { capacity = 0.05; threads = 2; },\n"
                    f"  {{ backend = \"memory\"; capacity = {0.6 * total / 2**20}; threads = 2; }} );\n")
-    proc = mpirun(2, "plain", root, tmp_path, epochs=4, job={"seed": 3, "config_path": str(cfg)})
+    proc = mpirun(2, "plain", root, tmp_path, epochs=4,
+                  job={"seed": 3, "config_path": str(cfg), "distr_scheme": scheme, "exchange_fraction": 0.3})
     assert proc.returncode == 0, proc.stderr
     res = results(tmp_path, 2)
     check_exactly_once(res, by_path, 4)
@@ -144,3 +146,20 @@ def test_a_rank_that_never_arrives_is_named(dataset, tmp_path):
     r0 = json.loads((tmp_path / "rank0.json").read_text())
     assert r0["error"] == "OSError"
     assert "within 3 s" in r0["message"]
+
+
+def test_a_rank_that_stops_answering_is_named(dataset, tmp_path):
+    """Rank 1 freezes (SIGSTOP) in epoch 1; rank 0 still needs samples that only rank 1
+    caches (each rank's RAM holds 60% of the dataset), so its requests time out."""
+    root, _, total = dataset
+    cfg = tmp_path / "agg.cfg"
+    cfg.write_text("storage_classes = ( { capacity = 0.05; threads = 2; },\n"
+                   f"  {{ backend = \"memory\"; capacity = {0.6 * total / 2**20}; threads = 2; }} );\n")
+    try:
+        mpirun(2, "freeze", root, tmp_path, timeout=60, epochs=3,
+               job={"seed": 4, "timeout_s": 3, "config_path": str(cfg)})
+    except subprocess.TimeoutExpired:
+        pass
+    r0 = json.loads((tmp_path / "rank0.json").read_text())
+    assert r0.get("error") == "OSError", r0.get("message")
+    assert "rank 1 did not answer" in r0["message"] and "within 3 s" in r0["message"]
