@@ -1,43 +1,61 @@
 #include "hdmlp/plan/permutation.h"
 
+#include <cmath>
+
 #include "hdmlp/plan/random.h"
 
 namespace hdmlp {
+namespace {
+
+// F(half) in [0, radix): Lemire's multiply-shift instead of a modulo.
+inline uint64_t RoundValue(uint64_t half, uint64_t key, uint64_t radix) {
+  return static_cast<uint64_t>((static_cast<__uint128_t>(Mix64(half ^ key)) * radix) >> 64);
+}
+
+}  // namespace
 
 IndexPermutation::IndexPermutation(uint64_t n, uint64_t key) : n_(n) {
-  // At least two bits, so both halves are non-empty and even n = 2 is shuffled.
-  bits_ = 2;
-  while (bits_ < 64 && (uint64_t{1} << bits_) < n) ++bits_;
-  low_bits_[0] = bits_ / 2;
-  low_bits_[1] = bits_ - bits_ / 2;
+  if (n > 1) {
+    a_ = static_cast<uint64_t>(std::sqrt(static_cast<double>(n)));
+    while (a_ * a_ < n) ++a_;
+    while (a_ > 1 && (a_ - 1) * (a_ - 1) >= n) --a_;
+    b_ = (n + a_ - 1) / a_;
+  }
   for (int r = 0; r < kRounds; ++r) round_keys_[r] = DeriveKey({key, static_cast<uint64_t>(r), 0x7065726dULL});
 }
 
 uint64_t IndexPermutation::Encrypt(uint64_t x) const {
-  // One round: split x into high h and low l; output (l, h ^ F(l)) with the
-  // roles of the widths swapped, which is invertible whatever F is.
-  for (int r = 0; r < kRounds; ++r) {
-    const int low = low_bits_[r & 1];
-    const int high = bits_ - low;
-    const uint64_t low_mask = (uint64_t{1} << low) - 1;
-    const uint64_t high_mask = (uint64_t{1} << high) - 1;
-    const uint64_t h = x >> low;
-    const uint64_t l = x & low_mask;
-    x = (l << high) | ((h ^ Mix64(l ^ round_keys_[r])) & high_mask);
+  // (l, r) in [0, a) x [0, b); the radices swap every round and are back in
+  // place after an even number of rounds.
+  uint64_t l = x / b_, r = x % b_;
+  uint64_t ml = a_, mr = b_;
+  for (int k = 0; k < kRounds; ++k) {
+    uint64_t w = l + RoundValue(r, round_keys_[k], ml);
+    if (w >= ml) w -= ml;
+    l = r;
+    r = w;
+    const uint64_t t = ml;
+    ml = mr;
+    mr = t;
   }
-  return x;
+  return l * b_ + r;
 }
 
 uint64_t IndexPermutation::Decrypt(uint64_t x) const {
-  for (int r = kRounds - 1; r >= 0; --r) {
-    const int low = low_bits_[r & 1];
-    const int high = bits_ - low;
-    const uint64_t high_mask = (uint64_t{1} << high) - 1;
-    const uint64_t l = x >> high;
-    const uint64_t h = (x ^ Mix64(l ^ round_keys_[r])) & high_mask;
-    x = (h << low) | l;
+  uint64_t l = x / b_, r = x % b_;
+  uint64_t ml = a_, mr = b_;  // kRounds is even: the last round ended in (a, b)
+  for (int k = kRounds - 1; k >= 0; --k) {
+    // Undo (l, r) = (r_prev, (l_prev + F(r_prev)) mod m), m the radix of l_prev.
+    const uint64_t t = ml;
+    ml = mr;
+    mr = t;
+    const uint64_t r_prev = l;
+    const uint64_t f = RoundValue(r_prev, round_keys_[k], ml);
+    const uint64_t l_prev = r >= f ? r - f : r + ml - f;
+    l = l_prev;
+    r = r_prev;
   }
-  return x;
+  return l * b_ + r;
 }
 
 uint64_t IndexPermutation::Inverse(uint64_t x) const {

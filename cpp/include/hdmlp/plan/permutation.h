@@ -1,16 +1,19 @@
 // IndexPermutation: a random permutation of [0, n) evaluated at any position.
 //
 // Shuffling a vector costs O(n) time and memory on every rank for every
-// epoch. IndexPermutation instead encrypts the position: a keyed Feistel
-// network is a bijection on [0, 2^k), and "cycle walking" (re-encrypting
-// until the value falls below n) restricts it to a bijection on [0, n)
-// (Black & Rogaway 2002). So At(i) costs O(1) expected (fewer than two
-// walks, since 2^k < 2n), and a rank evaluates only the positions it reads.
+// epoch. IndexPermutation instead encrypts the position with a keyed Feistel
+// network over mixed radices (Black & Rogaway 2002, "FE2"): a position is a
+// pair (l, r) in [0, a) x [0, b), a = ceil(sqrt(n)), b = ceil(n / a); a
+// round maps it to (r, (l + F(r)) mod a) and the next round does the same
+// with the radices swapped, so every round is a bijection whatever F is.
+// The domain a*b exceeds n by less than a, so "cycle walking" (encrypting
+// again until the value falls below n) almost never walks, and At(i) costs
+// O(1): a rank evaluates only the positions it reads.
 //
-// The network is unbalanced where k is odd, has kRounds rounds, and its
-// round function is Mix64 (random.h) of the half-block XOR a round key
-// derived from the permutation key. The result depends only on (n, key):
-// the same on every compiler and platform.
+// kRounds (even) rounds; F is Mix64 (random.h) of the half-block XOR a round
+// key derived from the permutation key, scaled into the radix by a 128-bit
+// multiply. The result depends only on (n, key): the same on every compiler
+// and platform.
 //
 // Thread-safety: immutable after construction; At() may be called from any
 // number of threads.
@@ -38,8 +41,8 @@ class IndexPermutation {
   uint64_t Decrypt(uint64_t x) const;
 
   uint64_t n_;
-  int bits_ = 0;
-  int low_bits_[2] = {0, 0};
+  uint64_t a_ = 1;  // radix of the left half (l)
+  uint64_t b_ = 1;  // radix of the right half (r)
   uint64_t round_keys_[kRounds];
 };
 
