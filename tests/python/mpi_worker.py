@@ -30,11 +30,22 @@ def main():
         if world_rank == 1:
             time.sleep(20)
     result = {"scenario": scenario}
+    libmpi = None
+    if scenario.startswith("external"):
+        # The application initialises MPI itself (as mpi4py would), before hdmlp.
+        import ctypes
+        libmpi = ctypes.CDLL("libmpi.so.40", mode=ctypes.RTLD_GLOBAL)
+        provided = ctypes.c_int(0)
+        level = 0 if scenario == "external_single" else 3  # MPI_THREAD_SINGLE / MPI_THREAD_MULTIPLE
+        libmpi.MPI_Init_thread(None, None, level, ctypes.byref(provided))
     try:
         job = hdmlp.Job(data, batch_size, opts.get("epochs", 3), **job_kw)
     except Exception as e:  # the test checks every rank's error
         result.update(error=type(e).__name__, message=str(e))
         write(out, world_rank, result)
+        if scenario.startswith("external"):
+            libmpi.MPI_Finalize()
+            return
         if scenario == "late":
             os._exit(0)  # the other rank is not coming: do not wait for it in MPI_Finalize
         return
@@ -69,6 +80,15 @@ def main():
     t = time.monotonic()
     job.close()
     result["close_seconds"] = time.monotonic() - t
+    if libmpi is not None:
+        import ctypes
+        hdmlp.job._core.finalize_mpi()  # what hdmlp's atexit hook does: must leave the application's MPI alone
+        finalized = ctypes.c_int(0)
+        libmpi.MPI_Finalized(ctypes.byref(finalized))
+        result["mpi_finalized_by_hdmlp"] = bool(finalized.value)
+        write(out, result["rank"], result)
+        libmpi.MPI_Finalize()
+        return
     write(out, result["rank"], result)
 
 

@@ -163,3 +163,19 @@ def test_a_rank_that_stops_answering_is_named(dataset, tmp_path):
     r0 = json.loads((tmp_path / "rank0.json").read_text())
     assert r0.get("error") == "OSError", r0.get("message")
     assert "rank 1 did not answer" in r0["message"] and "within 3 s" in r0["message"]
+
+
+def test_reuses_an_mpi_the_application_initialised(dataset, tmp_path):
+    root, by_path, _ = dataset
+    proc = mpirun(2, "external", root, tmp_path, epochs=2, job={"seed": 6})
+    assert proc.returncode == 0, proc.stderr
+    res = results(tmp_path, 2)
+    check_exactly_once(res, by_path, 2)
+    assert not any(r["mpi_finalized_by_hdmlp"] for r in res)
+
+
+def test_refuses_an_mpi_without_thread_multiple(dataset, tmp_path):
+    root, _, _ = dataset
+    proc = mpirun(2, "external_single", root, tmp_path, epochs=1)
+    for r in results(tmp_path, 2):
+        assert r["error"] == "ValueError" and "MPI_THREAD_MULTIPLE" in r["message"]
