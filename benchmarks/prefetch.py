@@ -54,16 +54,21 @@ def collate(batch):
     return [b for b, _ in batch], torch.tensor([lbl for _, lbl in batch])
 
 
-def run_torch(samples, total_bytes, args, workers):
-    loader = DataLoader(SlowFileDataset(samples, args.latency_ms / 1000, args.mbps), batch_size=args.batch_size,
-                        shuffle=True, num_workers=workers, collate_fn=collate, persistent_workers=workers > 0)
+def epoch_seconds(loader, epochs):
+    """Seconds of each full pass over the loader."""
     times = []
-    for _ in range(args.epochs):
+    for _ in range(epochs):
         t = time.perf_counter()
         for _ in loader:
             pass
         times.append(time.perf_counter() - t)
-    return times, total_bytes * args.epochs
+    return times
+
+
+def run_torch(samples, total_bytes, args, workers):
+    loader = DataLoader(SlowFileDataset(samples, args.latency_ms / 1000, args.mbps), batch_size=args.batch_size,
+                        shuffle=True, num_workers=workers, collate_fn=collate, persistent_workers=workers > 0)
+    return epoch_seconds(loader, args.epochs), total_bytes * args.epochs
 
 
 def run_hdmlp(root, args, config):
@@ -71,13 +76,7 @@ def run_hdmlp(root, args, config):
     t0 = time.perf_counter()
     job = hdmlp.Job(root, args.batch_size, args.epochs, seed=0, config_path=config, storage=storage)
     startup = time.perf_counter() - t0
-    loader = HDMLPDataLoader(HDMLPImageFolder(root, job))
-    times = []
-    for _ in range(args.epochs):
-        t = time.perf_counter()
-        for _ in loader:
-            pass
-        times.append(time.perf_counter() - t)
+    times = epoch_seconds(HDMLPDataLoader(HDMLPImageFolder(root, job)), args.epochs)
     times[0] += startup
     m = job.metrics()
     job.close()

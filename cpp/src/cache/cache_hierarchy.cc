@@ -206,6 +206,12 @@ const std::string& CacheHierarchy::FillSlot(int level, int64_t slot, int64_t sam
   return *source;
 }
 
+bool CacheHierarchy::WaitWhileFilling(const std::atomic<uint8_t>& state) {
+  std::unique_lock<std::mutex> lock(mu_);
+  filled_cv_.wait(lock, [&] { return closed_.load() || state.load() != kFilling; });
+  return !closed_.load();
+}
+
 const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out, int client) {
   int level = -1;
   const int64_t slot = SlotOf(sample, &level);
@@ -225,13 +231,10 @@ const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out, int 
       case kEmpty:
         if (state.compare_exchange_strong(s, kFilling)) return FillSlot(level, slot, sample, out, client, true);
         continue;
-      case kFilling: {
-        // Another thread is reading it from the PFS: wait rather than read twice.
-        std::unique_lock<std::mutex> lock(mu_);
-        filled_cv_.wait(lock, [&] { return closed_.load() || state.load() != kFilling; });
-        if (closed_) throw ClosedError("the job was closed");
+      case kFilling:
+        // Another thread is reading it: wait rather than read twice.
+        if (!WaitWhileFilling(state)) throw ClosedError("the job was closed");
         continue;
-      }
       default:
         return ReadUncached(sample, out, client, true);
     }
@@ -257,12 +260,9 @@ bool CacheHierarchy::Serve(int64_t sample, SampleBuffer* out) {
           return true;
         }
         continue;
-      case kFilling: {
-        std::unique_lock<std::mutex> lock(mu_);
-        filled_cv_.wait(lock, [&] { return closed_.load() || state.load() != kFilling; });
-        if (closed_) return false;
+      case kFilling:
+        if (!WaitWhileFilling(state)) return false;
         continue;
-      }
       default:
         return false;
     }

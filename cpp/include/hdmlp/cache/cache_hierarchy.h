@@ -130,6 +130,8 @@ class CacheHierarchy {
   const std::string& FillSlot(int level, int64_t slot, int64_t sample, SampleBuffer* out, int client, bool may_ask_peers);
   const std::string& ReadUncached(int64_t sample, SampleBuffer* out, int client, bool may_ask_peers);
   void SetState(int64_t slot, State state);
+  // Waits until another thread has filled (or failed) a slot; false if closed meanwhile.
+  bool WaitWhileFilling(const std::atomic<uint8_t>& state);
   void PrefetchLoop(int level, int client);
   SampleBuffer ReadFromPfs(int64_t sample);
   // A peer's request: bytes of a sample this rank is designated for.
