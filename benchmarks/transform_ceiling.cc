@@ -10,24 +10,30 @@
 //   val             ImgDecode + Resize(256) + CenterCrop(224) + ToTensor +
 //                   Normalize
 //
+//   ... after decode  the train and val chains on images decoded beforehand
+//                   (TransformPipeline::ApplyToImage): the per-image cost of
+//                   everything after the decode
+//
 // Every file is read into memory first. Each case runs on 1 thread and on
 // --threads threads (default: all cores) over the same items (image i of
 // pass p is sample i of epoch p, so crops differ between passes); it prints
 // images/s, images/s per core, and the CPU microseconds per image measured
 // with the threads' CPU clocks, which a busy shared machine distorts less
-// than wall time. "after decode" = CPU per image of the chain minus that of
-// the decode alone, on the same images.
+// than wall time.
 //
 // CMake (under HDMLP_BUILD_BENCHMARKS in CMakeLists.txt):
 //   add_executable(transform_ceiling ${CMAKE_CURRENT_SOURCE_DIR}/benchmarks/transform_ceiling.cc)
 //   target_link_libraries(transform_ceiling PRIVATE hdmlp_core)
 //   target_compile_options(transform_ceiling PRIVATE -Wall -Wextra)
 // By hand:
-//   g++ -std=c++17 -O2 -I cpp/include -I /usr/include/opencv4 benchmarks/transform_ceiling.cc \
-//     cpp/src/transforms/*.cc cpp/src/tools/*.cc -lopencv_core -lopencv_imgproc -lopencv_imgcodecs \
+//   g++ -std=c++17 -O2 -I cpp/include -I /usr/include/opencv4 benchmarks/transform_ceiling.cc
+//     cpp/src/transforms/*.cc cpp/src/tools/*.cc -lopencv_core -lopencv_imgproc -lopencv_imgcodecs
 //     -pthread -o /tmp/transform_ceiling
 // Run:
-//   /tmp/transform_ceiling [--root DIR] [--images N] [--passes P] [--threads T]
+//   /tmp/transform_ceiling [--images N] [--passes P] [--threads T] [--min-side S --max-side S] [--root DIR]
+// The folder (generated once, under /tmp by default) has ImageNet-like
+// 250..500-pixel sides; --min-side 800 --max-side 1600 shows the draft
+// decode on large photos.
 #include <time.h>
 
 #include <algorithm>
@@ -48,6 +54,7 @@
 
 #include "hdmlp/tools/image_folder_generator.h"
 #include "hdmlp/transforms/decode.h"
+#include "hdmlp/transforms/resample.h"
 #include "hdmlp/transforms/transform_pipeline.h"
 
 namespace {
@@ -55,7 +62,8 @@ namespace {
 using hdmlp::TransformSpec;
 
 struct Options {
-  std::string root = "/tmp/hdmlp_transform_ceiling";
+  std::string root;  // default: /tmp/hdmlp_transform_ceiling_<min>_<max>
+  int min_side = 250, max_side = 500;  // the generator's ImageNet-like default
   int images = 500;
   int passes = 2;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -131,10 +139,19 @@ int main(int argc, char** argv) {
       opt.passes = std::atoi(value());
     } else if (a == "--threads") {
       opt.threads = std::atoi(value());
+    } else if (a == "--min-side") {
+      opt.min_side = std::atoi(value());
+    } else if (a == "--max-side") {
+      opt.max_side = std::atoi(value());
     } else {
-      std::fprintf(stderr, "usage: %s [--root DIR] [--images N] [--passes P] [--threads T]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--root DIR] [--images N] [--passes P] [--threads T] [--min-side S] [--max-side S]\n",
+                   argv[0]);
       return 2;
     }
+  }
+  if (opt.root.empty()) {
+    opt.root = "/tmp/hdmlp_transform_ceiling_" + std::to_string(opt.min_side) + "_" + std::to_string(opt.max_side);
   }
   if (opt.images < 1 || opt.passes < 1 || opt.threads < 1) {
     std::fprintf(stderr, "--images, --passes and --threads must be positive\n");
@@ -146,6 +163,8 @@ int main(int argc, char** argv) {
   spec.root = opt.root;
   spec.num_images = opt.images;
   spec.num_classes = std::min(10, opt.images);
+  spec.min_side = opt.min_side;
+  spec.max_side = opt.max_side;
   const auto gen = hdmlp::GenerateImageFolder(spec);
   std::vector<std::string> files(static_cast<size_t>(opt.images));
   std::vector<std::string> paths(files.size());
@@ -210,30 +229,42 @@ int main(int argc, char** argv) {
     const char* name;
     std::function<void(int64_t)> work;
   };
+  // Decoded images for the after-decode cases (at most 200, to bound memory).
+  const int n_decoded = std::min(opt.images, 200);
+  std::vector<cv::Mat> decoded(static_cast<size_t>(n_decoded));
+  for (int i = 0; i < n_decoded; ++i) {
+    const auto* d = reinterpret_cast<const uint8_t*>(files[i].data());
+    const auto size = static_cast<int64_t>(files[i].size());
+    hdmlp::DecodeImage(d, size, hdmlp::ReadImageHeader(d, size, paths[i], true), 1, paths[i], &decoded[i]);
+  }
+  auto after = [&](const hdmlp::TransformPipeline& p) {
+    return [&](int64_t item) {
+      const int i = static_cast<int>(item % n_decoded);
+      const int epoch = static_cast<int>(item / n_decoded);
+      const cv::Mat& m = decoded[i];
+      tls_out.resize(static_cast<size_t>(out_floats));
+      p.ApplyToImage(hdmlp::ImageView{m.data, m.cols, m.rows, static_cast<int64_t>(m.step)}, paths[i], 0, epoch,
+                     i, reinterpret_cast<uint8_t*>(tls_out.data()));
+    };
+  };
   const Case cases[] = {{"decode", decode},
                         {"train", chain(train)},
                         {"train, draft", chain(train_draft)},
-                        {"val", chain(val)}};
+                        {"val", chain(val)},
+                        {"train after decode", after(train)},
+                        {"val after decode", after(val)}};
 
   Run(max_threads, std::min<int64_t>(n, 64), cases[1].work);  // warm-up: caches, scratch buffers
-  std::printf("\n%-14s %8s %12s %12s %14s %14s\n", "case", "threads", "images/s", "per core", "CPU us/image",
-              "after decode");
-  double decode_cpu_us = 0;
+  std::printf("AVX2 kernels: %s\n", hdmlp::ResampleUsesAvx2() ? "yes" : "no");
+  std::printf("\n%-20s %8s %12s %12s %14s\n", "case", "threads", "images/s", "per core", "CPU us/image");
   for (const Case& c : cases) {
     std::vector<int> thread_counts = {1};
     if (max_threads > 1) thread_counts.push_back(max_threads);
     for (int t : thread_counts) {
       const Result r = Run(t, n, c.work);
       const double ips = r.items / r.wall_s;
-      const double cpu_us = r.cpu_s / r.items * 1e6;
-      if (t == 1 && std::strcmp(c.name, "decode") == 0) decode_cpu_us = cpu_us;
-      char after[32] = "-";
-      if (std::strcmp(c.name, "decode") != 0) std::snprintf(after, sizeof after, "%.0f us", cpu_us - decode_cpu_us);
-      std::printf("%-14s %8d %12.0f %12.0f %14.0f %14s\n", c.name, t, ips, ips / t, cpu_us, after);
+      std::printf("%-20s %8d %12.0f %12.0f %14.0f\n", c.name, t, ips, ips / t, r.cpu_s / r.items * 1e6);
     }
   }
-  std::printf("\n(after decode: CPU per image minus the 1-thread decode's %.0f us; for the draft chain it "
-              "also includes the saving of the reduced decode, so it can be negative)\n",
-              decode_cpu_us);
   return 0;
 }

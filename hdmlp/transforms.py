@@ -109,9 +109,16 @@ class Transform:
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        op, args = self._spec()
-        inner = ", ".join(f"{k}={v[0] if len(v) == 1 else tuple(v)!r}" for k, v in args.items())
-        return f"{op}({inner})"
+        def show(name: str, value: Any) -> str:
+            if name == "interpolation" and isinstance(value, int):
+                return repr(_PIL_NAMES[value])
+            if isinstance(value, list):
+                items = [int(v) if name == "size" else v for v in value]
+                return repr(items[0] if len(items) == 1 and name == "size" else tuple(items))
+            return repr(value)
+
+        inner = ", ".join(f"{k}={show(k, v)}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({inner})"
 
 
 class ImgDecode(Transform):

@@ -1,6 +1,7 @@
 #include "hdmlp/transforms/decode.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -111,6 +112,7 @@ void ReadPng(const uint8_t* d, int64_t n, const std::string& path, bool check_co
   }
   h->width = static_cast<int>(w);
   h->height = static_cast<int>(hh);
+  h->gray16 = d[24] == 16 && d[25] == 0;
   if (!check_complete) return;
   // Chunk walk: every chunk up to the last IDAT must be complete. (A missing
   // IEND after complete image data is left to the decoder.)
@@ -171,10 +173,14 @@ void ReadTiff(const uint8_t* d, int64_t n, const std::string& path, ImageHeader*
   if (ifd + count_size + count * entry_size > static_cast<uint64_t>(n)) {
     Fail(path, "truncated TIFF: the file ends inside the first image directory");
   }
-  int64_t w = -1, hh = -1;
+  int64_t w = -1, hh = -1, bits = 1, samples = 1;
   for (uint64_t i = 0; i < count; ++i) {
     const int64_t e = static_cast<int64_t>(ifd + count_size + i * entry_size);
     const uint32_t tag = u16(e), type = u16(e + 2);
+    if ((tag == 258 || tag == 277) && type == 3) {  // BitsPerSample (first value), SamplesPerPixel
+      (tag == 258 ? bits : samples) = u16(e + (big ? 12 : 8));
+      continue;
+    }
     if (tag != 256 && tag != 257) continue;
     const int64_t v = e + (big ? 12 : 8);
     int64_t value;
@@ -194,6 +200,7 @@ void ReadTiff(const uint8_t* d, int64_t n, const std::string& path, ImageHeader*
   }
   h->width = static_cast<int>(w);
   h->height = static_cast<int>(hh);
+  h->gray16 = bits == 16 && samples == 1;
 }
 
 void ReadWebp(const uint8_t* d, int64_t n, const std::string& path, bool check_complete, ImageHeader* h) {
@@ -252,6 +259,9 @@ void ReadPnm(const uint8_t* d, int64_t n, const std::string& path, bool check_co
   }
   h->width = static_cast<int>(values[0]);
   h->height = static_cast<int>(values[1]);
+  h->pnm_kind = kind;
+  h->pnm_maxval = static_cast<int>(values[2]);
+  h->pnm_data = std::min(pos + 1, n);  // one whitespace byte ends the header
   if (check_complete && kind >= 4 && h->width * int64_t{h->height} <= kMaxImagePixels) {
     // Binary variants: one whitespace byte, then the raster.
     const int64_t w = h->width, hh = h->height, bytes_per_value = values[2] > 255 ? 2 : 1;
@@ -260,6 +270,75 @@ void ReadPnm(const uint8_t* d, int64_t n, const std::string& path, bool check_co
       Fail(path, "truncated PNM: the file has " + std::to_string(n) + " bytes, its header announces " +
                      std::to_string(pos + 1 + raster));
     }
+  }
+}
+
+// PIL's round(): half to even.
+double RoundHalfEven(double x) {
+  const double f = std::floor(x);
+  const double diff = x - f;
+  if (diff > 0.5) return f + 1;
+  if (diff < 0.5) return f;
+  return std::fmod(f, 2.0) == 0 ? f : f + 1;
+}
+
+// PBM/PGM/PPM as PIL decodes them and convert("RGB") converts them: samples
+// scaled from maxval to 255 (or, for PGM with maxval > 255, to 65535 and
+// then clipped at 255, PIL's mode I); PBM 1 is black.
+void DecodePnm(const uint8_t* d, int64_t n, const ImageHeader& h, const std::string& path, cv::Mat* out) {
+  const int kind = h.pnm_kind, w = h.width, hh = h.height, maxval = h.pnm_maxval;
+  const int channels = (kind == 3 || kind == 6) ? 3 : 1;
+  const bool bitmap = kind == 1 || kind == 4;
+  const double out_max = (!bitmap && channels == 1 && maxval > 255) ? 65535.0 : 255.0;
+  out->create(hh, w, CV_8UC3);
+  int64_t pos = h.pnm_data;
+  auto scale = [&](int64_t v) -> uint8_t {
+    if (bitmap) return v ? 0 : 255;
+    if (v > maxval) Fail(path, "corrupt PNM: a sample is larger than maxval " + std::to_string(maxval));
+    const double s = (maxval == out_max) ? double(v) : std::min(out_max, RoundHalfEven(double(v) / maxval * out_max));
+    return static_cast<uint8_t>(std::min(255.0, s));
+  };
+  auto next_ascii = [&]() -> int64_t {  // plain formats: decimal tokens (P1: single digits)
+    while (pos < n && (d[pos] == ' ' || d[pos] == '\t' || d[pos] == '\n' || d[pos] == '\r' || d[pos] == '\v' ||
+                       d[pos] == '\f' || d[pos] == '#')) {
+      if (d[pos] == '#') {
+        while (pos < n && d[pos] != '\n' && d[pos] != '\r') ++pos;
+      } else {
+        ++pos;
+      }
+    }
+    if (pos >= n) Fail(path, "truncated PNM: the file ends before its last sample");
+    if (d[pos] < '0' || d[pos] > '9') Fail(path, "corrupt PNM: a sample is not a number");
+    if (kind == 1) return d[pos++] - '0';
+    int64_t v = 0;
+    while (pos < n && d[pos] >= '0' && d[pos] <= '9' && v <= 65535) v = v * 10 + (d[pos++] - '0');
+    return v;
+  };
+  const int bytes_per_sample = maxval > 255 ? 2 : 1;
+  for (int y = 0; y < hh; ++y) {
+    uint8_t* o = out->ptr<uint8_t>(y);
+    const int64_t row_start = pos;
+    for (int x = 0; x < w; ++x) {
+      uint8_t rgb[3];
+      for (int c = 0; c < channels; ++c) {
+        int64_t v;
+        if (kind <= 3) {
+          v = next_ascii();
+        } else if (kind == 4) {
+          v = (d[row_start + x / 8] >> (7 - x % 8)) & 1;
+        } else {
+          const uint8_t* p = d + pos;
+          v = bytes_per_sample == 2 ? (int64_t{p[0]} << 8) | p[1] : p[0];
+          pos += bytes_per_sample;
+        }
+        rgb[c] = scale(v);
+      }
+      if (channels == 1) rgb[1] = rgb[2] = rgb[0];
+      o[3 * x] = rgb[2];  // BGR
+      o[3 * x + 1] = rgb[1];
+      o[3 * x + 2] = rgb[0];
+    }
+    if (kind == 4) pos = row_start + (w + 7) / 8;
   }
 }
 
@@ -323,7 +402,19 @@ ImageHeader ReadImageHeader(const uint8_t* d, int64_t n, const std::string& path
 
 void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce,
                  const std::string& path, cv::Mat* out) {
+  if (header.format == ImageFormat::kPnm) {
+    if (header.pnm_kind >= 4) {  // binary: ReadImageHeader(check_complete) checked the length
+      const int64_t w = header.width, h = header.height;
+      const int64_t need = header.pnm_kind == 4 ? (w + 7) / 8 * h
+                                                : w * h * (header.pnm_kind == 6 ? 3 : 1) *
+                                                      (header.pnm_maxval > 255 ? 2 : 1);
+      if (header.pnm_data + need > size) Fail(path, "truncated PNM: the file ends inside the image data");
+    }
+    DecodePnm(data, size, header, path, out);
+    return;
+  }
   int flags = cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION;
+  if (header.gray16) flags = cv::IMREAD_GRAYSCALE | cv::IMREAD_ANYDEPTH | cv::IMREAD_IGNORE_ORIENTATION;
   int want_w = header.width, want_h = header.height;
   if (reduce > 1 && header.format == ImageFormat::kJpeg) {
     flags = (reduce == 2   ? cv::IMREAD_REDUCED_COLOR_2
@@ -336,13 +427,27 @@ void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, i
   const cv::Mat buf(1, static_cast<int>(size), CV_8UC1, const_cast<uint8_t*>(data));
   bool ok = false;
   try {
-    cv::imdecode(buf, flags, out);
-    ok = !out->empty();
+    // OpenCV 4.6 leaves *dst untouched when the header is refused and returns
+    // *dst anyway, so only an empty Mat tells failure reliably: decode into
+    // a fresh one.
+    out->release();
+    ok = !cv::imdecode(buf, flags, out).empty();
   } catch (const cv::Exception&) {
     ok = false;
   }
   const char* name = ImageFormatName(header.format);
   if (!ok) Fail(path, std::string("corrupt or truncated ") + name + ": the decoder failed");
+  if (header.gray16 && out->type() == CV_16UC1 && out->cols == want_w && out->rows == want_h) {
+    // PIL's I;16 -> RGB: values above 255 clip (no rescaling).
+    const cv::Mat gray = *out;
+    cv::Mat rgb(gray.rows, gray.cols, CV_8UC3);
+    for (int y = 0; y < gray.rows; ++y) {
+      const uint16_t* g = gray.ptr<uint16_t>(y);
+      uint8_t* o = rgb.ptr<uint8_t>(y);
+      for (int x = 0; x < gray.cols; ++x) o[3 * x] = o[3 * x + 1] = o[3 * x + 2] = g[x] > 255 ? 255 : g[x];
+    }
+    *out = rgb;
+  }
   if (out->type() != CV_8UC3 || out->cols != want_w || out->rows != want_h) {
     Fail(path, std::string("corrupt ") + name + ": decoded to " + std::to_string(out->cols) + "x" +
                    std::to_string(out->rows) + " but its header says " + std::to_string(want_w) + "x" +

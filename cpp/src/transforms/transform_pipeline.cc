@@ -9,6 +9,11 @@
 
 #include <opencv2/core.hpp>
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HDMLP_OUTPUT_AVX2 1
+#endif
+
 #include "hdmlp/errors.h"
 #include "hdmlp/plan/random.h"
 #include "hdmlp/transforms/decode.h"
@@ -225,13 +230,7 @@ std::string StepName(const TransformPipeline::Step& s) {
 
 // ---- Per-thread scratch ----------------------------------------------------
 
-// Decoded images up to this size keep their memory in the thread's scratch;
-// larger ones get a buffer of their own, freed after the call.
-constexpr int64_t kKeepDecodeBytes = int64_t{64} << 20;
-
 struct Scratch {
-  std::vector<uint8_t> decode_mem;
-  cv::Mat decoded;
   std::vector<uint8_t> buf[2];
   ResampleScratch resample;
 };
@@ -245,34 +244,74 @@ ImageView Sub(const ImageView& v, int x, int y, int w, int h) {
   return ImageView{v.data + y * v.stride + int64_t{x} * 3, w, h, v.stride};
 }
 
+inline void FloatPixel(const uint8_t* p, const float (*lut)[256], float* r, float* g, float* b, int x) {
+  r[x] = lut[0][p[2]];
+  g[x] = lut[1][p[1]];
+  b[x] = lut[2][p[0]];
+}
+
+#ifdef HDMLP_OUTPUT_AVX2
+// The float32 output, 8 pixels at a time: one gather of 32-bit words at the
+// pixels' byte offsets (B, G, R and one byte beyond), then one gather per
+// channel from its 256-entry table, so the values are the table's exactly.
+// The pixel whose 4-byte read would pass the row's end is done by FloatPixel.
+__attribute__((target("avx2"))) void WriteFloatAvx2(const ImageView& v, bool hflip, bool vflip,
+                                                     const float (*lut)[256], float* dst) {
+  const int w = v.width, h = v.height;
+  const int64_t plane = int64_t{w} * h;
+  const __m256i lanes = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
+  const __m256i byte = _mm256_set1_epi32(0xFF);
+  for (int y = 0; y < h; ++y) {
+    const uint8_t* s = v.data + (vflip ? h - 1 - y : y) * v.stride;
+    float* r = dst + int64_t{y} * w;
+    float* g = r + plane;
+    float* b = g + plane;
+    int x = 0;
+    if (!hflip) {
+      for (; x + 8 <= w - 1; x += 8) {
+        const __m256i idx = _mm256_add_epi32(_mm256_set1_epi32(3 * x), lanes);
+        const __m256i px = _mm256_i32gather_epi32(reinterpret_cast<const int*>(s), idx, 1);
+        _mm256_storeu_ps(r + x, _mm256_i32gather_ps(lut[0], _mm256_and_si256(_mm256_srli_epi32(px, 16), byte), 4));
+        _mm256_storeu_ps(g + x, _mm256_i32gather_ps(lut[1], _mm256_and_si256(_mm256_srli_epi32(px, 8), byte), 4));
+        _mm256_storeu_ps(b + x, _mm256_i32gather_ps(lut[2], _mm256_and_si256(px, byte), 4));
+      }
+      for (; x < w; ++x) FloatPixel(s + 3 * x, lut, r, g, b, x);
+    } else {
+      if (w > 0) FloatPixel(s + 3 * (w - 1), lut, r, g, b, 0);
+      for (x = 1; x + 8 <= w; x += 8) {
+        const __m256i idx = _mm256_sub_epi32(_mm256_set1_epi32(3 * (w - 1 - x)), lanes);
+        const __m256i px = _mm256_i32gather_epi32(reinterpret_cast<const int*>(s), idx, 1);
+        _mm256_storeu_ps(r + x, _mm256_i32gather_ps(lut[0], _mm256_and_si256(_mm256_srli_epi32(px, 16), byte), 4));
+        _mm256_storeu_ps(g + x, _mm256_i32gather_ps(lut[1], _mm256_and_si256(_mm256_srli_epi32(px, 8), byte), 4));
+        _mm256_storeu_ps(b + x, _mm256_i32gather_ps(lut[2], _mm256_and_si256(px, byte), 4));
+      }
+      for (; x < w; ++x) FloatPixel(s + 3 * (w - 1 - x), lut, r, g, b, x);
+    }
+  }
+}
+#endif
+
 // The final pass: flips, BGR -> RGB, layout and type in one sweep into dst.
 void WriteOutput(const ImageView& v, bool hflip, bool vflip, const OutputShape& shape, const float (*lut)[256],
                  uint8_t* dst) {
   const int w = v.width, h = v.height;
   const int64_t plane = int64_t{w} * h;
+#ifdef HDMLP_OUTPUT_AVX2
+  if (shape.type == OutputType::kFloat32 && ResampleUsesAvx2()) {
+    WriteFloatAvx2(v, hflip, vflip, lut, reinterpret_cast<float*>(dst));
+    return;
+  }
+#endif
   for (int y = 0; y < h; ++y) {
     const uint8_t* s = v.data + (vflip ? h - 1 - y : y) * v.stride;
     if (shape.type == OutputType::kFloat32) {
       float* r = reinterpret_cast<float*>(dst) + int64_t{y} * w;
       float* g = r + plane;
       float* b = g + plane;
-      const float* lr = lut[0];
-      const float* lg = lut[1];
-      const float* lb = lut[2];
       if (!hflip) {
-        for (int x = 0; x < w; ++x) {
-          const uint8_t* p = s + 3 * x;
-          r[x] = lr[p[2]];
-          g[x] = lg[p[1]];
-          b[x] = lb[p[0]];
-        }
+        for (int x = 0; x < w; ++x) FloatPixel(s + 3 * x, lut, r, g, b, x);
       } else {
-        for (int x = 0; x < w; ++x) {
-          const uint8_t* p = s + 3 * (w - 1 - x);
-          r[x] = lr[p[2]];
-          g[x] = lg[p[1]];
-          b[x] = lb[p[0]];
-        }
+        for (int x = 0; x < w; ++x) FloatPixel(s + 3 * (w - 1 - x), lut, r, g, b, x);
       }
     } else if (shape.chw) {
       uint8_t* r = dst + int64_t{y} * w;
@@ -700,20 +739,33 @@ OutputShape TransformPipeline::Apply(const uint8_t* data, int64_t size, const st
     throw InvalidArgumentError("TransformPipeline::Apply: dst must be 4-byte aligned for float32 output");
   }
 
+  cv::Mat decoded;
+  DecodeImage(data, size, header, plan.reduce, path, &decoded);
+  Execute(plan, ImageView{decoded.data, decoded.cols, decoded.rows, static_cast<int64_t>(decoded.step)}, shape, dst);
+  return shape;
+}
+
+OutputShape TransformPipeline::ApplyToImage(const ImageView& bgr, const std::string& path, uint64_t seed, int epoch,
+                                            int64_t sample, uint8_t* dst) const {
+  if (bgr.width < 1 || bgr.height < 1 || int64_t{bgr.width} * bgr.height > kMaxImagePixels) {
+    throw InvalidArgumentError("'" + path + "': invalid image size " + std::to_string(bgr.width) + "x" +
+                               std::to_string(bgr.height));
+  }
+  thread_local Plan plan;
+  MakePlan(bgr.width, bgr.height, false, seed, epoch, sample, path, &plan);
+  const OutputShape shape = ShapeFor(plan.height, plan.width);
+  if (shape.type == OutputType::kFloat32 && reinterpret_cast<uintptr_t>(dst) % alignof(float) != 0) {
+    throw InvalidArgumentError("TransformPipeline::ApplyToImage: dst must be 4-byte aligned for float32 output");
+  }
+  Execute(plan, bgr, shape, dst);
+  return shape;
+}
+
+void TransformPipeline::Execute(const Plan& plan, const ImageView& decoded, const OutputShape& shape,
+                                uint8_t* dst) const {
   Scratch& t = ThreadScratch();
   const int d = plan.reduce;
-  const int dw = (header.width + d - 1) / d, dh = (header.height + d - 1) / d;
-  const int64_t decode_bytes = int64_t{dw} * dh * 3;
-  cv::Mat own;
-  cv::Mat* decoded = &own;
-  if (decode_bytes <= kKeepDecodeBytes) {
-    if (t.decode_mem.size() < static_cast<size_t>(decode_bytes)) t.decode_mem.resize(decode_bytes);
-    t.decoded = cv::Mat(dh, dw, CV_8UC3, t.decode_mem.data());
-    decoded = &t.decoded;
-  }
-  DecodeImage(data, size, header, d, path, decoded);
-
-  ImageView base{decoded->data, decoded->cols, decoded->rows, static_cast<int64_t>(decoded->step)};
+  ImageView base = decoded;
   ImageView cur = base;
   int next = 0;
   using Action = Plan::Action;
@@ -767,7 +819,6 @@ OutputShape TransformPipeline::Apply(const uint8_t* data, int64_t size, const st
     }
   }
   WriteOutput(cur, plan.hflip, plan.vflip, shape, lut_, dst);
-  return shape;
 }
 
 }  // namespace hdmlp

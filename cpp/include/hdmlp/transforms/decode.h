@@ -14,7 +14,10 @@
 //     PNM or WebP must hold the bytes its header announces, and the decoder
 //     must succeed.
 //   - Grayscale, palette, CMYK and alpha images become 3-channel 8-bit, alpha
-//     dropped, as convert("RGB") does. EXIF orientation is NOT applied, as in
+//     dropped, as convert("RGB") does. As in PIL, 16-bit RGB keeps the high
+//     byte, while 16-bit grayscale (PIL mode I;16) is clipped at 255, not
+//     rescaled; PBM/PGM/PPM are decoded here with PIL's rules (values scaled
+//     from maxval; above 255 clipped like I;16). EXIF orientation is NOT applied, as in
 //     PIL's Image.open (torchvision's default loader never calls
 //     ImageOps.exif_transpose).
 //   - Pixels are returned in OpenCV's BGR order; the pipeline writes RGB.
@@ -53,6 +56,10 @@ struct ImageHeader {
   ImageFormat format = ImageFormat::kJpeg;
   int width = 0;
   int height = 0;
+  bool gray16 = false;      // PNG or TIFF with one 16-bit channel
+  int pnm_kind = 0;         // PNM: 1..6 for P1..P6
+  int pnm_maxval = 0;       // PNM: maxval (1 for P1/P4)
+  int64_t pnm_data = 0;     // PNM: offset of the first sample
 };
 
 // Reads the format and the size from the first bytes. With check_complete,
@@ -65,9 +72,9 @@ ImageHeader ReadImageHeader(const uint8_t* data, int64_t size, const std::string
 // Decodes to 8-bit BGR. reduce (1, 2, 4 or 8; JPEG only) asks libjpeg for a
 // DCT-domain downscale: the result is ceil(width / reduce) x
 // ceil(height / reduce). `header` must come from ReadImageHeader on the same
-// bytes. `out` is reused when it already has the decoded size and type (and
-// may be a header over caller-owned memory of that size). Throws DecodeError
-// when the decoder fails or yields another size than the header's.
+// bytes. *out is released and gets newly allocated memory. Throws
+// DecodeError when the decoder fails or yields another size than the
+// header's.
 void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce,
                  const std::string& path_for_errors, cv::Mat* out);
 

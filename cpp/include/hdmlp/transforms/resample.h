@@ -5,9 +5,14 @@
 // grows with the scale factor, so every input pixel contributes. OpenCV's
 // INTER_LINEAR does not do that (it aliases when shrinking), and INTER_AREA
 // is a box filter. Resample implements PIL's algorithm (libImaging/Resample.c:
-// separable two-pass convolution, horizontal first, coefficients normalised
-// to 22-bit fixed point, an 8-bit intermediate image), so for the same input
-// pixels the output is identical to PIL's.
+// separable two-pass convolution, coefficients normalised to 22-bit fixed
+// point, an 8-bit intermediate image), so for the same input pixels the
+// output is identical to PIL's. The order of the two passes follows Pillow
+// 13: vertical first when the height shrinks by more than twice as many
+// pixels as the width (out_h < in_h and in_h - out_h > 2 * (in_w - out_w)),
+// else horizontal first. Pillow before that change (#9549) always went
+// horizontal first; in the vertical-first cases its results differ from
+// these by at most 1 level in some pixels.
 //
 // Thread-safety: Resample is reentrant; a ResampleScratch belongs to one
 // thread at a time.
@@ -46,7 +51,16 @@ struct ResampleScratch {
   std::vector<int> bx, by;
   std::vector<uint8_t> temp;
   std::vector<int32_t> acc;
+  std::vector<int32_t> table;  // SIMD coefficient layout
+  std::vector<uint8_t> safe;
 };
+
+// Whether Resample (and the pipeline's output pass) use their AVX2 kernels
+// on this CPU; the results are the same either way.
+bool ResampleUsesAvx2();
+// For tests: allow (default) or forbid the AVX2 kernels, process-wide, to
+// compare them with the portable code.
+void SetAvx2AllowedForTesting(bool allowed);
 
 // Resamples the region box = {x0, y0, x1, y1} of src (PIL's `box` argument,
 // in float as PIL has it; taps are clamped to src, not to the box) to

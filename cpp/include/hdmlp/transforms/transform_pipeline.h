@@ -49,22 +49,23 @@
 // Randomness: the random parameters of op i for a sample come only from
 // Rng(DeriveKey({seed, epoch, sample, kTransformKeyDomain, i})), drawn in
 // torchvision's order (RandomResizedCrop: up to 10 (scale, log-ratio) tries,
-// then top, left; flips: one uniform double compared with p). The bytes
-// written depend on nothing else: not on threads, timing or the order of
-// calls, and they differ between epochs.
+// then top, left; flips: one uniform double compared with p, none when
+// p = 0). The bytes written depend on nothing else: not on threads, timing
+// or the order of calls, and they differ between epochs.
 //
 // Errors: the constructor throws InvalidArgumentError naming the transform
 // and argument at fault. ShapeOf and Apply throw DecodeError (an
 // InvalidArgumentError; decode.h) for a bad image, and InvalidArgumentError
 // for an image whose output would be too large or, in the checked Apply, of
-// the wrong size; every message names path_for_errors. Nothing is written to
-// dst when they throw (except, for a decoder failure noticed mid-decode,
-// nothing that should be read: dst's content is then unspecified).
+// the wrong size; every message names path_for_errors. Every check and the
+// decode happen before the first byte is written: when they throw, dst is
+// untouched.
 //
-// Thread-safety: a constructed pipeline is immutable; ShapeOf and Apply may
-// run concurrently on any threads. Each thread keeps a few scratch buffers
-// (decoded image, intermediates; about width * height * 3 bytes of the
-// largest image it decoded, up to 64 MiB) for its lifetime.
+// Thread-safety: a constructed pipeline is immutable; ShapeOf, Apply and
+// ApplyToImage may run concurrently on any threads. Each thread keeps two
+// scratch buffers for the resized intermediates (as large as the largest
+// intermediate it made, e.g. 2 x 256 x 341 x 3 bytes for Resize(256)) for
+// its lifetime; the decoded image is allocated per call.
 #ifndef HDMLP_TRANSFORMS_TRANSFORM_PIPELINE_H_
 #define HDMLP_TRANSFORMS_TRANSFORM_PIPELINE_H_
 
@@ -135,6 +136,13 @@ class TransformPipeline {
   OutputShape Apply(const uint8_t* data, int64_t size, const std::string& path_for_errors, uint64_t seed,
                     int epoch, int64_t sample, const OutputShape& expected, uint8_t* dst) const;
 
+  // Everything after ImgDecode, on an image already decoded to 8-bit BGR
+  // (OpenCV's order; e.g. DecodeImage's output): what Apply does after
+  // decoding, with the same randomness. The draft option does not apply.
+  // Writes ShapeFor(image).bytes() bytes into dst and returns the shape.
+  OutputShape ApplyToImage(const ImageView& bgr, const std::string& path_for_errors, uint64_t seed, int epoch,
+                           int64_t sample, uint8_t* dst) const;
+
   // The random decisions Apply makes for an image of width x height, in
   // chain order (for tests and debugging): for each RandomResizedCrop, its
   // crop box in the coordinates of its input image; for each flip with
@@ -164,6 +172,7 @@ class TransformPipeline {
   void MakePlan(int width, int height, bool is_jpeg, uint64_t seed, int epoch, int64_t sample,
                 const std::string& path, Plan* plan) const;
   OutputShape ShapeFor(int height, int width) const;
+  void Execute(const Plan& plan, const ImageView& decoded, const OutputShape& shape, uint8_t* dst) const;
 
   std::vector<TransformSpec> specs_;
   std::vector<Step> steps_;
