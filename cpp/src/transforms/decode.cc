@@ -273,15 +273,6 @@ void ReadPnm(const uint8_t* d, int64_t n, const std::string& path, bool check_co
   }
 }
 
-// PIL's round(): half to even.
-double RoundHalfEven(double x) {
-  const double f = std::floor(x);
-  const double diff = x - f;
-  if (diff > 0.5) return f + 1;
-  if (diff < 0.5) return f;
-  return std::fmod(f, 2.0) == 0 ? f : f + 1;
-}
-
 // PBM/PGM/PPM as PIL decodes them and convert("RGB") converts them: samples
 // scaled from maxval to 255 (or, for PGM with maxval > 255, to 65535 and
 // then clipped at 255, PIL's mode I); PBM 1 is black.
@@ -343,6 +334,14 @@ void DecodePnm(const uint8_t* d, int64_t n, const ImageHeader& h, const std::str
 }
 
 }  // namespace
+
+double RoundHalfEven(double x) {
+  const double f = std::floor(x);
+  const double diff = x - f;
+  if (diff > 0.5) return f + 1;
+  if (diff < 0.5) return f;
+  return std::fmod(f, 2.0) == 0 ? f : f + 1;
+}
 
 const char* ImageFormatName(ImageFormat format) {
   switch (format) {

@@ -183,15 +183,6 @@ int HalfRoundEven(int d) {
   return q;
 }
 
-// Python's round() on a double: half to even, whatever the FPU rounding mode.
-double RoundHalfEven(double x) {
-  const double f = std::floor(x);
-  const double diff = x - f;
-  if (diff > 0.5) return f + 1;
-  if (diff < 0.5) return f;
-  return std::fmod(f, 2.0) == 0 ? f : f + 1;
-}
-
 // torchvision's _compute_resized_output_size.
 void ResizedSize(int h, int w, const TransformPipeline::Step& s, int64_t* nh, int64_t* nw) {
   if (s.width > 0) {

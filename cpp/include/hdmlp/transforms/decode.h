@@ -49,6 +49,10 @@ class DecodeError : public InvalidArgumentError {
 // DecompressionBombError above twice that, and so do we.
 inline constexpr int64_t kMaxImagePixels = 178956970;
 
+// Python's (and PIL's) round() on a double: half to even, whatever the FPU
+// rounding mode. Shared by the decoder and the ops that mirror torchvision.
+double RoundHalfEven(double x);
+
 enum class ImageFormat { kJpeg, kPng, kBmp, kTiff, kWebp, kPnm };
 const char* ImageFormatName(ImageFormat format);
 
