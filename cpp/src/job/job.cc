@@ -1,5 +1,6 @@
 #include "hdmlp/job/job.h"
 
+#include <optional>
 #include <random>
 
 #include "hdmlp/errors.h"
@@ -148,13 +149,24 @@ void Job::Close() {
 }
 
 void Job::WorkerLoop(int slot) {
-  const auto estimate = [this](int64_t item) {
-    return index_.sizes[static_cast<size_t>(plan_->SampleAt(rank(), static_cast<int>(item / epoch_size_), item % epoch_size_))];
+  // The sample of a stream item, keeping the epoch's order between calls:
+  // building an EpochOrder (its permutations) costs more than evaluating it.
+  std::optional<EpochOrder> order;
+  int order_epoch = -1;
+  const auto sample_of = [&](int64_t item) {
+    const int epoch = static_cast<int>(item / epoch_size_);
+    if (epoch != order_epoch) {
+      order = plan_->Epoch(rank(), epoch);
+      order_epoch = epoch;
+    }
+    return order->At(item % epoch_size_);
   };
+  // Claim calls this on the claiming thread, so sharing sample_of is safe.
+  const auto estimate = [&](int64_t item) { return index_.sizes[static_cast<size_t>(sample_of(item))]; };
   int64_t item;
   while (staging_->Claim(estimate, &item)) {
     const int epoch = static_cast<int>(item / epoch_size_);
-    const int64_t sample = plan_->SampleAt(rank(), epoch, item % epoch_size_);
+    const int64_t sample = sample_of(item);
     const auto start = Clock::now();
     try {
       SampleBuffer bytes;
@@ -179,6 +191,7 @@ void Job::BeginEpoch(int epoch) {
   }
   if (epoch_ >= 0 && !pending_.ids.empty()) metrics_.AddDelivered(epoch_, 0, pending_stall_);
   epoch_ = epoch;
+  epoch_order_ = plan_->Epoch(rank(), epoch);
   batch_ = 0;
   next_j_ = 0;
   pending_ = Batch();
@@ -226,7 +239,7 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
       case StagingBuffer::TakeResult::kReady:
         break;
     }
-    const int64_t sample = plan_->SampleAt(rank(), epoch_, j);
+    const int64_t sample = epoch_order_->At(j);
     pending_.ids.push_back(sample);
     pending_.labels.push_back(index_.labels[static_cast<size_t>(sample)]);
     pending_.samples.push_back(std::move(bytes));

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,6 +124,7 @@ class Job {
 
   // Consumer state.
   int epoch_ = -1;
+  std::optional<EpochOrder> epoch_order_;  // the current epoch's order
   int64_t batch_ = 0;          // next batch in the epoch
   int64_t next_j_ = 0;         // next sample of the epoch
   Batch pending_;              // the batch being assembled across timeouts
