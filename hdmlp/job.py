@@ -74,6 +74,35 @@ class ThrottledStorage:
     failing_paths: Sequence[str] = ()
 
 
+def _cuda_host_allocator() -> tuple[int, int]:
+    """Addresses of cudaHostAlloc/cudaFreeHost in the CUDA runtime torch loaded, or (0, 0)."""
+    try:
+        import torch
+    except ImportError:
+        warnings.warn("hdmlp: pin_memory=True ignored: torch is not installed", RuntimeWarning, stacklevel=3)
+        return 0, 0
+    if not torch.cuda.is_available():
+        warnings.warn("hdmlp: pin_memory=True ignored: torch.cuda is not available (no CUDA device), so batches "
+                      "use ordinary memory", RuntimeWarning, stacklevel=3)
+        return 0, 0
+    import ctypes
+    torch.cuda.init()
+    runtime = None
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "libcudart.so" in os.path.basename(path):
+                runtime = path
+                break
+    if runtime is None:
+        warnings.warn("hdmlp: pin_memory=True ignored: torch's CUDA runtime (libcudart) is not loaded as a shared "
+                      "library", RuntimeWarning, stacklevel=3)
+        return 0, 0
+    lib = ctypes.CDLL(runtime)
+    return (ctypes.cast(lib.cudaHostAlloc, ctypes.c_void_p).value or 0,
+            ctypes.cast(lib.cudaFreeHost, ctypes.c_void_p).value or 0)
+
+
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
@@ -128,7 +157,22 @@ class Job:
             ``"partial_local"`` (each epoch a share ``exchange_fraction`` of every shard moves
             to random ranks); see docs/architecture.md.
         drop_last_batch: drop the last, incomplete batch of each epoch, as PyTorch does.
-        transforms: not supported yet; with None each sample is its file's exact bytes.
+        transforms: a list of :mod:`hdmlp.transforms` objects (e.g. ``[ImgDecode(),
+            RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(), Normalize(mean, std)]``)
+            run in C++ by the staging workers, which write each result into its row of the
+            batch: a batch is then ``(images, labels)`` with ``images`` one ``[B, C, H, W]``
+            float32 (or uint8) array. None: each sample is its file's exact bytes. An
+            impossible chain raises ValueError here. See docs/transforms.md.
+        on_error: what a bad image (corrupt, truncated, empty, unsupported, absurdly large, or
+            of another size than the others for a chain without a fixed size) does, with
+            transforms: ``"raise"`` (default) raises ValueError naming the file when the
+            training loop reaches it, and every other rank raises too; ``"skip"`` leaves it
+            out, logs it once and counts it in ``metrics()["skipped_samples"]``; its place is
+            taken by the last undelivered sample of this rank's epoch, so only the epoch's
+            last batch is shorter.
+        pin_memory: allocate the batch buffers page-locked (CUDA pinned memory) so that
+            ``.cuda(non_blocking=True)`` copies asynchronously; needs torch with a CUDA
+            device (otherwise a warning, and ordinary memory).
         seed: the seed of the access order; None draws one (see ``job.seed``).
         config_path: a libconfig++ file describing the storage classes; None uses
             :func:`default_config_path`.
@@ -151,7 +195,8 @@ class Job:
                  distr_scheme: str = "uniform", drop_last_batch: bool = False, transforms: Any = None,
                  seed: int | None = None, config_path: str | os.PathLike[str] | None = None, *,
                  exchange_fraction: float = 0.1, timeout_s: float = 300.0,
-                 storage: ThrottledStorage | None = None, index_cache: bool = True) -> None:
+                 storage: ThrottledStorage | None = None, index_cache: bool = True,
+                 on_error: str = "raise", pin_memory: bool = False) -> None:
         self._core: Any = None
         self.dataset_path = os.path.expanduser(os.fspath(dataset_path))
         self.batch_size = _positive_int("batch_size", batch_size)
@@ -162,9 +207,27 @@ class Job:
         if not isinstance(drop_last_batch, bool):
             raise TypeError(f"drop_last_batch must be a bool, got {drop_last_batch!r}")
         self.drop_last_batch = drop_last_batch
+        specs: list = []
         if transforms is not None:
-            raise ValueError("transforms are not supported yet: pass transforms=None to receive each file's bytes "
-                             "and decode them in Python")
+            from hdmlp.transforms import pipeline_specs
+            specs = pipeline_specs(transforms)
+            if not specs:
+                raise ValueError("transforms is an empty list: pass None to receive each file's bytes, or a chain "
+                                 "starting with hdmlp.transforms.ImgDecode()")
+        self.transforms = transforms
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
+        if on_error == "skip" and transforms is None:
+            raise ValueError("on_error='skip' needs transforms: without them every file's bytes are delivered as "
+                             "they are, and no image is decoded (so none can be found bad)")
+        self.on_error = on_error
+        if not isinstance(pin_memory, bool):
+            raise TypeError(f"pin_memory must be a bool, got {pin_memory!r}")
+        cuda_host_alloc, cuda_free_host = _cuda_host_allocator() if pin_memory and transforms is not None else (0, 0)
+        if pin_memory and transforms is None:
+            warnings.warn("hdmlp: pin_memory=True has no effect without transforms (raw file bytes are not "
+                          "pinned)", RuntimeWarning, stacklevel=2)
+        self.pin_memory = cuda_host_alloc != 0
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
             raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
         self.config_path = os.fspath(config_path) if config_path is not None else default_config_path()
@@ -179,7 +242,8 @@ class Job:
         storage = storage or ThrottledStorage()
         self._core = _core.Job(self.dataset_path, batch_size, epochs, distr_scheme, drop_last_batch, seed,
                                self.config_path, storage.latency_s, storage.mbps, list(storage.failing_paths),
-                               index_cache, "", self.exchange_fraction, float(timeout_s))
+                               index_cache, "", self.exchange_fraction, float(timeout_s), specs,
+                               on_error == "skip", cuda_host_alloc, cuda_free_host)
         self._started_epoch = -1
         self._warned: set[str] = set()
         self._emit_warnings()
@@ -221,6 +285,14 @@ class Job:
     def __len__(self) -> int:
         """Number of samples in the dataset."""
         return len(self._job.labels)
+
+    @property
+    def sample_shape(self) -> tuple[list[int], str] | None:
+        """With transforms: each sample's dims (``[C, H, W]`` or ``[H, W, C]``) and dtype name."""
+        if not self._job.has_transforms:
+            return None
+        dims, dtype = self._job.sample_shape
+        return list(dims), dtype
 
     @property
     def batches_per_epoch(self) -> int:
@@ -279,14 +351,18 @@ class Job:
         """Where time went, per epoch.
 
         ``{"epochs": [{"epoch", "samples", "stall_seconds", "read_seconds",
-        "reads": {SOURCE: {"count", "bytes", "seconds"}}}], "staging": {...},
+        "transform_seconds", "skipped", "reads": {SOURCE: {"count", "bytes", "seconds"}}}],
+        "skipped_samples", "skipped", "staging": {...},
         "classes": [...], "warnings": [...]}`` with SOURCE ``"pfs"`` for the
         dataset's own storage or a storage class's name (``"memory"``,
         ``"filesystem"``, ...) for a sample served from that class. ``reads``
         counts what the staging workers delivered; ``classes`` gives each
         storage class's plan and prefetch progress (``planned_*``, ``filled_*``,
         ``prefetched_samples``/``prefetched_bytes`` read by the class's
-        prefetch threads, ``prefetch_seconds``). ``pfs_bytes``/``pfs_reads``
+        prefetch threads, ``prefetch_seconds``). ``transform_seconds`` is the
+        workers' time decoding and transforming; ``skipped_samples`` counts the
+        bad samples ``on_error="skip"`` left out and ``skipped`` names each such
+        file once (with why). ``pfs_bytes``/``pfs_reads``
         count every read of the dataset's storage this rank made (staging,
         prefetching, serving peers); ``remote_reads`` the samples it got from
         peers and ``requests_served`` those it gave them.
@@ -299,6 +375,8 @@ class Job:
             "pfs_reads": job.pfs_reads,
             "remote_reads": job.remote_reads,
             "requests_served": job.requests_served,
+            "skipped_samples": job.skipped_samples,
+            "skipped": job.skipped_files,
             "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes},
             "classes": classes,
             "warnings": job.warnings(),

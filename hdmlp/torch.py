@@ -11,8 +11,12 @@ Drop-in for ``ImageFolder`` + ``DataLoader``::
 
 With the job's ``transforms=None`` a batch is ``(samples, labels)``:
 ``samples`` a list of 1-D uint8 tensors, each holding one file's exact
-bytes, ``labels`` an int64 tensor. The tensors view the memory the staging
-workers read into (no copy); that memory lives as long as any tensor does.
+bytes, ``labels`` an int64 tensor. With ``transforms=[...]`` it is
+``(images, labels)``: ``images`` one ``[B, C, H, W]`` float32 tensor (or
+uint8, per the chain's last transform) that the staging workers wrote in
+C++. The tensors view the memory the workers wrote (no copy); that memory
+lives as long as any tensor on it does, and is reused for a later batch
+only after every tensor on it is gone.
 """
 from __future__ import annotations
 
@@ -119,10 +123,15 @@ class HDMLPDataLoader:
             if batch is None:
                 return
             _, labels, buffers = batch
-            samples: Any = [_as_tensor(b, torch.uint8) for b in buffers]
+            samples: Any
+            if isinstance(buffers, list):
+                samples = [_as_tensor(b, torch.uint8) for b in buffers]
+            else:  # one transformed batch
+                dtype = torch.float32 if memoryview(buffers).format == "f" else torch.uint8
+                samples = torch.frombuffer(buffers, dtype=dtype).view(buffers.shape)
             label_tensor = _as_tensor(labels, torch.int64)
             if transform is not None:
-                samples = [transform(s) for s in samples]
+                samples = [transform(s) for s in samples]  # per sample, as torchvision's Dataset does
                 if samples and all(isinstance(s, torch.Tensor) for s in samples) and \
                         len({tuple(s.shape) for s in samples}) == 1:
                     samples = torch.stack(samples)

@@ -1,12 +1,16 @@
 // Bindings of the plan and the job. Batches reach Python without a copy:
-// each sample's bytes (and the label array) are exported through the buffer
-// protocol by an OwnedBuffer that owns the memory; torch.frombuffer keeps
-// that object alive for as long as any tensor views it.
+// each sample's bytes, or a transformed batch's memory, and the label array
+// are exported through the buffer protocol by an OwnedBuffer that owns the
+// memory; torch.frombuffer keeps that object alive for as long as any
+// tensor views it, so a batch buffer goes back to its pool only after the
+// last tensor on it is gone.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <map>
 #include <memory>
+#include <utility>
 
 #include "bindings.h"
 #include "hdmlp/env/env.h"
@@ -20,13 +24,30 @@ namespace py = pybind11;
 namespace hdmlp::python {
 namespace {
 
+using PySpec = std::pair<std::string, std::map<std::string, std::vector<double>>>;
+
 struct OwnedBuffer {
   std::shared_ptr<void> owner;
   void* ptr = nullptr;
   py::ssize_t count = 0;
   py::ssize_t itemsize = 1;
   const char* format = "B";
+  std::vector<py::ssize_t> shape;  // empty: one dimension of `count` items
 };
+
+// A transformed batch: [n, C, H, W] (or [n, H, W, C]) float32 or uint8.
+OwnedBuffer FromBatchMemory(std::shared_ptr<uint8_t> memory, const OutputShape& shape, int64_t n) {
+  OwnedBuffer b;
+  b.ptr = memory.get();
+  b.owner = std::shared_ptr<void>(memory, memory.get());
+  b.itemsize = static_cast<py::ssize_t>(shape.element_size());
+  b.format = shape.type == OutputType::kFloat32 ? "f" : "B";
+  b.shape.push_back(static_cast<py::ssize_t>(n));
+  for (int64_t d : shape.dims()) b.shape.push_back(static_cast<py::ssize_t>(d));
+  b.count = 1;
+  for (py::ssize_t d : b.shape) b.count *= d;
+  return b;
+}
 
 OwnedBuffer FromSample(SampleBuffer&& sample) {
   OwnedBuffer b;
@@ -96,6 +117,12 @@ py::object NextBatch(PyJob& self) {
     // Waiting in slices lets Ctrl-C interrupt a long stall.
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
+  if (batch.images) {
+    const auto n = static_cast<int64_t>(batch.ids.size());
+    py::object images = py::cast(FromBatchMemory(std::move(batch.images), batch.sample_shape, n));
+    return py::make_tuple(batch.epoch, batch.index, py::cast(FromInt64(std::move(batch.ids))),
+                          py::cast(FromInt64(std::move(batch.labels))), images);
+  }
   py::list samples(batch.samples.size());
   for (size_t i = 0; i < batch.samples.size(); ++i) samples[i] = py::cast(FromSample(std::move(batch.samples[i])));
   return py::make_tuple(batch.epoch, batch.index, py::cast(FromInt64(std::move(batch.ids))),
@@ -118,6 +145,8 @@ py::list MetricsToPython(const std::vector<EpochMetrics>& epochs) {
     d["samples"] = e.samples;
     d["stall_seconds"] = e.stall_seconds;
     d["read_seconds"] = e.read_seconds;
+    d["transform_seconds"] = e.transform_seconds;
+    d["skipped"] = e.skipped;
     d["reads"] = reads;
     out.append(d);
   }
@@ -129,8 +158,22 @@ py::list MetricsToPython(const std::vector<EpochMetrics>& epochs) {
 void BindJob(py::module_& m) {
   py::class_<OwnedBuffer>(m, "OwnedBuffer", py::buffer_protocol())
       .def_buffer([](OwnedBuffer& b) {
-        return py::buffer_info(b.ptr, b.itemsize, b.format, 1, {b.count}, {b.itemsize}, /*readonly=*/false);
+        if (b.shape.empty()) {
+          return py::buffer_info(b.ptr, b.itemsize, b.format, 1, {b.count}, {b.itemsize}, /*readonly=*/false);
+        }
+        std::vector<py::ssize_t> strides(b.shape.size());
+        py::ssize_t stride = b.itemsize;
+        for (size_t i = b.shape.size(); i-- > 0;) {
+          strides[i] = stride;
+          stride *= b.shape[i];
+        }
+        return py::buffer_info(b.ptr, b.itemsize, b.format, static_cast<py::ssize_t>(b.shape.size()), b.shape,
+                               strides, /*readonly=*/false);
       })
+      .def_property_readonly("shape", [](const OwnedBuffer& b) {
+        return b.shape.empty() ? std::vector<py::ssize_t>{b.count} : b.shape;
+      })
+      .def_property_readonly("address", [](const OwnedBuffer& b) { return reinterpret_cast<uintptr_t>(b.ptr); })
       .def("__len__", [](const OwnedBuffer& b) { return b.count; });
 
   m.def("in_mpi_job", &Communicator::InMpiJob, "True when this process runs under an MPI launcher");
@@ -170,8 +213,14 @@ void BindJob(py::module_& m) {
                        bool drop_last, std::optional<uint64_t> seed, const std::string& config_path,
                        double pfs_latency_s, double pfs_mbps, std::vector<std::string> failing_paths,
                        bool use_index_cache, const std::string& index_cache_dir, double exchange_fraction,
-                       double timeout_s) {
+                       double timeout_s, const std::vector<PySpec>& transforms, bool skip_bad_samples,
+                       uintptr_t cuda_host_alloc, uintptr_t cuda_free_host) {
              JobOptions o;
+             for (const auto& [op, args] : transforms) o.transforms.push_back(TransformSpec{op, args});
+             o.skip_bad_samples = skip_bad_samples;
+             if (cuda_host_alloc != 0 && cuda_free_host != 0) {
+               o.batch_allocator = HostAllocator::CudaPinned(cuda_host_alloc, cuda_free_host);
+             }
              o.dataset_path = dataset_path;
              o.batch_size = batch_size;
              o.epochs = epochs;
@@ -191,7 +240,9 @@ void BindJob(py::module_& m) {
            py::arg("drop_last"), py::arg("seed"), py::arg("config_path"), py::arg("pfs_latency_s") = 0.0,
            py::arg("pfs_mbps") = 0.0, py::arg("failing_paths") = std::vector<std::string>{},
            py::arg("use_index_cache") = true, py::arg("index_cache_dir") = "", py::arg("exchange_fraction") = 0.1,
-           py::arg("timeout_s") = 300.0)
+           py::arg("timeout_s") = 300.0, py::arg("transforms") = std::vector<PySpec>{},
+           py::arg("skip_bad_samples") = false, py::arg("cuda_host_alloc") = uintptr_t{0},
+           py::arg("cuda_free_host") = uintptr_t{0})
       .def_property_readonly("rank", [](PyJob& j) { return j.job().rank(); })
       .def_property_readonly("world_size", [](PyJob& j) { return j.job().world_size(); })
       .def_property_readonly("seed", [](PyJob& j) { return j.job().seed(); })
@@ -205,6 +256,16 @@ void BindJob(py::module_& m) {
       .def_property_readonly("staging_capacity_bytes", [](PyJob& j) { return j.job().staging_capacity_bytes(); })
       .def_property_readonly("staging_peak_bytes", [](PyJob& j) { return j.job().staging_peak_bytes(); })
       .def_property_readonly("pfs_files_opened", &PyJob::pfs_files_opened)
+      .def_property_readonly("has_transforms", [](PyJob& j) { return j.job().has_transforms(); })
+      .def_property_readonly("sample_shape",
+                             [](PyJob& j) {
+                               const OutputShape& s = j.job().sample_shape();
+                               return py::make_tuple(s.dims(), s.type == OutputType::kFloat32 ? "float32" : "uint8");
+                             })
+      .def_property_readonly("skipped_samples", [](PyJob& j) { return j.job().skipped_samples(); })
+      .def_property_readonly("skipped_files", [](PyJob& j) { return j.job().SkippedFiles(); })
+      .def_property_readonly("batch_allocations", [](PyJob& j) { return j.job().batch_allocations(); })
+      .def_property_readonly("batch_allocator", [](PyJob& j) { return std::string(j.job().batch_allocator_name()); })
       .def("local_batch_size", [](PyJob& j, int64_t batch) { return j.job().plan().LocalBatchSize(j.job().rank(), batch); })
       .def("rank_epoch_samples",
            [](PyJob& j, int rank, int epoch) {

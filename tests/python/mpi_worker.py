@@ -38,6 +38,9 @@ def main():
         provided = ctypes.c_int(0)
         level = 0 if scenario == "external_single" else 3  # MPI_THREAD_SINGLE / MPI_THREAD_MULTIPLE
         libmpi.MPI_Init_thread(None, None, level, ctypes.byref(provided))
+    if opts.get("transforms"):
+        import hdmlp.transforms as T
+        job_kw["transforms"] = [T.ImgDecode(), T.RandomResizedCrop(32), T.ToTensor()]
     try:
         job = hdmlp.Job(data, batch_size, opts.get("epochs", 3), **job_kw)
     except Exception as e:  # the test checks every rank's error
@@ -69,6 +72,9 @@ def main():
                     break
                 if scenario == "die" and epoch == 1 and job.rank == 1:
                     os._exit(3)
+                if job_kw.get("transforms"):
+                    seen += [[paths[i], None] for i in ids]  # one batch buffer, not per-file bytes
+                    continue
                 for i, s in zip(ids, samples):
                     seen.append([paths[i], hashlib.sha256(bytes(memoryview(s))).hexdigest()])
         except Exception as e:

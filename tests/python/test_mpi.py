@@ -179,3 +179,22 @@ def test_refuses_an_mpi_without_thread_multiple(dataset, tmp_path):
     proc = mpirun(2, "external_single", root, tmp_path, epochs=1)
     for r in results(tmp_path, 2):
         assert r["error"] == "ValueError" and "MPI_THREAD_MULTIPLE" in r["message"]
+
+
+def test_a_bad_image_stops_every_rank_naming_the_file(tmp_path):
+    """Rank A meets a corrupt JPEG (transforms on, on_error='raise'); rank B raises too, naming it."""
+    from hdmlp.datasets import make_image_folder
+    root = make_image_folder(tmp_path / "data", num_images=24, num_classes=2, seed=4, min_side=64, max_side=96)
+    bad = root / sorted(p.name for p in root.iterdir() if p.is_dir())[0] / "broken.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 this JPEG stops here")
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = mpirun(2, "plain", root, out, timeout=90, epochs=3, batch_size=4, transforms=True,
+                  job={"seed": 3, "timeout_s": 5, "index_cache": False})
+    res = results(out, 2)
+    for r in res:
+        assert "error" in r, f"rank {r.get('rank')} finished without an error: {proc.stderr[-2000:]}"
+        assert str(bad) in r["message"], r["message"]
+    kinds = sorted(r["error"] for r in res)
+    assert "ValueError" in kinds, kinds  # the rank that decoded it
+    assert any(r["error"] == "OSError" and "stopped" in r["message"] for r in res) or kinds == ["ValueError"] * 2

@@ -66,6 +66,8 @@ class CapturedError {
   static CapturedError FromCurrentException();
   explicit operator bool() const { return kind_ != Kind::kNone; }
   const std::string& message() const { return message_; }
+  // An InvalidArgumentError: for a sample, a bad image rather than bad storage.
+  bool IsInvalidArgument() const { return kind_ == Kind::kInvalidArgument; }
   [[noreturn]] void Throw() const;
 
  private:

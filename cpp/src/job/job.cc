@@ -1,5 +1,7 @@
 #include "hdmlp/job/job.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <random>
 
@@ -36,6 +38,17 @@ std::string Signature(const JobOptions& o, const ImageFolderIndex& index, const 
                   "\ndistr_scheme=" + o.distr_scheme + "\ndrop_last_batch=" + (o.drop_last ? "true" : "false") +
                   "\nexchange_fraction=" + std::to_string(o.exchange_fraction) + "\nstorage classes=";
   for (const auto& c : config.storage_classes) s += c.backend + " ";
+  s += "\ntransforms=";
+  for (const auto& t : o.transforms) {
+    s += t.op + "(";
+    for (const auto& [key, values] : t.args) {
+      s += key + ":";
+      for (double v : values) s += std::to_string(v) + ",";
+      s += " ";
+    }
+    s += ") ";
+  }
+  s += "\non_error=" + std::string(o.skip_bad_samples ? "skip" : "raise");
   return s;
 }
 
@@ -70,6 +83,8 @@ Job::Job(const JobOptions& options)
   std::exception_ptr local_exception;
   try {
     config_ = Config::LoadFile(options.config_path);
+    // An impossible chain is refused here, before anything is read.
+    if (!options.transforms.empty()) pipeline_ = std::make_unique<TransformPipeline>(options.transforms);
     index_ = ScanImageFolder(env_, options.dataset_path, options.scan);
   } catch (const std::exception& e) {
     if (!comm_) throw;
@@ -103,10 +118,27 @@ Job::Job(const JobOptions& options)
                                " samples) and drop_last_batch is set: every epoch would be empty");
   }
 
+  batch_start_.assign(static_cast<size_t>(plan_->BatchesPerEpoch() + 1), 0);
+  int64_t largest_batch = 0;
+  for (int64_t b = 0; b < plan_->BatchesPerEpoch(); ++b) {
+    const int64_t size = plan_->LocalBatchSize(rank(), b);
+    batch_start_[static_cast<size_t>(b + 1)] = batch_start_[static_cast<size_t>(b)] + size;
+    largest_batch = std::max(largest_batch, size);
+  }
+
   const StorageClassConfig& staging = config_.storage_classes.at(0);
+  if (pipeline_) {
+    sample_shape_ = pipeline_->output().fixed ? pipeline_->output() : FirstImageShape();
+    sample_bytes_ = sample_shape_.bytes();
+    // Enough free buffers for the batches the workers fill at once.
+    pool_ = std::make_unique<BatchPool>(sample_bytes_ * std::max<int64_t>(largest_batch, 1), staging.threads + 4,
+                                        options.batch_allocator);
+  }
+  // One client slot per staging worker, and one for the consumer (it reads
+  // the samples that replace skipped ones).
   cache_ = std::make_unique<CacheHierarchy>(config_, *plan_, rank(), index_, env_,
                                             options.local_env != nullptr ? options.local_env : Env::Default(),
-                                            comm_.get(), staging.threads);
+                                            comm_.get(), staging.threads + 1);
   cache_->Start();
 
   // MB in configs are MiB (docs/config.md).
@@ -148,6 +180,63 @@ void Job::Close() {
   workers_.clear();
 }
 
+OutputShape Job::FirstImageShape() {
+  CapturedError first_error;
+  for (int64_t i = 0; i < index_.size(); ++i) {
+    try {
+      auto file = env_->OpenForRead(index_.Path(i));
+      SampleBuffer bytes = SampleBuffer::Allocate(file->Size());
+      file->ReadExact(0, bytes.data.get(), bytes.size);
+      return pipeline_->ShapeOf(bytes.data.get(), bytes.size, index_.Path(i));
+    } catch (const InvalidArgumentError&) {
+      if (!options_.skip_bad_samples) throw;
+      if (!first_error) first_error = CapturedError::FromCurrentException();
+    }
+  }
+  throw InvalidArgumentError("no image of '" + options_.dataset_path +
+                             "' can be decoded, so the size of the transformed samples is unknown; first error: " +
+                             first_error.message());
+}
+
+int64_t Job::BatchOfPosition(int64_t j) const {
+  const auto it = std::upper_bound(batch_start_.begin(), batch_start_.end(), j);
+  return static_cast<int64_t>(it - batch_start_.begin()) - 1;
+}
+
+std::shared_ptr<uint8_t> Job::BatchMemory(int epoch, int64_t batch) {
+  const int64_t key = static_cast<int64_t>(epoch) * plan_->BatchesPerEpoch() + batch;
+  std::lock_guard<std::mutex> lock(assembly_mu_);
+  if (key < assembly_floor_) return nullptr;
+  auto& memory = assembling_[key];
+  if (!memory) memory = pool_->Acquire();
+  return memory;
+}
+
+void Job::DropBatchesBelow(int epoch, int64_t batch) {
+  const int64_t key = static_cast<int64_t>(epoch) * plan_->BatchesPerEpoch() + batch;
+  std::vector<std::shared_ptr<uint8_t>> dropped;  // released outside the lock
+  std::lock_guard<std::mutex> lock(assembly_mu_);
+  assembly_floor_ = std::max(assembly_floor_, key);
+  while (!assembling_.empty() && assembling_.begin()->first < key) {
+    dropped.push_back(std::move(assembling_.begin()->second));
+    assembling_.erase(assembling_.begin());
+  }
+}
+
+bool Job::TransformIntoBatch(int epoch, int64_t j, int64_t sample, const SampleBuffer& bytes) {
+  const int64_t batch = BatchOfPosition(j);
+  // Holding the memory keeps it from being reused while this row is written,
+  // even if the consumer hands the batch out meanwhile (then the row is
+  // outside what it hands out: only moved samples are).
+  std::shared_ptr<uint8_t> memory = BatchMemory(epoch, batch);
+  if (!memory) return false;
+  uint8_t* row = memory.get() + (j - batch_start_[static_cast<size_t>(batch)]) * sample_bytes_;
+  const auto start = Clock::now();
+  pipeline_->Apply(bytes.data.get(), bytes.size, index_.Path(sample), seed_, epoch, sample, sample_shape_, row);
+  metrics_.AddTransform(epoch, SecondsSince(start));
+  return true;
+}
+
 void Job::WorkerLoop(int slot) {
   // The sample of a stream item, keeping the epoch's order between calls:
   // building an EpochOrder (its permutations) costs more than evaluating it.
@@ -162,17 +251,32 @@ void Job::WorkerLoop(int slot) {
     return order->At(item % epoch_size_);
   };
   // Claim calls this on the claiming thread, so sharing sample_of is safe.
-  const auto estimate = [&](int64_t item) { return index_.sizes[static_cast<size_t>(sample_of(item))]; };
+  // A transformed sample holds its file's bytes and then its row.
+  const auto estimate = [&](int64_t item) {
+    return index_.sizes[static_cast<size_t>(sample_of(item))] + sample_bytes_;
+  };
   int64_t item;
   while (staging_->Claim(estimate, &item)) {
     const int epoch = static_cast<int>(item / epoch_size_);
     const int64_t sample = sample_of(item);
     const auto start = Clock::now();
     try {
+      if (pipeline_) {
+        const int64_t moved_from = moved_from_item_.load(std::memory_order_relaxed);
+        if (item >= moved_from && item / epoch_size_ == moved_from / epoch_size_) {
+          staging_->Complete(item, SampleBuffer(), 0);  // already delivered in another row
+          continue;
+        }
+      }
       SampleBuffer bytes;
       const std::string& source = cache_->Fetch(sample, &bytes, slot);
       metrics_.AddRead(epoch, source, bytes.size, SecondsSince(start));
-      staging_->Complete(item, std::move(bytes));
+      if (pipeline_) {
+        TransformIntoBatch(epoch, item % epoch_size_, sample, bytes);
+        staging_->Complete(item, SampleBuffer(), sample_bytes_);
+      } else {
+        staging_->Complete(item, std::move(bytes));
+      }
     } catch (...) {
       staging_->Fail(item, CapturedError::FromCurrentException());
     }
@@ -194,26 +298,84 @@ void Job::BeginEpoch(int epoch) {
   epoch_order_ = plan_->Epoch(rank(), epoch);
   batch_ = 0;
   next_j_ = 0;
+  epoch_end_ = epoch_size_;
+  moved_from_item_.store(INT64_MAX);
   pending_ = Batch();
   pending_stall_ = 0;
+  if (pipeline_) DropBatchesBelow(epoch, 0);
   staging_->SkipTo(ItemOf(epoch, 0));
+}
+
+void Job::RecordSkip(const std::string& message) {
+  skipped_.fetch_add(1);
+  metrics_.AddSkipped(epoch_);
+  std::lock_guard<std::mutex> lock(skipped_mu_);
+  // Logged once per file: a bad file is bad in every epoch.
+  if (std::find(skipped_files_.begin(), skipped_files_.end(), message) != skipped_files_.end()) return;
+  skipped_files_.push_back(message);
+  std::fprintf(stderr, "hdmlp: skipping a bad sample (on_error=\"skip\"): %s\n", message.c_str());
+}
+
+std::vector<std::string> Job::SkippedFiles() const {
+  std::lock_guard<std::mutex> lock(skipped_mu_);
+  return skipped_files_;
+}
+
+bool Job::FillFromEpochEnd(int64_t j, int64_t row) {
+  for (;;) {
+    if (epoch_end_ - 1 <= j) return false;  // nothing undelivered after j
+    const int64_t t = --epoch_end_;
+    moved_from_item_.store(ItemOf(epoch_, t));
+    const int64_t sample = epoch_order_->At(t);
+    try {
+      SampleBuffer bytes;
+      const auto start = Clock::now();
+      const std::string& source = cache_->Fetch(sample, &bytes, /*slot=*/static_cast<int>(workers_.size()));
+      metrics_.AddRead(epoch_, source, bytes.size, SecondsSince(start));
+      const auto transform_start = Clock::now();
+      pipeline_->Apply(bytes.data.get(), bytes.size, index_.Path(sample), seed_, epoch_, sample, sample_shape_,
+                       pending_.images.get() + row * sample_bytes_);
+      metrics_.AddTransform(epoch_, SecondsSince(transform_start));
+      pending_.ids.push_back(sample);
+      pending_.labels.push_back(index_.labels[static_cast<size_t>(sample)]);
+      return true;
+    } catch (const InvalidArgumentError& e) {
+      RecordSkip(e.what());  // bad too: try the one before it
+    }
+  }
+}
+
+void Job::ThrowAndTellPeers(const CapturedError& error) {
+  cache_->AbortPeers("rank " + std::to_string(rank()) + " stopped: " + error.message());
+  error.Throw();
 }
 
 Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
   if (closed_) throw ClosedError("the job is closed");
   if (epoch_ < 0) throw InvalidArgumentError("no epoch has been started: call BeginEpoch first");
-  if (batch_ >= plan_->BatchesPerEpoch()) return Next::kEndOfEpoch;
+  const std::string peer_error = cache_->PeerAbortMessage();
+  if (!peer_error.empty()) throw IOError(peer_error + " (reported to rank " + std::to_string(rank()) + ")");
+  if (batch_ >= plan_->BatchesPerEpoch() || batch_start_[static_cast<size_t>(batch_)] >= epoch_end_) {
+    return Next::kEndOfEpoch;
+  }
 
-  const int64_t size = plan_->LocalBatchSize(rank(), batch_);
-  if (pending_.ids.empty() && pending_.samples.empty()) {
+  const int64_t start = batch_start_[static_cast<size_t>(batch_)];
+  const int64_t nominal = batch_start_[static_cast<size_t>(batch_ + 1)] - start;
+  if (pending_.ids.empty() && pending_.samples.empty() && !pending_.images) {
     pending_.epoch = epoch_;
     pending_.index = batch_;
-    pending_.ids.reserve(static_cast<size_t>(size));
-    pending_.labels.reserve(static_cast<size_t>(size));
-    pending_.samples.reserve(static_cast<size_t>(size));
+    pending_.ids.reserve(static_cast<size_t>(nominal));
+    pending_.labels.reserve(static_cast<size_t>(nominal));
+    if (pipeline_) {
+      pending_.images = BatchMemory(epoch_, batch_);
+      pending_.sample_shape = sample_shape_;
+    } else {
+      pending_.samples.reserve(static_cast<size_t>(nominal));
+    }
   }
   const auto deadline = Clock::now() + max_wait;
-  while (static_cast<int64_t>(pending_.samples.size()) < size) {
+  // The batch ends early when its last samples were moved into holes.
+  while (next_j_ < std::min(start + nominal, epoch_end_)) {
     const int64_t j = next_j_;
     SampleBuffer bytes;
     CapturedError error;
@@ -226,15 +388,23 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
       case StagingBuffer::TakeResult::kClosed:
         throw ClosedError("the job was closed while waiting for a batch");
       case StagingBuffer::TakeResult::kFailed: {
+        if (pipeline_ && options_.skip_bad_samples && error.IsInvalidArgument()) {
+          RecordSkip(error.message());
+          const bool filled = FillFromEpochEnd(j, j - start);
+          ++next_j_;
+          if (!filled) epoch_end_ = std::min(epoch_end_, j);  // the hole was the last undelivered sample
+          continue;
+        }
         // Skip the rest of the batch so the next call starts a whole batch.
-        const int64_t batch_end = next_j_ + (size - static_cast<int64_t>(pending_.samples.size()));
+        const int64_t batch_end = start + nominal;
         next_j_ = batch_end;
         staging_->SkipTo(ItemOf(epoch_, batch_end));
         ++batch_;
         metrics_.AddDelivered(epoch_, 0, pending_stall_);
+        if (pipeline_) DropBatchesBelow(epoch_, batch_);
         pending_ = Batch();
         pending_stall_ = 0;
-        error.Throw();
+        ThrowAndTellPeers(error);
       }
       case StagingBuffer::TakeResult::kReady:
         break;
@@ -242,14 +412,18 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
     const int64_t sample = epoch_order_->At(j);
     pending_.ids.push_back(sample);
     pending_.labels.push_back(index_.labels[static_cast<size_t>(sample)]);
-    pending_.samples.push_back(std::move(bytes));
+    if (!pipeline_) pending_.samples.push_back(std::move(bytes));
     ++next_j_;
   }
+  const int64_t size = static_cast<int64_t>(pending_.ids.size());
   metrics_.AddDelivered(epoch_, size, pending_stall_);
+  ++batch_;
+  if (pipeline_) DropBatchesBelow(epoch_, batch_);  // the memory now belongs to *out alone
   *out = std::move(pending_);
   pending_ = Batch();
   pending_stall_ = 0;
-  ++batch_;
+  // Empty only when every sample left in the epoch was bad.
+  if (size == 0) return Next::kEndOfEpoch;
   return Next::kBatch;
 }
 

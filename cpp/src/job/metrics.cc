@@ -23,6 +23,16 @@ void JobMetrics::AddDelivered(int epoch, int64_t samples, double stall_seconds) 
   m.stall_seconds += stall_seconds;
 }
 
+void JobMetrics::AddTransform(int epoch, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  epochs_.at(static_cast<size_t>(epoch)).transform_seconds += seconds;
+}
+
+void JobMetrics::AddSkipped(int epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++epochs_.at(static_cast<size_t>(epoch)).skipped;
+}
+
 std::vector<EpochMetrics> JobMetrics::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   return epochs_;

@@ -40,13 +40,14 @@ void StagingBuffer::Release(int64_t bytes) {
   producers_cv_.notify_all();
 }
 
-void StagingBuffer::Complete(int64_t item, SampleBuffer bytes) {
+void StagingBuffer::Complete(int64_t item, SampleBuffer bytes, int64_t charged_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   Slot& slot = SlotFor(item);
   if (item < consumer_next_ || slot.item != item) return;  // skipped while being read: SkipTo released it
-  bytes_in_flight_ += bytes.size - slot.charged;
+  const int64_t charge = charged_bytes >= 0 ? charged_bytes : bytes.size;
+  bytes_in_flight_ += charge - slot.charged;
   peak_bytes_ = std::max(peak_bytes_, bytes_in_flight_);
-  slot.charged = bytes.size;
+  slot.charged = charge;
   slot.bytes = std::move(bytes);
   slot.state = State::kReady;
   consumer_cv_.notify_all();

@@ -1,5 +1,6 @@
 #include "hdmlp/transport/peer_transport.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "hdmlp/errors.h"
@@ -9,6 +10,7 @@ namespace {
 
 constexpr int kRequestTag = 1;
 constexpr int kByeTag = 2;
+constexpr int kAbortTag = 3;
 constexpr int kReplyTagBase = 16;
 
 using Clock = std::chrono::steady_clock;
@@ -44,6 +46,17 @@ void PeerTransport::ServeLoop() {
       int64_t who = 0;
       MPI_Mrecv(&who, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
       left_[static_cast<size_t>(status.MPI_SOURCE)] = true;
+      continue;
+    }
+    MPI_Improbe(MPI_ANY_SOURCE, kAbortTag, comm, &found, &message, &status);
+    if (found) {
+      int size = 0;
+      MPI_Get_count(&status, MPI_CHAR, &size);
+      std::string text(static_cast<size_t>(std::max(size, 0)), '\0');
+      MPI_Mrecv(text.data(), size, MPI_CHAR, &message, MPI_STATUS_IGNORE);
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      if (peer_abort_message_.empty()) peer_abort_message_ = text.empty() ? "(no message)" : text;
+      peer_aborted_ = true;
       continue;
     }
     MPI_Improbe(MPI_ANY_SOURCE, kRequestTag, comm, &found, &message, &status);
@@ -148,6 +161,34 @@ bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out)
     }
     Pause();
   }
+}
+
+void PeerTransport::Abort(const std::string& message) {
+  if (closed_.load() || aborted_.exchange(true)) return;
+  // A member, not the argument: MPI may still read it after a send is freed.
+  sent_abort_message_ = message;
+  MPI_Comm comm = comm_->comm();
+  std::vector<MPI_Request> sends;
+  for (int r = 0; r < comm_->size(); ++r) {
+    if (r == comm_->rank() || PeerLeft(r)) continue;
+    sends.emplace_back();
+    MPI_Isend(sent_abort_message_.data(), static_cast<int>(sent_abort_message_.size()), MPI_CHAR, r, kAbortTag, comm, &sends.back());
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(1);
+  for (auto& request : sends) {
+    int done = 0;
+    while (!done && Clock::now() < deadline) {
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (!done) Pause();
+    }
+    if (!done) MPI_Request_free(&request);  // a peer that is gone: do not wait for it
+  }
+}
+
+std::string PeerTransport::PeerAbortMessage() const {
+  if (!peer_aborted_.load()) return "";
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  return peer_abort_message_;
 }
 
 void PeerTransport::Close() {

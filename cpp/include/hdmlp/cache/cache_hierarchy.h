@@ -104,6 +104,12 @@ class CacheHierarchy {
   int64_t pfs_bytes() const { return pfs_bytes_.load(); }
   int64_t remote_reads() const { return remote_reads_.load(); }
   int64_t requests_served() const { return transport_ ? transport_->requests_served() : 0; }
+  // Tells the other ranks that this one stops on `message` (no-op alone).
+  void AbortPeers(const std::string& message) {
+    if (transport_) transport_->Abort(message);
+  }
+  // The first stop message another rank sent; "" while none has.
+  std::string PeerAbortMessage() const { return transport_ ? transport_->PeerAbortMessage() : ""; }
   // The class that will hold `sample`, or -1.
   int ClassOf(int64_t sample) const;
 

@@ -13,10 +13,28 @@
 // drop-last and configuration shape, and take rank 0's seed; a rank that
 // fails to start or disagrees makes every rank raise the same error.
 //
-// Errors: the constructor validates everything (dataset, arguments, config)
-// before any thread starts. A sample that cannot be read is reported by
-// NextBatch when the consumer reaches it, as the exception the read threw
-// (naming the file); the rest of that batch is skipped and the job goes on.
+// Transforms: with a transform chain (transforms/transform_pipeline.h) the
+// staging workers decode and transform every sample straight into its row
+// of its batch's memory (a BatchPool buffer, one per batch), and the batch
+// is handed out as that memory: no copy. Without one, each sample is its
+// file's bytes. A chain whose output size depends on the image takes the
+// size of the dataset's first readable image (in index order, so every
+// rank agrees); an image of another size is a bad sample.
+//
+// Errors: the constructor validates everything (dataset, arguments, config,
+// transform chain) before any thread starts. A sample that cannot be read
+// or transformed is reported by NextBatch when the consumer reaches it, as
+// the exception the read or decode threw (naming the file); the rest of that
+// batch is skipped, every other rank is told (their next NextBatch raises an
+// IOError naming this rank and the file), and the job may go on.
+// With skip_bad_samples, a sample the pipeline rejects (a corrupt, truncated,
+// empty, unsupported or oversized image, or one of another size) is left
+// out instead and counted: its row is filled by the last sample of this
+// rank's epoch not yet delivered, so every batch stays full except the
+// epoch's last, which is shorter by the number skipped (an epoch can end a
+// batch early when more samples are skipped than its last batch holds).
+// Every other sample is still delivered exactly once. Storage errors
+// (missing file, failing reads) are raised in both modes.
 //
 // Lifetime: Close() (also run by the destructor) stops and joins every
 // thread within one read's time; it is safe to call more than once.
@@ -28,7 +46,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -40,7 +60,9 @@
 #include "hdmlp/job/metrics.h"
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/source/image_folder.h"
+#include "hdmlp/staging/batch_pool.h"
 #include "hdmlp/staging/staging_buffer.h"
+#include "hdmlp/transforms/transform_pipeline.h"
 #include "hdmlp/transport/communicator.h"
 
 namespace hdmlp {
@@ -60,6 +82,9 @@ struct JobOptions {
   Env* env = nullptr;       // storage of the dataset; nullptr: Env::Default()
   Env* local_env = nullptr; // storage of the filesystem classes; nullptr: Env::Default()
   ScanOptions scan;
+  std::vector<TransformSpec> transforms;  // empty: deliver each file's bytes
+  bool skip_bad_samples = false;          // else a bad sample raises
+  HostAllocator batch_allocator = HostAllocator::Default();  // memory of transformed batches
 };
 
 struct Batch {
@@ -67,7 +92,11 @@ struct Batch {
   int64_t index = 0;  // batch number within the epoch
   std::vector<int64_t> ids;
   std::vector<int64_t> labels;
-  std::vector<SampleBuffer> samples;
+  std::vector<SampleBuffer> samples;  // without transforms: each file's bytes
+  // With transforms: ids.size() samples of sample_shape, one after another
+  // (64-byte aligned with the default allocator), else null.
+  std::shared_ptr<uint8_t> images;
+  OutputShape sample_shape;
 };
 
 class Job {
@@ -89,6 +118,15 @@ class Job {
   int current_epoch() const { return epoch_; }
   int64_t staging_capacity_bytes() const { return staging_->capacity_bytes(); }
   int64_t staging_peak_bytes() const { return staging_->peak_bytes_in_flight(); }
+  bool has_transforms() const { return pipeline_ != nullptr; }
+  // The shape of every transformed sample (default-constructed without transforms).
+  const OutputShape& sample_shape() const { return sample_shape_; }
+  // Samples left out by skip_bad_samples, over the job, and their files (each once).
+  int64_t skipped_samples() const { return skipped_.load(); }
+  std::vector<std::string> SkippedFiles() const;
+  // Batch buffers allocated so far (reused ones are not counted again).
+  int64_t batch_allocations() const { return pool_ ? pool_->allocations() : 0; }
+  const char* batch_allocator_name() const { return pool_ ? pool_->allocator_name() : "none"; }
 
   // Starts epoch `epoch` (0-based), which must be later than the current one.
   void BeginEpoch(int epoch);
@@ -104,6 +142,21 @@ class Job {
 
  private:
   void WorkerLoop(int slot);
+  // Transforms `bytes` of `sample` into its row; false when the batch was
+  // already handed out or dropped (nothing written).
+  bool TransformIntoBatch(int epoch, int64_t j, int64_t sample, const SampleBuffer& bytes);
+  // The memory of local batch `batch` of `epoch`, made on first use; null
+  // when that batch is below the assembly floor (handed out or skipped).
+  std::shared_ptr<uint8_t> BatchMemory(int epoch, int64_t batch);
+  void DropBatchesBelow(int epoch, int64_t batch);
+  int64_t BatchOfPosition(int64_t j) const;
+  // The output shape for a chain that is not fixed: the first readable image's.
+  OutputShape FirstImageShape();
+  // skip_bad_samples: fills row `row` of the pending batch with the last
+  // undelivered sample of the epoch; false when none is left after j.
+  bool FillFromEpochEnd(int64_t j, int64_t row);
+  void RecordSkip(const std::string& message);
+  [[noreturn]] void ThrowAndTellPeers(const CapturedError& error);
   // Every rank's view of the job must agree; throws the same error on every rank.
   void CheckRanksAgree(const std::string& local_error);
   int64_t ItemOf(int epoch, int64_t j) const { return static_cast<int64_t>(epoch) * epoch_size_ + j; }
@@ -122,11 +175,28 @@ class Job {
   std::vector<std::thread> workers_;
   std::atomic<bool> closed_{false};
 
+  // Transforms.
+  std::unique_ptr<TransformPipeline> pipeline_;
+  OutputShape sample_shape_;
+  int64_t sample_bytes_ = 0;
+  std::vector<int64_t> batch_start_;  // local batch b: epoch positions [batch_start_[b], batch_start_[b+1])
+  std::unique_ptr<BatchPool> pool_;
+  std::mutex assembly_mu_;
+  std::map<int64_t, std::shared_ptr<uint8_t>> assembling_;  // by batch key, guarded by assembly_mu_
+  int64_t assembly_floor_ = 0;                              // guarded by assembly_mu_
+  // Items from here to the end of their epoch were moved forward into holes
+  // (skip_bad_samples); workers need not transform them. A hint only.
+  std::atomic<int64_t> moved_from_item_{INT64_MAX};
+  std::atomic<int64_t> skipped_{0};
+  mutable std::mutex skipped_mu_;
+  std::vector<std::string> skipped_files_;
+
   // Consumer state.
   int epoch_ = -1;
   std::optional<EpochOrder> epoch_order_;  // the current epoch's order
   int64_t batch_ = 0;          // next batch in the epoch
   int64_t next_j_ = 0;         // next sample of the epoch
+  int64_t epoch_end_ = 0;      // positions from here on were moved into holes
   Batch pending_;              // the batch being assembled across timeouts
   double pending_stall_ = 0;
 };

@@ -6,7 +6,9 @@
 // ("pfs" for the dataset's own storage, later one key per storage class and
 // "remote" for peers) the number of reads, their bytes and seconds. Reads
 // are counted in the epoch of the item read, including items read ahead
-// and later skipped by an early break.
+// and later skipped by an early break. With transforms, the seconds spent
+// decoding and transforming (summed over workers) and the bad samples left
+// out.
 //
 // Thread-safety: all methods may be called from any thread.
 #ifndef HDMLP_JOB_METRICS_H_
@@ -31,6 +33,8 @@ struct EpochMetrics {
   int64_t samples = 0;
   double stall_seconds = 0;
   double read_seconds = 0;
+  double transform_seconds = 0;  // decoding and transforming, summed over workers
+  int64_t skipped = 0;           // bad samples left out (skip_bad_samples)
   std::map<std::string, SourceCounters> reads;
 };
 
@@ -42,6 +46,8 @@ class JobMetrics {
 
   void AddRead(int epoch, const std::string& source, int64_t bytes, double seconds);
   void AddDelivered(int epoch, int64_t samples, double stall_seconds);
+  void AddTransform(int epoch, double seconds);
+  void AddSkipped(int epoch);
   std::vector<EpochMetrics> Snapshot() const;
 
  private:

@@ -61,7 +61,9 @@ class StagingBuffer {
   // Worker side. Blocks until the next item may be claimed; returns false when
   // the buffer is closed or the stream has no items left.
   bool Claim(const std::function<int64_t(int64_t)>& estimated_bytes, int64_t* item);
-  void Complete(int64_t item, SampleBuffer bytes);
+  // charged_bytes: what the item holds until it is taken (-1: bytes.size);
+  // a transformed sample lives in its batch's memory, not in `bytes`.
+  void Complete(int64_t item, SampleBuffer bytes, int64_t charged_bytes = -1);
   void Fail(int64_t item, CapturedError error);
 
   // Consumer side: item must be the next one in order.

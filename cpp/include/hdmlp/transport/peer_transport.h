@@ -11,7 +11,9 @@
 // size or -1} followed, for a hit, by the payload, both on the reply tag. A
 // rank that closes sends "bye" (tag 2) to every peer; requests to a rank
 // that said bye are not sent and report "not here", so the caller falls
-// back to the PFS. A peer that does not answer within timeout_s makes Fetch
+// back to the PFS. A rank that stops on an error tells every peer why
+// (tag 3, the message's bytes), so that every rank can raise it promptly
+// instead of waiting for the missing rank. A peer that does not answer within timeout_s makes Fetch
 // throw an IOError naming it (it crashed, hung or left without saying bye).
 //
 // Thread-safety: Fetch may be called concurrently for different slots.
@@ -49,6 +51,11 @@ class PeerTransport {
   // peer that has left. Throws IOError when the peer does not answer in time.
   bool Fetch(int peer, int64_t sample, int slot, SampleBuffer* out);
   bool PeerLeft(int peer) const;
+  // Tells every peer that this rank stops with `message` (waits at most a
+  // second for the sends). Idempotent: only the first message is sent.
+  void Abort(const std::string& message);
+  // The first abort message a peer sent ("" while none has).
+  std::string PeerAbortMessage() const;
   void Close();
 
   int64_t requests_served() const { return served_.load(); }
@@ -66,6 +73,11 @@ class PeerTransport {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};
   std::atomic<int64_t> served_{0};
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> peer_aborted_{false};
+  mutable std::mutex abort_mu_;
+  std::string peer_abort_message_;
+  std::string sent_abort_message_;  // written once, by the first Abort
   // Payloads of replies cancelled because their asker left; freed with the
   // transport. Only serving threads append, under abandoned_mu_.
   std::mutex abandoned_mu_;

@@ -1,0 +1,188 @@
+"""The ImageNet training pipeline: hdmlp's C++ transforms against torchvision, side by side.
+
+Every system reads the same generated ImageNet-like folder (page cache warm)
+and delivers batches of the standard training chain
+
+    RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(), Normalize(mean, std)
+
+as [B, 3, 224, 224] float32 tensors with their labels:
+
+  hdmlp               hdmlp.Job(transforms=[ImgDecode(), ...]) + HDMLPDataLoader: the
+                      staging threads decode and transform in C++ into the batch
+  hdmlp draft         the same with ImgDecode(draft=True) (libjpeg's reduced-size
+                      decode when the crop is shrunk 2x or more; docs/transforms.md)
+  torchvision wN      torchvision ImageFolder + DataLoader(num_workers=N), N = 0, 1, 2
+  ceiling             the bare C++ pipeline (hdmlp._core.TransformPipeline.apply) on
+                      every core over files already in memory: no reading, batching
+                      or hand-off; what this machine can do at best
+
+Reports images/s per system (steady state: every epoch after the first, whose
+start-up differs by system) and the ratios hdmlp / best torchvision setting
+and hdmlp / ceiling. Issue 5's goals: at least 3x and at least 85%.
+
+    python benchmarks/transform_pipeline.py --images 1000 --epochs 3 \\
+        --json benchmarks/results/transform_pipeline.json --markdown benchmarks/results/transform_pipeline.md
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import threading
+import time
+
+import torch
+import torchvision
+import torchvision.transforms as TV
+from torch.utils.data import DataLoader
+
+import hdmlp
+import hdmlp.transforms as T
+from hdmlp.datasets import make_image_folder
+from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def hdmlp_chain(size: int, draft: bool) -> list:
+    return [T.ImgDecode(draft=draft), T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(),
+            T.Normalize(MEAN, STD)]
+
+
+def consume(x: torch.Tensor) -> None:
+    # Touch the batch the way a training step's first op would, without a model.
+    x[:, 0, 0, 0].sum().item()
+
+
+def run_hdmlp(root: str, args, draft: bool) -> list[float]:
+    job = hdmlp.Job(root, args.batch_size, args.epochs, transforms=hdmlp_chain(args.size, draft), seed=1)
+    loader = HDMLPDataLoader(HDMLPImageFolder(root, job))
+    rates = []
+    for _ in range(args.epochs):
+        t0, n = time.perf_counter(), 0
+        for x, y in loader:
+            consume(x)
+            n += len(y)
+        rates.append(n / (time.perf_counter() - t0))
+    job.close()
+    return rates
+
+
+def run_torchvision(root: str, args, workers: int) -> list[float]:
+    transform = TV.Compose([TV.RandomResizedCrop(args.size), TV.RandomHorizontalFlip(), TV.ToTensor(),
+                            TV.Normalize(MEAN, STD)])
+    dataset = torchvision.datasets.ImageFolder(root, transform=transform)
+    loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=workers,
+                        persistent_workers=workers > 0)
+    rates = []
+    for _ in range(args.epochs):
+        t0, n = time.perf_counter(), 0
+        for x, y in loader:
+            consume(x)
+            n += len(y)
+        rates.append(n / (time.perf_counter() - t0))
+    del loader
+    return rates
+
+
+def run_ceiling(root: str, args, draft: bool) -> float:
+    files = [open(p, "rb").read() for p, _ in torchvision.datasets.ImageFolder(root).samples]
+    pipeline = T.compile_pipeline(hdmlp_chain(args.size, draft))
+    threads = os.cpu_count() or 1
+    passes = max(args.epochs - 1, 1)
+    items = [(p, i) for p in range(passes) for i in range(len(files))]
+    lock = threading.Lock()
+    position = [0]
+
+    def work():
+        while True:
+            with lock:
+                k = position[0]
+                position[0] += 1
+            if k >= len(items):
+                return
+            p, i = items[k]
+            pipeline.apply(files[i], "x", 1, p, i)  # releases the GIL
+
+    t0 = time.perf_counter()
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return len(items) / (time.perf_counter() - t0)
+
+
+def steady(rates: list[float]) -> float:
+    later = rates[1:] or rates
+    return sum(later) / len(later)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--images", type=int, default=1000)
+    ap.add_argument("--classes", type=int, default=10)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--data", default=None, help="dataset folder (generated there once)")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--markdown", default=None)
+    args = ap.parse_args()
+
+    root = args.data or os.path.join(hdmlp.user_cache_dir(), "datasets", f"bench-{args.images}-{args.classes}")
+    make_image_folder(root, num_images=args.images, num_classes=args.classes, seed=0)
+    for p, _ in torchvision.datasets.ImageFolder(root).samples:  # warm the page cache for everyone
+        with open(p, "rb") as f:
+            f.read()
+
+    systems: dict[str, dict] = {}
+    ceiling = run_ceiling(root, args, draft=False)
+    ceiling_draft = run_ceiling(root, args, draft=True)
+    systems["ceiling"] = {"steady": ceiling}
+    systems["ceiling draft"] = {"steady": ceiling_draft}
+    for draft in (False, True):
+        rates = run_hdmlp(root, args, draft)
+        systems["hdmlp draft" if draft else "hdmlp"] = {"epochs": rates, "steady": steady(rates)}
+    for w in args.workers:
+        rates = run_torchvision(root, args, w)
+        systems[f"torchvision w{w}"] = {"epochs": rates, "steady": steady(rates)}
+    best_tv = max(v["steady"] for k, v in systems.items() if k.startswith("torchvision"))
+    summary = {
+        "hdmlp_vs_best_torchvision": systems["hdmlp"]["steady"] / best_tv,
+        "hdmlp_vs_ceiling": systems["hdmlp"]["steady"] / ceiling,
+        "hdmlp_draft_vs_best_torchvision": systems["hdmlp draft"]["steady"] / best_tv,
+        "hdmlp_draft_vs_ceiling_draft": systems["hdmlp draft"]["steady"] / ceiling_draft,
+    }
+    machine = f"{platform.node()}: {os.cpu_count()} cores, {platform.processor() or platform.machine()}"
+    command = "python benchmarks/transform_pipeline.py " + " ".join(
+        f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}"
+        for k, v in vars(args).items() if v is not None and k not in ("json", "markdown", "data"))
+
+    lines = [f"Machine: {machine}. Dataset: {args.images} ImageNet-like JPEGs, page cache warm. "
+             f"Batch {args.batch_size}, {args.size}x{args.size}, {args.epochs} epochs; steady state = mean of "
+             f"epochs after the first.", "",
+             "| system | images/s (steady) | per epoch | vs best torchvision |", "|---|---|---|---|"]
+    for name, v in systems.items():
+        per_epoch = ", ".join(f"{r:.0f}" for r in v.get("epochs", [])) or "-"
+        lines.append(f"| {name} | {v['steady']:.0f} | {per_epoch} | {v['steady'] / best_tv:.2f}x |")
+    lines += ["", f"hdmlp / best torchvision: **{summary['hdmlp_vs_best_torchvision']:.2f}x** (goal >= 3x); "
+                  f"hdmlp / ceiling: **{summary['hdmlp_vs_ceiling'] * 100:.0f}%** (goal >= 85%).",
+              f"With the draft decode: {summary['hdmlp_draft_vs_best_torchvision']:.2f}x torchvision, "
+              f"{summary['hdmlp_draft_vs_ceiling_draft'] * 100:.0f}% of the draft ceiling.", "",
+              f"Command: `{command}`"]
+    text = "\n".join(lines)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "command": command, "systems": systems, "summary": summary}, f, indent=2)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write("# ImageNet training pipeline: hdmlp against torchvision\n\n"
+                    "Generated by `benchmarks/transform_pipeline.py`; do not edit.\n\n" + text + "\n")
+
+
+if __name__ == "__main__":
+    main()
