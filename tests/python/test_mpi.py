@@ -198,3 +198,19 @@ def test_a_bad_image_stops_every_rank_naming_the_file(tmp_path):
     kinds = sorted(r["error"] for r in res)
     assert "ValueError" in kinds, kinds  # the rank that decoded it
     assert any(r["error"] == "OSError" and "stopped" in r["message"] for r in res) or kinds == ["ValueError"] * 2
+
+
+def test_ranks_on_one_node_share_percent_capacities(dataset, tmp_path):
+    root, by_path, _ = dataset
+    cfg = tmp_path / "pct.cfg"
+    cfg.write_text('storage_classes = ( { capacity = "1%"; threads = 2; },\n'
+                   '  { backend = "memory"; capacity = "2%"; threads = 1; }, { backend = "memory"; capacity = 1; threads = 1; } );\n')
+    import hdmlp
+    with hdmlp.Job(root, 8, 1, seed=1, config_path=str(cfg)) as alone:
+        single = [c["capacity_bytes"] for c in alone.metrics()["classes"]]
+    proc = mpirun(2, "plain", root, tmp_path, epochs=1, job={"seed": 1, "config_path": str(cfg)})
+    assert proc.returncode == 0, proc.stderr
+    for r in results(tmp_path, 2):
+        shared = [c["capacity_bytes"] for c in r["metrics"]["classes"]]
+        assert 0.35 < shared[0] / single[0] < 0.65, (shared, single)  # "2%" of the node, halved
+        assert shared[1] == single[1] == 2**20  # a fixed 1 MB is per rank

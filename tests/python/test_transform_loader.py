@@ -3,6 +3,7 @@ batches written in place and handed to torch without a copy, bad images under bo
 policies."""
 import io
 import os
+import shutil
 import warnings
 
 import pytest
@@ -182,39 +183,55 @@ def test_chain_without_a_fixed_size_takes_the_first_images_size(tmp_path):
     assert delivered == 12 and job.metrics()["skipped_samples"] == 1
 
 
-@pytest.fixture
-def with_bad_images(tmp_path, images):
-    """20 good JPEGs and one bad file of each kind, spread over the classes."""
-    root = tmp_path / "mixed"
+@pytest.fixture(scope="module")
+def good_folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("good") / "data"
     make_image_folder(root, num_images=20, num_classes=2, seed=3, min_side=80, max_side=160)
-    good = sorted(str(p) for p in root.rglob("*.JPEG"))
-    jpeg = open(good[0], "rb").read()
-    sof = jpeg.index(b"\xff\xc0")
+    return root
+
+
+def bad_files(good_jpeg: bytes) -> dict[str, bytes]:
+    sof = good_jpeg.index(b"\xff\xc0")
     png = _png(40)
-    bad = {
-        "corrupt.jpg": jpeg[: sof + 4] + bytes([99]) + jpeg[sof + 5:],
-        "truncated.jpg": jpeg[: len(jpeg) // 2],
+    return {
+        "corrupt.jpg": good_jpeg[: sof + 4] + bytes([99]) + good_jpeg[sof + 5:],  # data precision 99
+        "truncated.jpg": good_jpeg[: len(good_jpeg) // 2],
         "empty.jpg": b"",
         "text.jpg": b"not an image",
-        "bomb.png": png[:16] + (100000).to_bytes(4, "big") * 2 + png[24:],
+        "bomb.png": png[:16] + (100000).to_bytes(4, "big") * 2 + png[24:],  # 10^10 pixels announced
     }
+
+
+def copy_with_bad(good_folder, dest, names):
+    """The good folder plus the named bad files, spread over the classes; returns (root, good, bad paths)."""
+    root = dest / "mixed"
+    shutil.copytree(good_folder, root)
+    good = sorted(str(p) for p in root.rglob("*.JPEG"))
+    files = bad_files(open(good[0], "rb").read())
     classes = sorted(p.name for p in root.iterdir() if p.is_dir())
     bad_paths = []
-    for k, (name, data) in enumerate(bad.items()):
-        path = root / classes[k % 2] / name
-        path.write_bytes(data)
+    for k, name in enumerate(names):
+        path = root / classes[k % len(classes)] / name
+        path.write_bytes(files[name])
         bad_paths.append(str(path))
     return root, good, bad_paths
 
 
-def test_bad_image_raises_naming_the_file(with_bad_images):
-    root, _, bad_paths = with_bad_images
+@pytest.fixture
+def with_bad_images(good_folder, tmp_path):
+    return copy_with_bad(good_folder, tmp_path, list(bad_files(b"\xff\xc0" * 4)))
+
+
+@pytest.mark.parametrize("name", ["corrupt.jpg", "truncated.jpg", "empty.jpg", "text.jpg", "bomb.png"])
+def test_each_bad_image_raises_naming_the_file(good_folder, tmp_path, name):
+    root, _, (bad,) = copy_with_bad(good_folder, tmp_path, [name])
     job = hdmlp.Job(root, batch_size=4, epochs=1, transforms=train_chain(), seed=1, index_cache=False)
     loader = HDMLPDataLoader(HDMLPImageFolder(root, job))
     with pytest.raises(ValueError) as info:
         for _ in loader:
             pass
-    assert any(p in str(info.value) for p in bad_paths), str(info.value)
+    assert bad in str(info.value)
+    job.close()
 
 
 def test_skip_leaves_bad_images_out_and_keeps_batches_full(with_bad_images, capfd):

@@ -5,6 +5,8 @@
 #include <optional>
 #include <random>
 
+#include <unistd.h>
+
 #include "hdmlp/errors.h"
 
 namespace hdmlp {
@@ -25,6 +27,12 @@ const JobOptions& Validated(const JobOptions& options) {
   ParseDistributionScheme(options.distr_scheme);
   if (options.config_path.empty()) throw InvalidArgumentError("config_path is empty: give a configuration file");
   return options;
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "unknown";
+  return name;
 }
 
 uint64_t DrawSeed() {
@@ -101,6 +109,13 @@ Job::Job(const JobOptions& options)
     }
   }
 
+  // Percent capacities are shares of this node: split them between its ranks.
+  if (ranks_on_this_node_ > 1) {
+    for (auto& c : config_.storage_classes) {
+      if (!c.capacity_spec.empty() && c.capacity_spec.back() == '%') c.capacity_mb /= ranks_on_this_node_;
+    }
+  }
+
   PlanOptions plan;
   plan.num_samples = index_.size();
   plan.batch_size = options.batch_size;
@@ -149,23 +164,35 @@ Job::Job(const JobOptions& options)
 }
 
 void Job::CheckRanksAgree(const std::string& local_error) {
-  // Every rank sends either its error or its view of the job (and its seed);
-  // every rank then draws the same conclusion from the same data.
-  const std::string mine = local_error.empty()
-                               ? "ok\n" + std::to_string(seed_) + "\n" + Signature(options_, index_, config_)
-                               : "error\n" + local_error;
+  // Every rank sends either its error or its view of the job (and its seed
+  // and host); every rank then draws the same conclusion from the same data.
+  const std::string mine = local_error.empty() ? "ok\n" + std::to_string(seed_) + "\n" + HostName() + "\n" +
+                                                     Signature(options_, index_, config_)
+                                               : "error\n" + local_error;
   const std::vector<std::string> all = comm_->AllGather(mine, "the start-up check of the job's arguments");
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r].compare(0, 6, "error\n") == 0) {
       throw InvalidArgumentError("rank " + std::to_string(r) + " could not start the job: " + all[r].substr(6));
     }
   }
-  auto body = [](const std::string& s) { return s.substr(s.find('\n', 3) + 1); };
+  // "ok", seed, host, then the signature.
+  const auto line = [](const std::string& s, int n) {
+    size_t begin = 0;
+    for (int i = 0; i < n; ++i) begin = s.find('\n', begin) + 1;
+    return s.substr(begin, s.find('\n', begin) - begin);
+  };
+  const auto body = [](const std::string& s) {
+    size_t begin = 0;
+    for (int i = 0; i < 3; ++i) begin = s.find('\n', begin) + 1;
+    return s.substr(begin);
+  };
   for (size_t r = 1; r < all.size(); ++r) {
     const std::string diff = FirstDifference(body(all[0]), body(all[r]), 0, static_cast<int>(r));
     if (!diff.empty()) throw InvalidArgumentError(diff);
   }
-  seed_ = std::stoull(all[0].substr(3, all[0].find('\n', 3) - 3));  // rank 0's seed
+  seed_ = std::stoull(line(all[0], 1));  // rank 0's seed
+  ranks_on_this_node_ = 0;
+  for (const auto& s : all) ranks_on_this_node_ += line(s, 2) == HostName() ? 1 : 0;
 }
 
 Job::~Job() { Close(); }

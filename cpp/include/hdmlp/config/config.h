@@ -10,8 +10,9 @@
 // ignored typo in a prefetcher config only shows up hours later as a slow job.
 //
 // Percent capacities are resolved at load time against this machine's state
-// (MemAvailable, free disk space), and per process: processes sharing a node
-// that load the same percent config each claim that share.
+// (MemAvailable, free disk space), per process; a Job then divides them by the
+// number of its ranks on the node (job/job.h), so that the ranks of one node
+// share the percentage instead of each claiming it.
 //
 // Units: bandwidths in MB/s; capacities in MB of 2^20 bytes.
 //

@@ -11,7 +11,9 @@
 // Several ranks (under mpirun): the ranks check at start-up that they agree
 // on the dataset (size and fingerprint), batch size, epochs, scheme,
 // drop-last and configuration shape, and take rank 0's seed; a rank that
-// fails to start or disagrees makes every rank raise the same error.
+// fails to start or disagrees makes every rank raise the same error. Ranks
+// on one node (same host name) split the configuration's percent capacities
+// ("25%" of the node's memory is 12.5% per rank with two ranks there).
 //
 // Transforms: with a transform chain (transforms/transform_pipeline.h) the
 // staging workers decode and transform every sample straight into its row
@@ -169,6 +171,7 @@ class Job {
   uint64_t seed_ = 0;
   std::unique_ptr<AccessPlan> plan_;
   int64_t epoch_size_ = 0;  // this rank's samples per epoch
+  int ranks_on_this_node_ = 1;
   JobMetrics metrics_;
   std::unique_ptr<CacheHierarchy> cache_;
   std::unique_ptr<StagingBuffer> staging_;
