@@ -312,9 +312,12 @@ class Job:
     def epoch_batches(self, epoch: int) -> Iterator[tuple[list[int], Any, list[Any]]]:
         """Starts ``epoch`` and yields ``(ids, labels, samples)`` per batch.
 
-        ``ids`` is a list of sample ids, ``labels`` and each element of
-        ``samples`` are buffer objects (memoryview-compatible) that own their
-        memory; :mod:`hdmlp.torch` turns them into tensors without a copy.
+        ``ids`` is a list of sample ids; ``labels`` is a buffer object
+        (memoryview-compatible) that owns its memory. Without transforms
+        ``samples`` is a list of such buffers, one per file's bytes; with
+        transforms it is one buffer of shape ``[B, C, H, W]`` (or
+        ``[B, H, W, C]``), format ``"f"`` or ``"B"``, holding the whole batch.
+        :mod:`hdmlp.torch` turns them into tensors without a copy.
         """
         self._begin_epoch(epoch)
         while True:
