@@ -55,16 +55,21 @@ def consume(x: torch.Tensor) -> None:
     x[:, 0, 0, 0].sum().item()
 
 
-def run_hdmlp(root: str, args, draft: bool) -> list[float]:
-    job = hdmlp.Job(root, args.batch_size, args.epochs, transforms=hdmlp_chain(args.size, draft), seed=1)
-    loader = HDMLPDataLoader(HDMLPImageFolder(root, job))
+def epoch_rates(loader, epochs: int) -> list[float]:
+    """Images/s of each pass over the loader."""
     rates = []
-    for _ in range(args.epochs):
+    for _ in range(epochs):
         t0, n = time.perf_counter(), 0
         for x, y in loader:
             consume(x)
             n += len(y)
         rates.append(n / (time.perf_counter() - t0))
+    return rates
+
+
+def run_hdmlp(root: str, args, draft: bool) -> list[float]:
+    job = hdmlp.Job(root, args.batch_size, args.epochs, transforms=hdmlp_chain(args.size, draft), seed=1)
+    rates = epoch_rates(HDMLPDataLoader(HDMLPImageFolder(root, job)), args.epochs)
     job.close()
     return rates
 
@@ -75,15 +80,7 @@ def run_torchvision(root: str, args, workers: int) -> list[float]:
     dataset = torchvision.datasets.ImageFolder(root, transform=transform)
     loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=workers,
                         persistent_workers=workers > 0)
-    rates = []
-    for _ in range(args.epochs):
-        t0, n = time.perf_counter(), 0
-        for x, y in loader:
-            consume(x)
-            n += len(y)
-        rates.append(n / (time.perf_counter() - t0))
-    del loader
-    return rates
+    return epoch_rates(loader, args.epochs)
 
 
 def run_ceiling(root: str, args, draft: bool) -> float:
