@@ -2,6 +2,8 @@
 
     hdmlp demo      make a small ImageNet-like folder (once) and load it
     hdmlp plan      print the samples a rank reads in an epoch
+    hdmlp simulate  predict a job's data-loading time under hdmlp and other policies
+    hdmlp calibrate measure this machine's bandwidths and write a config
 """
 from __future__ import annotations
 
@@ -29,12 +31,17 @@ def format_metrics_table(metrics: dict, epoch_seconds: Sequence[float]) -> str:
     epochs = metrics["epochs"]
     sources = sorted({s for e in epochs for s in e["reads"]})
     header = ["epoch", "samples", "seconds", "img/s", "stall s", "read s"]
+    with_transforms = any(e.get("transform_seconds", 0) > 0 for e in epochs)
+    if with_transforms:
+        header.append("transform s")
     for s in sources:
         header += [f"{s} reads", f"{s} MB"]
     rows = [header]
     for e, secs in zip(epochs, epoch_seconds):
         row = [str(e["epoch"]), str(e["samples"]), f"{secs:.2f}", f"{e['samples'] / max(secs, 1e-9):.0f}",
                f"{e['stall_seconds']:.2f}", f"{e['read_seconds']:.2f}"]
+        if with_transforms:
+            row.append(f"{e['transform_seconds']:.2f}")
         for s in sources:
             r = e["reads"].get(s, {"count": 0, "bytes": 0})
             row += [str(r["count"]), f"{r['bytes'] / 1e6:.1f}"]
@@ -54,9 +61,15 @@ def _demo(args: argparse.Namespace) -> int:
     make_image_folder(data, num_images=args.images, num_classes=args.classes, seed=args.seed)
     print(f"dataset ready in {time.perf_counter() - t0:.1f} s")
 
-    with Job(data, batch_size=args.batch_size, epochs=args.epochs, seed=args.seed, config_path=args.config) as job:
+    chain = _demo_chain(args.transforms)
+    with Job(data, batch_size=args.batch_size, epochs=args.epochs, seed=args.seed, config_path=args.config,
+             transforms=chain) as job:
         print(f"job: {len(job)} samples, {job.batches_per_epoch} batches of {args.batch_size} per epoch, "
               f"seed {job.seed}, index {'from cache' if job.index_from_cache else 'scanned'}")
+        if chain is not None:
+            dims, dtype = job.sample_shape
+            print(f"transforms ({args.transforms}, in C++): {', '.join(map(repr, chain))}; "
+                  f"batches of {dtype} [{args.batch_size}, {', '.join(map(str, dims))}]")
         epoch_seconds = []
         for epoch in range(args.epochs):
             started = time.perf_counter()
@@ -87,6 +100,18 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo_chain(name: str) -> list | None:
+    """The demo's transform chains: ImageNet's training and validation pipelines, or none (raw bytes)."""
+    if name == "none":
+        return None
+    import hdmlp.transforms as T
+
+    normalize = T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    if name == "train":
+        return [T.ImgDecode(), T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(), normalize]
+    return [T.ImgDecode(), T.Resize(256), T.CenterCrop(224), T.ToTensor(), normalize]
+
+
 def _plan(args: argparse.Namespace) -> int:
     from hdmlp.job import AccessPlan
 
@@ -109,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--batch-size", type=int, default=32, help="batch size (default 32)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the dataset and the access order (default 0)")
     demo.add_argument("--config", help="libconfig++ configuration file (default: hdmlp's default.cfg)")
+    demo.add_argument("--transforms", choices=["train", "val", "none"], default="train",
+                      help="decode and augment in C++ with ImageNet's training (default) or validation chain, "
+                           "or deliver each file's bytes (none)")
     demo.add_argument("--metrics-json", help="also write job.metrics() to this JSON file")
     demo.set_defaults(func=_demo)
 
@@ -121,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--world-size", type=int, default=1)
     plan.add_argument("--drop-last", action="store_true")
     plan.set_defaults(func=_plan)
+
+    from hdmlp.simulate import add_subcommands as add_simulator_subcommands
+    add_simulator_subcommands(sub)  # simulate, calibrate
     return parser
 
 

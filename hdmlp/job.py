@@ -19,6 +19,7 @@ import dataclasses
 import importlib.resources
 import json
 import os
+import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -29,9 +30,20 @@ ConfigError = _core.ConfigError
 
 _SCHEMES = ("uniform", "local", "partial_local")
 
+def _finalize_mpi_at_exit() -> None:
+    # A rank leaving on an uncaught exception must not finalise: MPI_Finalize
+    # would wait for the other ranks, which wait for it. Abort the whole job
+    # instead, so mpirun ends every rank and reports the error.
+    if getattr(sys, "last_value", None) is not None and _core.in_mpi_job():
+        sys.stderr.write("hdmlp: uncaught exception on this rank: aborting the MPI job\n")
+        sys.stderr.flush()
+        _core.abort_mpi(1)
+    _core.finalize_mpi()
+
+
 # MPI, when hdmlp initialised it, is finalised once at exit (never when an
 # application such as mpi4py initialised it).
-atexit.register(_core.finalize_mpi)
+atexit.register(_finalize_mpi_at_exit)
 
 
 def init_mpi() -> None:

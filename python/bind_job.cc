@@ -179,6 +179,8 @@ void BindJob(py::module_& m) {
   m.def("in_mpi_job", &Communicator::InMpiJob, "True when this process runs under an MPI launcher");
   m.def("finalize_mpi", &Communicator::FinalizeIfOwned, "Finalises MPI if hdmlp initialised it");
   m.def("init_mpi", &Communicator::EnsureInitialized, "Initialises MPI now when in an MPI job");
+  m.def("abort_mpi", &Communicator::AbortIfInitialized, py::arg("code"),
+        "MPI_Abort on MPI_COMM_WORLD when MPI is initialised (ends every rank)");
 
   py::class_<AccessPlan>(m, "AccessPlan")
       .def(py::init([](int64_t num_samples, int64_t batch_size, int epochs, uint64_t seed, bool drop_last,

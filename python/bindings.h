@@ -10,6 +10,7 @@ void BindConfig(pybind11::module_& m);  // bind_config.cc
 void BindTools(pybind11::module_& m);   // bind_tools.cc
 void BindJob(pybind11::module_& m);     // bind_job.cc
 void BindTransforms(pybind11::module_& m);  // bind_transforms.cc
+void BindSim(pybind11::module_& m);         // bind_sim.cc
 
 }  // namespace hdmlp::python
 

@@ -37,4 +37,5 @@ PYBIND11_MODULE(_core, m) {
   hdmlp::python::BindTools(m);
   hdmlp::python::BindJob(m);
   hdmlp::python::BindTransforms(m);
+  hdmlp::python::BindSim(m);
 }

@@ -72,11 +72,15 @@ def main():
                     break
                 if scenario == "die" and epoch == 1 and job.rank == 1:
                     os._exit(3)
+                if scenario == "raise" and epoch == 1 and job.rank == 1:
+                    raise KeyError("an uncaught error in the training script")
                 if job_kw.get("transforms"):
                     seen += [[paths[i], None] for i in ids]  # one batch buffer, not per-file bytes
                     continue
                 for i, s in zip(ids, samples):
                     seen.append([paths[i], hashlib.sha256(bytes(memoryview(s))).hexdigest()])
+        except KeyError:
+            raise  # scenario "raise": left uncaught on purpose
         except Exception as e:
             result.update(error=type(e).__name__, message=str(e), failed_epoch=epoch)
             write(out, result["rank"], result)

@@ -32,9 +32,13 @@ def test_demo_loads_a_generated_dataset_and_reports(tmp_path):
     assert [e["samples"] for e in metrics["epochs"]] == [60, 60]
     assert sorted(p.name for p in data.iterdir() if p.is_dir()) == sorted({p.parent.name for p in data.rglob("*.JPEG")})
     assert len(list(data.rglob("*.JPEG"))) == 60
-    # A second run reuses the dataset.
-    again = run("demo", "--data", str(data), "--images", "60", "--classes", "3", "--epochs", "1")
+    assert "transform s" in out.stdout and "float32 [8, 3, 224, 224]" in out.stdout
+    assert all(e["transform_seconds"] > 0 for e in metrics["epochs"])
+    # A second run reuses the dataset; without transforms it delivers raw bytes.
+    again = run("demo", "--data", str(data), "--images", "60", "--classes", "3", "--epochs", "1",
+                "--transforms", "none")
     assert again.returncode == 0, again.stderr
+    assert "transform s" not in again.stdout
 
 
 def test_demo_reports_a_bad_config_cleanly(tmp_path):

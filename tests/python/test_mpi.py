@@ -214,3 +214,11 @@ def test_ranks_on_one_node_share_percent_capacities(dataset, tmp_path):
         shared = [c["capacity_bytes"] for c in r["metrics"]["classes"]]
         assert 0.35 < shared[0] / single[0] < 0.65, (shared, single)  # "2%" of the node, halved
         assert shared[1] == single[1] == 2**20  # a fixed 1 MB is per rank
+
+
+def test_an_uncaught_exception_on_one_rank_ends_the_whole_job(dataset, tmp_path):
+    """Without the abort, rank 1 would wait in MPI_Finalize for rank 0, and rank 0 for it."""
+    root, _, _ = dataset
+    proc = mpirun(2, "raise", root, tmp_path, timeout=60, epochs=3, job={"seed": 2})
+    assert proc.returncode != 0
+    assert "KeyError" in proc.stderr and "aborting the MPI job" in proc.stderr

@@ -128,9 +128,16 @@ Job::Job(const JobOptions& options)
   plan_ = std::make_unique<AccessPlan>(plan);
   epoch_size_ = plan_->RankEpochSize(rank());
   if (epoch_size_ == 0) {
-    throw InvalidArgumentError("batch_size " + std::to_string(options.batch_size) + " is larger than the dataset ('" +
-                               options.dataset_path + "', " + std::to_string(index_.size()) +
-                               " samples) and drop_last_batch is set: every epoch would be empty");
+    if (options.drop_last) {
+      throw InvalidArgumentError("batch_size " + std::to_string(options.batch_size) + " is larger than the dataset ('" +
+                                 options.dataset_path + "', " + std::to_string(index_.size()) +
+                                 " samples) and drop_last_batch is set: every epoch would be empty");
+    }
+    throw InvalidArgumentError("rank " + std::to_string(rank()) + " of " + std::to_string(world_size()) +
+                               " would get no sample of '" + options.dataset_path + "' (" +
+                               std::to_string(index_.size()) + " samples, global batch_size " +
+                               std::to_string(options.batch_size) +
+                               "): use a smaller batch size or fewer ranks, so every rank has a share of a batch");
   }
 
   batch_start_.assign(static_cast<size_t>(plan_->BatchesPerEpoch() + 1), 0);

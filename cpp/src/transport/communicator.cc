@@ -144,3 +144,14 @@ std::vector<std::string> Communicator::AllGather(const std::string& mine, const 
 }
 
 }  // namespace hdmlp
+
+namespace hdmlp {
+
+void Communicator::AbortIfInitialized(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+}  // namespace hdmlp

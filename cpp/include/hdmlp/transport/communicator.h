@@ -38,6 +38,10 @@ class Communicator {
   static bool InMpiJob();
   // Finalises MPI if hdmlp initialised it; safe to call more than once.
   static void FinalizeIfOwned();
+  // MPI_Abort on MPI_COMM_WORLD when MPI is initialised and not finalised
+  // (a rank that ends on an uncaught error: finalising would wait for the
+  // others forever); otherwise nothing.
+  static void AbortIfInitialized(int code);
 
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

@@ -1,0 +1,21 @@
+"""hdmlp's benchmarks: ``python -m benchmarks <scenario>`` (see benchmarks/README.md).
+
+The older scripts in this folder (raw_bytes.py, prefetch.py, mpi_scaling.py,
+index_scan.py) still run on their own as ``python benchmarks/<script>.py``.
+"""
+import glob as _glob
+import os as _os
+import sys as _sys
+
+
+def _use_installed_hdmlp() -> None:
+    # `python -m benchmarks` puts the checkout first on sys.path, where hdmlp/ has no
+    # compiled _core; drop it so that `import hdmlp` finds the installed package (this
+    # package's own modules are found through its __path__ from now on).
+    repo = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+    if "hdmlp" in _sys.modules or _glob.glob(_os.path.join(repo, "hdmlp", "_core*")):
+        return
+    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != repo]
+
+
+_use_installed_hdmlp()

@@ -1,0 +1,404 @@
+"""An emulated parallel file system: a folder served over a shaped network link.
+
+A real PFS is remote: every file costs round trips and every byte crosses a
+link shared with other readers. To compare loaders fairly on one machine,
+``EmulatedPFS`` serves a folder the way a remote store would, and every
+loader under test reads through it::
+
+    client (the loaders)                       |  network namespace "hdmlp-pfs-<pid>"
+    sshfs mount (fuse3, read-only, no kernel   |
+      page cache kept across opens)            |
+        -> 127.0.0.1:<port> delay proxy        |
+           (+delay each way; no netem here)    |
+        -> veth, tc tbf <rate> each way  ======+=> sshd, sftp subsystem read-only (-R)
+
+* the rate is enforced by ``tc qdisc ... tbf`` on both ends of a veth pair;
+* the latency by ``delay_proxy.py`` (this kernel has no ``netem``);
+* sshd runs inside the namespace with a private tmpfs ``/run`` (``unshare -m``),
+  with throw-away host and client keys, and serves only read-only SFTP;
+* sshfs mounts the export read-only, in the foreground so it is ours to stop.
+  FUSE drops a file's cached pages when it is opened again (no ``kernel_cache``),
+  so every epoch goes over the link, as on a PFS whose client cache is cold.
+
+Everything it starts is stopped by :meth:`EmulatedPFS.stop`: on leaving the
+``with`` block, on an exception, at interpreter exit (atexit), and, through
+:func:`install_signal_handlers`, on SIGTERM/SIGHUP (Ctrl-C raises
+KeyboardInterrupt, which unwinds the same way). Leftovers of a run that was
+killed with SIGKILL are removed by the next start (:func:`remove_stale`).
+
+It needs root, iproute2 with network namespaces and ``tc tbf``, ``/dev/fuse``,
+and the Debian packages sshfs, openssh-server, fuse3 (and vmtouch to empty the
+page cache); :func:`ensure_tools` installs missing packages with apt-get, and
+:func:`unavailable_reason` says in one line why the machine cannot do it.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+NAME_PREFIX = "hdmlp-pfs-"
+# Debian package providing each command the emulation needs.
+TOOLS = {"ip": "iproute2", "tc": "iproute2", "unshare": "util-linux", "ssh-keygen": "openssh-client",
+         "sshd": "openssh-server", "sshfs": "sshfs", "fusermount3": "fuse3", "vmtouch": "vmtouch"}
+SBIN_SSHD = "/usr/sbin/sshd"
+
+
+class PFSUnavailable(RuntimeError):
+    """This machine cannot run the emulated PFS; the message says why."""
+
+
+def _which(tool: str) -> str | None:
+    if tool == "sshd":
+        return SBIN_SSHD if os.access(SBIN_SSHD, os.X_OK) else shutil.which("sshd")
+    return shutil.which(tool) or next((p for p in (f"/usr/sbin/{tool}", f"/sbin/{tool}") if os.access(p, os.X_OK)),
+                                      None)
+
+
+def _run(cmd: list[str], check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd)}` failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
+    return proc
+
+
+def ensure_tools(install: bool = True, log=print) -> None:
+    """Installs the Debian packages of missing tools with apt-get (root only).
+
+    Raises PFSUnavailable naming what is missing when it cannot.
+    """
+    missing = sorted({pkg for tool, pkg in TOOLS.items() if _which(tool) is None})
+    if not missing:
+        return
+    if not install:
+        raise PFSUnavailable(f"missing Debian packages: {' '.join(missing)}")
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        raise PFSUnavailable(f"missing Debian packages {' '.join(missing)}, and apt-get cannot install them here "
+                             f"(needs root and apt-get)")
+    log(f"[pfs] installing Debian packages: {' '.join(missing)}")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-q"],
+                ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        if proc.returncode != 0:
+            raise PFSUnavailable(f"`{' '.join(cmd)}` failed: {proc.stderr.strip()[-400:]}")
+    still = sorted({pkg for tool, pkg in TOOLS.items() if _which(tool) is None})
+    if still:
+        raise PFSUnavailable(f"Debian packages {' '.join(still)} installed but their commands are still missing")
+
+
+def unavailable_reason(install: bool = True, log=print) -> str | None:
+    """None when the emulated PFS can run here, else one line saying why not."""
+    if sys.platform != "linux":
+        return "the emulated PFS needs Linux (network namespaces, FUSE)"
+    if os.geteuid() != 0:
+        return "the emulated PFS needs root (network namespaces, tc, mounts); run the benchmark as root"
+    if not os.path.exists("/dev/fuse"):
+        return "/dev/fuse is missing: FUSE (sshfs) cannot mount here"
+    try:
+        ensure_tools(install=install, log=log)
+    except PFSUnavailable as e:
+        return str(e)
+    probe = f"{NAME_PREFIX}probe{os.getpid()}"
+    proc = _run(["ip", "netns", "add", probe], check=False)
+    if proc.returncode != 0:
+        return f"`ip netns add` fails here ({proc.stderr.strip()}): network namespaces are not available"
+    try:
+        proc = _run(["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo", "root", "tbf",
+                     "rate", "100mbit", "burst", "64kb", "latency", "50ms"], check=False)
+        if proc.returncode != 0:
+            return f"`tc qdisc ... tbf` fails here ({proc.stderr.strip()}): cannot shape the link"
+    finally:
+        _run(["ip", "netns", "del", probe], check=False)
+    return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _fuse_mounts() -> list[str]:
+    with open("/proc/mounts") as f:
+        return [line.split()[1].replace("\\040", " ") for line in f if " fuse.sshfs " in line]
+
+
+def remove_stale(log=print) -> None:
+    """Removes namespaces and mounts left by an emulated PFS whose process is gone."""
+    for mnt in _fuse_mounts():
+        m = re.search(rf"/{NAME_PREFIX}(\d+)-", mnt)
+        if m and not _pid_alive(int(m.group(1))):
+            log(f"[pfs] unmounting the stale mount {mnt}")
+            _run(["fusermount3", "-uz", mnt], check=False)
+    proc = _run(["ip", "netns", "list"], check=False)
+    for line in proc.stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        m = re.fullmatch(rf"{NAME_PREFIX}(\d+)", name)
+        if m and not _pid_alive(int(m.group(1))):
+            log(f"[pfs] removing the stale namespace {name}")
+            _kill_netns_pids(name)
+            _run(["ip", "netns", "del", name], check=False)
+
+
+def _kill_netns_pids(netns: str) -> None:
+    proc = _run(["ip", "netns", "pids", netns], check=False)
+    for pid in map(int, proc.stdout.split()):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def install_signal_handlers() -> None:
+    """Turns SIGTERM and SIGHUP into SystemExit, so ``with`` blocks and atexit clean up."""
+    def handler(signum, _frame):
+        raise SystemExit(128 + signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
+
+
+def drop_page_cache(paths: list[str]) -> None:
+    """Empties the page cache of these files (``vmtouch -e``; posix_fadvise where it is missing)."""
+    vmtouch = _which("vmtouch")
+    if vmtouch:
+        for i in range(0, len(paths), 500):
+            _run([vmtouch, "-eq", *paths[i:i + 500]], check=False, timeout=120)
+        return
+    for p in paths:
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+class EmulatedPFS:
+    """Serves ``export_dir`` read-only over a shaped link; ``path`` is where loaders read it.
+
+    Args:
+        export_dir: the folder to serve (the server reads it from local disk).
+        rate_mbit: link rate in Mbit/s, each direction (tc tbf).
+        delay_ms: one-way delay added in each direction (the proxy): a round trip costs 2x more.
+        log: where progress lines go.
+
+    Use as a context manager; :meth:`stop` is idempotent and also runs at exit.
+    """
+
+    def __init__(self, export_dir: str, rate_mbit: float = 200.0, delay_ms: float = 1.0, log=print) -> None:
+        self.export_dir = os.path.realpath(export_dir)
+        if not os.path.isdir(self.export_dir):
+            raise NotADirectoryError(f"the folder to export '{export_dir}' does not exist")
+        if rate_mbit <= 0 or delay_ms < 0:
+            raise ValueError(f"rate_mbit must be > 0 and delay_ms >= 0, got {rate_mbit}, {delay_ms}")
+        self.rate_mbit = float(rate_mbit)
+        self.delay_ms = float(delay_ms)
+        self.log = log
+        self.netns = f"{NAME_PREFIX}{os.getpid()}"
+        tag = f"hp{os.getpid() % 1000000}"
+        self.veth_host, self.veth_ns = f"{tag}h", f"{tag}n"
+        self.workdir: str | None = None
+        self.path: str | None = None
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._netns_made = False
+        self._stopped = True
+        self._lock = threading.Lock()
+
+    # -- lifetime -------------------------------------------------------------
+    def __enter__(self) -> "EmulatedPFS":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        reason = unavailable_reason(log=self.log)
+        if reason:
+            raise PFSUnavailable(reason)
+        remove_stale(self.log)
+        self._stopped = False
+        atexit.register(self.stop)
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        self.workdir = tempfile.mkdtemp(prefix=f"{NAME_PREFIX}{os.getpid()}-")
+        w = self.workdir
+        host_ip, ns_ip = self._pick_subnet()
+        # The namespace and its link, shaped in both directions.
+        _run(["ip", "netns", "add", self.netns])
+        self._netns_made = True
+        _run(["ip", "link", "add", self.veth_host, "type", "veth", "peer", "name", self.veth_ns])
+        _run(["ip", "link", "set", self.veth_ns, "netns", self.netns])
+        _run(["ip", "addr", "add", f"{host_ip}/30", "dev", self.veth_host])
+        _run(["ip", "link", "set", self.veth_host, "up"])
+        ns = ["ip", "netns", "exec", self.netns]
+        _run(ns + ["ip", "addr", "add", f"{ns_ip}/30", "dev", self.veth_ns])
+        _run(ns + ["ip", "link", "set", self.veth_ns, "up"])
+        _run(ns + ["ip", "link", "set", "lo", "up"])
+        # Burst: a few ms at the rate, at least a few full packets.
+        burst = max(16 * 1024, int(self.rate_mbit * 1e6 / 8 * 0.002))
+        tbf = ["root", "tbf", "rate", f"{self.rate_mbit}mbit", "burst", str(burst), "latency", "20ms"]
+        _run(["tc", "qdisc", "add", "dev", self.veth_host] + tbf)
+        _run(ns + ["tc", "qdisc", "add", "dev", self.veth_ns] + tbf)
+        # Throw-away keys and a read-only SFTP server inside the namespace.
+        for key in ("host_key", "client_key"):
+            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "hdmlp-pfs", "-f", os.path.join(w, key)])
+        shutil.copy(os.path.join(w, "client_key.pub"), os.path.join(w, "authorized_keys"))
+        with open(os.path.join(w, "sshd_config"), "w") as f:
+            f.write(f"ListenAddress {ns_ip}:22\nHostKey {w}/host_key\nAuthorizedKeysFile {w}/authorized_keys\n"
+                    "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+                    "UsePAM no\nStrictModes no\nPidFile none\nUseDNS no\nLogLevel ERROR\n"
+                    "Subsystem sftp internal-sftp -R\nForceCommand internal-sftp -R\n"
+                    "AllowTcpForwarding no\nX11Forwarding no\nPermitTTY no\n")
+        sshd_cmd = ns + ["unshare", "-m", "--propagation", "private", "sh", "-c",
+                         "mount -t tmpfs -o mode=755 hdmlp-pfs-run /run && mkdir -p /run/sshd && "
+                         f"exec {_which('sshd')} -D -e -f {w}/sshd_config"]
+        self._procs["sshd"] = subprocess.Popen(sshd_cmd, stdout=subprocess.DEVNULL,
+                                               stderr=open(os.path.join(w, "sshd.log"), "w"))
+        self._wait_for(lambda: self._ns_port_open(ns_ip, 22), "sshd inside the namespace", "sshd")
+        # The delay proxy, on the client side of the link.
+        ready = os.path.join(w, "proxy.port")
+        proxy = os.path.join(os.path.dirname(os.path.abspath(__file__)), "delay_proxy.py")
+        self._procs["proxy"] = subprocess.Popen(
+            [sys.executable, proxy, "--listen", "127.0.0.1:0", "--target", f"{ns_ip}:22",
+             "--delay-ms", str(self.delay_ms), "--ready-file", ready],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(w, "proxy.log"), "w"))
+        self._wait_for(lambda: os.path.exists(ready), "the delay proxy", "proxy")
+        port = int(open(ready).read())
+        # The read-only mount.
+        self.path = os.path.join(w, "mnt")
+        os.mkdir(self.path)
+        self._procs["sshfs"] = subprocess.Popen(
+            ["sshfs", "-f", "-o", "ro", "-p", str(port),
+             "-o", f"IdentityFile={w}/client_key", "-o", "StrictHostKeyChecking=no",
+             "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+             "-o", "Compression=no", f"root@127.0.0.1:{self.export_dir}", self.path],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(w, "sshfs.log"), "w"))
+        self._wait_for(lambda: os.path.ismount(self.path), "the sshfs mount", "sshfs")
+        self.log(f"[pfs] serving {self.export_dir} at {self.path}: {self.rate_mbit:g} Mbit/s (tc tbf), "
+                 f"+{self.delay_ms:g} ms each way (proxy), sshfs over ssh from namespace {self.netns}")
+
+    def _pick_subnet(self) -> tuple[str, str]:
+        used = _run(["ip", "-o", "-4", "addr"], check=False).stdout
+        for k in range(256):
+            third = (os.getpid() + k) % 256
+            host_ip, ns_ip = f"10.213.{third}.1", f"10.213.{third}.2"
+            if f" {host_ip}/" not in used and f" {ns_ip}/" not in used:
+                return host_ip, ns_ip
+        raise RuntimeError("no free /30 in 10.213.0.0/16 for the emulated PFS's link")
+
+    def _ns_port_open(self, ip: str, port: int) -> bool:
+        with socket.socket() as s:
+            s.settimeout(0.5)
+            return s.connect_ex((ip, port)) == 0
+
+    def _wait_for(self, ready, what: str, proc_name: str, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ready():
+                return
+            proc = self._procs.get(proc_name)
+            if proc is not None and proc.poll() is not None:
+                log = os.path.join(self.workdir, f"{proc_name}.log")
+                text = open(log).read().strip() if os.path.exists(log) else ""
+                raise RuntimeError(f"{what} exited with status {proc.returncode}: {text[-600:]}")
+            time.sleep(0.05)
+        raise RuntimeError(f"{what} did not come up within {timeout:g} s")
+
+    def stop(self) -> None:
+        """Unmounts, stops every process, deletes the namespace and the link; safe to call twice."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            if self.path and os.path.ismount(self.path):
+                if _run(["fusermount3", "-u", self.path], check=False).returncode != 0:
+                    _run(["fusermount3", "-uz", self.path], check=False)
+            for name in ("sshfs", "proxy", "sshd"):
+                proc = self._procs.pop(name, None)
+                if proc is not None and proc.poll() is None:
+                    proc.terminate()
+                    try:
+                        proc.wait(5)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait()
+            if self._netns_made:
+                _kill_netns_pids(self.netns)
+                _run(["ip", "netns", "del", self.netns], check=False)  # takes the veth pair with it
+                _run(["ip", "link", "del", self.veth_host], check=False)
+                self._netns_made = False
+            if self.workdir and not (self.path and os.path.ismount(self.path)):
+                shutil.rmtree(self.workdir, ignore_errors=True)
+            try:
+                atexit.unregister(self.stop)
+            except Exception:
+                pass
+
+    @property
+    def running(self) -> bool:
+        return not self._stopped
+
+    # -- measuring ------------------------------------------------------------
+    def wire_bytes(self) -> int:
+        """Bytes received so far over the link from the server (data plus ssh's framing)."""
+        with open(f"/sys/class/net/{self.veth_host}/statistics/rx_bytes") as f:
+            return int(f.read())
+
+    def local_path(self, export_path: str) -> str:
+        """Where a file or folder under ``export_dir`` appears on the mount."""
+        rel = os.path.relpath(os.path.realpath(export_path), self.export_dir)
+        if rel.startswith(".."):
+            raise ValueError(f"'{export_path}' is not under the exported folder '{self.export_dir}'")
+        return os.path.normpath(os.path.join(self.path, rel))
+
+    def measure(self, files: list[str], readers: int = 4) -> dict:
+        """Measures the link as a loader sees it, reading these files (paths on the mount).
+
+        Returns the median ms to open and read one file with one reader, the
+        MB/s of one reader reading them in a row, and of ``readers`` threads at once.
+        """
+        def read(path):
+            t = time.perf_counter()
+            with open(path, "rb") as f:
+                n = len(f.read())
+            return time.perf_counter() - t, n
+
+        half = max(1, len(files) // 2)
+        drop_page_cache(files)
+        t = time.perf_counter()
+        one = [read(p) for p in files[:half]]
+        one_s = time.perf_counter() - t
+        t = time.perf_counter()
+        with ThreadPoolExecutor(readers) as pool:
+            many = list(pool.map(read, files[half:]))
+        many_s = time.perf_counter() - t
+        sizes = [n for _, n in one]
+        return {"rate_mbit": self.rate_mbit, "delay_ms_each_way": self.delay_ms,
+                "file_ms_median": round(statistics.median(s for s, _ in one) * 1000, 2),
+                "file_kb_mean": round(statistics.mean(sizes) / 1000, 1),
+                "one_reader_mb_s": round(sum(sizes) / one_s / 1e6, 2),
+                f"{readers}_readers_mb_s": round(sum(n for _, n in many) / max(many_s, 1e-9) / 1e6, 2),
+                "files": len(files)}

@@ -1,0 +1,66 @@
+// Discrete-event simulation of a training job's data loading (issue #7).
+//
+// Simulate() plays a whole job -- every sample access of every node in every
+// epoch -- under one policy (policy.h) on a machine described by the
+// runtime's Config, with the times of the performance model (model.h). The
+// order of accesses is the runtime's AccessPlan and hdmlp's caches are the
+// runtime's PlanPlacement, so the prediction follows what the runtime does.
+//
+// Each node has: staging workers (threads of class 0) that claim the node's
+// items strictly in plan order while the bytes claimed but not yet consumed
+// fit in class 0's capacity, and fetch each from the source the policy
+// picks; prefetch threads (p_j per class) that fill class j in first-read
+// order; and a consumer that takes items in order, computes s_k / c on each,
+// and after each local batch waits at a barrier for every node. Rates are
+// fixed when a read starts (the PFS's from the streams reading it then).
+//
+// Cost: O(E*F) events in a heap of O(N * threads) entries, plus the cache
+// plans (PlanPlacement, O(E*F/N) per node, spread over `threads`). Memory:
+// 13 bytes per cached (node, sample) pair, 8 bytes per sample, the staging
+// buffers' items in flight (24 bytes each). docs/simulator.md has numbers.
+//
+// Thread-safety: reentrant; Simulate uses worker threads for planning and
+// joins them before the event loop, which runs on the calling thread.
+#ifndef HDMLP_SIM_SIMULATOR_H_
+#define HDMLP_SIM_SIMULATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hdmlp/config/config.h"
+#include "hdmlp/sim/model.h"
+#include "hdmlp/sim/policy.h"
+
+namespace hdmlp::sim {
+
+struct SimulationOptions {
+  int threads = 0;  // planning threads; <= 0: the hardware's, at most 8
+};
+
+struct SimulationResult {
+  std::string policy;
+  double seconds = 0;          // the whole job: the last barrier
+  double stall_seconds = 0;    // seconds - compute_seconds: time not explained by compute
+  double compute_seconds = 0;  // sum over global batches of the slowest node's compute
+  double startup_seconds = 0;  // preload before the first batch (preloading policies)
+  std::vector<double> epoch_seconds;  // per epoch, barrier to barrier (epoch 0 from time 0)
+  // Bytes the consumers received, by where the staging workers got them:
+  // "pfs", "peer", a local class's name ("memory", "filesystem", ...), or
+  // "ready" (lower_bound). Sums to the dataset's bytes times the epochs.
+  std::vector<std::pair<std::string, int64_t>> bytes;
+  int64_t pfs_read_bytes = 0;  // everything read from the PFS, prefetching included
+  int64_t cached_samples = 0;  // (node, sample) copies the policy planned to cache
+  int64_t events = 0;          // events processed (a cost measure)
+  double planning_seconds = 0; // wall time spent planning caches
+  double simulation_seconds = 0;  // wall time of the event loop
+};
+
+// Throws InvalidArgumentError for a bad workload (ValidateWorkload).
+SimulationResult Simulate(const Config& config, const Workload& workload, Policy policy,
+                          const SimulationOptions& options = {});
+
+}  // namespace hdmlp::sim
+
+#endif  // HDMLP_SIM_SIMULATOR_H_

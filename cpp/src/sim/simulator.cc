@@ -1,0 +1,666 @@
+#include "hdmlp/sim/simulator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <exception>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <thread>
+
+#include "hdmlp/errors.h"
+#include "hdmlp/plan/access_plan.h"
+#include "hdmlp/plan/placement.h"
+
+namespace hdmlp::sim {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr float kEmpty = std::numeric_limits<float>::infinity();
+constexpr uint32_t kConsumer = 0xffffffffu;
+
+// Ready times of cached copies are kept as floats (4 bytes per copy); rounding
+// up never lets a copy be read before it is complete.
+float RoundUp(double t) {
+  float f = static_cast<float>(t);
+  if (static_cast<double>(f) < t) f = std::nextafter(f, kEmpty);
+  return f;
+}
+
+// Where a consumed sample came from, for the byte counts: 0 the PFS, 1 a
+// peer's class, 2 "ready" (lower_bound), 2 + j the node's own class j.
+enum : uint8_t { kFromPfs = 0, kFromPeer = 1, kFromReady = 2 };
+uint8_t FromClass(int j) { return static_cast<uint8_t>(kFromReady + j); }
+
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// One node's cached copies: 13 bytes each (sample, class, ready time, and
+// its position in its class's fill order).
+struct NodeCache {
+  std::vector<uint32_t> samples;      // sorted by sample id
+  std::vector<uint8_t> cls;           // class of samples[k]
+  std::vector<float> ready;           // when the copy is complete; kEmpty: not yet started
+  std::vector<uint32_t> fill;         // indexes into samples, class by class, each in fill order
+  std::vector<uint32_t> class_begin;  // class j's fill entries: [class_begin[j], class_begin[j + 1])
+
+  // The index of `sample`, or -1. A cache's sample ids are a random subset
+  // of [0, F), so the interpolated position is within about sqrt(n) of the
+  // right one: gallop from there, then search the bracket. A few cache
+  // misses instead of a binary search's log2(n) over the whole array.
+  int64_t Find(int64_t sample) const {
+    const size_t n = samples.size();
+    if (n == 0) return -1;
+    const auto s = static_cast<uint32_t>(sample);
+    const size_t guess = std::min(n - 1, static_cast<size_t>(static_cast<double>(s) * density));
+    size_t lo = 0, hi = n;  // samples[lo, hi) holds s if anything does
+    if (samples[guess] == s) return static_cast<int64_t>(guess);
+    if (samples[guess] < s) {
+      size_t step = 1;
+      lo = guess + 1;
+      hi = std::min(n, lo + step);
+      while (hi < n && samples[hi - 1] < s) {
+        lo = hi;
+        step *= 2;
+        hi = std::min(n, lo + step);
+      }
+    } else {
+      size_t step = 1;
+      hi = guess;
+      lo = hi >= step ? hi - step : 0;
+      while (lo > 0 && samples[lo] > s) {
+        hi = lo;
+        step *= 2;
+        lo = hi >= step ? hi - step : 0;
+      }
+    }
+    auto it = std::lower_bound(samples.begin() + static_cast<std::ptrdiff_t>(lo),
+                               samples.begin() + static_cast<std::ptrdiff_t>(hi), s);
+    if (it == samples.begin() + static_cast<std::ptrdiff_t>(hi) || *it != s) return -1;
+    return it - samples.begin();
+  }
+  double density = 0;  // samples.size() / (largest sample id + 1)
+};
+
+// class_lists[j]: class j's samples in fill order (j = 0 unused).
+NodeCache BuildCache(const std::vector<std::vector<int64_t>>& class_lists) {
+  NodeCache c;
+  std::vector<std::pair<uint32_t, uint32_t>> order;  // (sample, fill position)
+  c.class_begin.push_back(0);
+  for (size_t j = 0; j < class_lists.size(); ++j) {
+    c.class_begin.push_back(c.class_begin.back() + static_cast<uint32_t>(class_lists[j].size()));
+    for (int64_t s : class_lists[j]) {
+      order.emplace_back(static_cast<uint32_t>(s), static_cast<uint32_t>(order.size()));
+      c.cls.push_back(static_cast<uint8_t>(j));  // temporarily in fill order
+    }
+  }
+  std::sort(order.begin(), order.end());
+  std::vector<uint8_t> cls_by_fill = std::move(c.cls);
+  c.samples.resize(order.size());
+  c.cls.resize(order.size());
+  c.fill.resize(order.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    c.samples[k] = order[k].first;
+    c.cls[k] = cls_by_fill[order[k].second];
+    c.fill[order[k].second] = static_cast<uint32_t>(k);
+  }
+  c.ready.assign(order.size(), kEmpty);
+  if (!c.samples.empty()) c.density = static_cast<double>(c.samples.size()) / (static_cast<double>(c.samples.back()) + 1);
+  return c;
+}
+
+struct InFlight {
+  double ready;
+  int64_t size;
+  uint8_t source;
+};
+
+struct NodeState {
+  int64_t items_per_epoch = 0;
+  int64_t total_items = 0;
+  int64_t next_claim = 0;  // staging: next item (over all epochs) to claim
+  int64_t next_take = 0;   // consumer: next item to take
+  int64_t bytes_in_flight = 0;
+  int64_t next_sample = -1;  // sample of next_claim, once looked up
+  std::deque<InFlight> flight;  // items [next_take, next_claim)
+  std::vector<uint32_t> idle_workers;
+  bool consumer_waiting = false;
+  int pfs_streams = 0;
+  int64_t taken_in_batch = 0;
+  int64_t local_batch = 0;
+  double batch_compute = 0;
+  std::vector<uint8_t> on_pfs;         // per thread: its current read is a PFS stream
+  std::vector<uint32_t> fill_cursor;   // per class: next fill entry
+  int claim_epoch = -1;
+  std::optional<EpochOrder> claim_order;
+};
+
+struct Event {
+  double time;
+  uint64_t seq;
+  uint32_t node;
+  uint32_t thread;  // staging workers 0..p0-1, then prefetch threads; kConsumer
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+class Engine {
+ public:
+  Engine(const Config& config, const Workload& w, Policy policy, const SimulationOptions& options)
+      : w_(w), policy_(policy), traits_(TraitsOf(policy)), model_(config, w.nodes),
+        plan_(MakePlan(w, traits_.scheme)), options_(options) {}
+
+  SimulationResult Run() {
+    SimulationResult r;
+    r.policy = PolicyName(policy_);
+    byte_counts_.assign(static_cast<size_t>(kFromReady + model_.num_classes()), 0);
+    if (policy_ == Policy::kLowerBound) {
+      RunLowerBound(r);
+    } else {
+      const double t0 = Seconds();
+      PlanCaches();
+      r.planning_seconds = Seconds() - t0;
+      for (const NodeCache& c : caches_) r.cached_samples += static_cast<int64_t>(c.samples.size());
+      const double t1 = Seconds();
+      RunEvents(r);
+      r.simulation_seconds = Seconds() - t1;
+    }
+    for (size_t k = 0; k < byte_counts_.size(); ++k) {
+      if (byte_counts_[k] == 0 && k != kFromPfs) continue;
+      std::string name = k == kFromPfs ? "pfs" : k == kFromPeer ? "peer" : k == kFromReady ? "ready"
+                         : model_.config().storage_classes[k - kFromReady].name;
+      r.bytes.emplace_back(name, byte_counts_[k]);
+    }
+    r.pfs_read_bytes = pfs_read_bytes_;
+    r.stall_seconds = std::max(0.0, r.seconds - r.compute_seconds);
+    return r;
+  }
+
+ private:
+  static AccessPlan MakePlan(const Workload& w, DistributionScheme scheme) {
+    PlanOptions o;
+    o.num_samples = static_cast<int64_t>(w.sizes.size());
+    o.batch_size = w.batch_size;
+    o.epochs = w.epochs;
+    o.seed = w.seed;
+    o.drop_last = w.drop_last;
+    o.world_size = w.nodes;
+    o.scheme = scheme;
+    return AccessPlan(o);
+  }
+
+  double Compute(int64_t bytes) const { return TransferSeconds(bytes, w_.compute_mbps); }
+  double Preprocess(int64_t bytes) const {
+    return w_.preprocess_mbps > 0 ? TransferSeconds(bytes, w_.preprocess_mbps) : 0;
+  }
+
+  // lower_bound: every sample is ready at once, so a global batch lasts as
+  // long as its slowest node computes: sum_h max_i sum_{k in B^{h,i}} s_k / c.
+  void RunLowerBound(SimulationResult& r) {
+    const int64_t batches = plan_.BatchesPerEpoch();
+    std::vector<double> slowest(static_cast<size_t>(batches));
+    for (int e = 0; e < w_.epochs; ++e) {
+      std::fill(slowest.begin(), slowest.end(), 0.0);
+      for (int i = 0; i < w_.nodes; ++i) {
+        const EpochOrder order = plan_.Epoch(i, e);
+        int64_t j = 0;
+        for (int64_t h = 0; h < batches; ++h) {
+          double compute = 0;
+          for (int64_t end = j + plan_.LocalBatchSize(i, h); j < end; ++j) {
+            const int64_t size = w_.sizes[static_cast<size_t>(order.At(j))];
+            compute += Compute(size);
+            byte_counts_[kFromReady] += size;
+            ++r.events;
+          }
+          slowest[static_cast<size_t>(h)] = std::max(slowest[static_cast<size_t>(h)], compute);
+        }
+      }
+      double epoch = 0;
+      for (double s : slowest) epoch += s;
+      r.epoch_seconds.push_back(epoch);
+      r.seconds += epoch;
+    }
+    r.compute_seconds = r.seconds;
+  }
+
+  // ---- cache plans ------------------------------------------------------
+
+  std::vector<std::vector<int64_t>> PlanNode(int node) const {
+    const int num_classes = model_.num_classes();
+    std::vector<std::vector<int64_t>> lists(static_cast<size_t>(num_classes));
+    if (traits_.cache == CacheRule::kPlacement) {
+      std::vector<int64_t> capacities(static_cast<size_t>(num_classes), 0);
+      for (int j = 1; j < num_classes; ++j) {
+        // As the runtime (cache_hierarchy.cc): a class predicted slower than the PFS holds nothing.
+        capacities[static_cast<size_t>(j)] = model_.sources().PreferClass(j) ? model_.CapacityBytes(j) : 0;
+      }
+      PlanningOptions planning;
+      planning.first_epoch_first = w_.nodes > 1;
+      planning.threads = w_.nodes > 1 ? 1 : options_.threads;
+      Placement p = PlanPlacement(plan_, node, w_.sizes, capacities, planning);
+      return std::move(p.class_samples);
+    }
+    // The node's epoch-0 samples in read order, first fit into its classes.
+    std::vector<int64_t> left(static_cast<size_t>(num_classes), 0);
+    for (int j = 1; j < num_classes; ++j) {
+      const bool usable = traits_.cache == CacheRule::kShardAll ||
+                          model_.config().storage_classes[static_cast<size_t>(j)].backend == "memory";
+      left[static_cast<size_t>(j)] = usable ? model_.CapacityBytes(j) : 0;
+    }
+    const EpochOrder order = plan_.Epoch(node, 0);
+    const int64_t m = plan_.RankEpochSize(node);
+    int64_t placed = 0;
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t s = order.At(j);
+      const int64_t size = w_.sizes[static_cast<size_t>(s)];
+      for (int k = 1; k < num_classes; ++k) {
+        if (left[static_cast<size_t>(k)] >= size && left[static_cast<size_t>(k)] > 0) {
+          left[static_cast<size_t>(k)] -= size;
+          lists[static_cast<size_t>(k)].push_back(s);
+          ++placed;
+          break;
+        }
+      }
+    }
+    if (traits_.needs_full_fit && placed < m) lists.assign(static_cast<size_t>(num_classes), {});
+    return lists;
+  }
+
+  void PlanCaches() {
+    caches_.resize(static_cast<size_t>(w_.nodes));
+    if (traits_.cache == CacheRule::kNone) return;
+    int threads = options_.threads > 0 ? options_.threads
+                                       : std::min(8, static_cast<int>(std::thread::hardware_concurrency()));
+    threads = std::max(1, std::min(threads, w_.nodes));
+    std::atomic<int> next{0};
+    std::exception_ptr error;
+    std::mutex error_mu;
+    auto work = [&] {
+      for (int i = next++; i < w_.nodes; i = next++) {
+        try {
+          caches_[static_cast<size_t>(i)] = BuildCache(PlanNode(i));
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (!error) error = std::current_exception();
+          next = w_.nodes;
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+
+    if (traits_.needs_full_fit) {
+      // LBANN's data store holds the whole dataset or is not used at all.
+      bool all_fit = true;
+      int64_t cached = 0;
+      for (const NodeCache& c : caches_) cached += static_cast<int64_t>(c.samples.size());
+      for (int i = 0; i < w_.nodes; ++i)
+        if (plan_.RankEpochSize(i) > 0 && caches_[static_cast<size_t>(i)].samples.empty()) all_fit = false;
+      if (!all_fit || cached == 0) caches_.assign(static_cast<size_t>(w_.nodes), NodeCache{});
+    }
+    if (traits_.peers || traits_.locality_batches) {
+      // The designated holder of each sample, as the runtime's PFS read rule:
+      // its epoch-0 reader if that node caches it, else the lowest node that does.
+      holder_.assign(w_.sizes.size(), -1);
+      for (int i = w_.nodes - 1; i >= 0; --i)
+        for (uint32_t s : caches_[static_cast<size_t>(i)].samples) holder_[s] = i;
+      for (size_t s = 0; s < holder_.size(); ++s) {
+        if (holder_[s] < 0) continue;
+        const int first = plan_.FirstEpochReader(static_cast<int64_t>(s));
+        if (first >= 0 && caches_[static_cast<size_t>(first)].Find(static_cast<int64_t>(s)) >= 0) holder_[s] = first;
+      }
+      // Where the copy sits in its holder's cache: peer reads need no search.
+      holder_index_.assign(w_.sizes.size(), 0);
+      for (size_t s = 0; s < holder_.size(); ++s)
+        if (holder_[s] >= 0)
+          holder_index_[s] = static_cast<uint32_t>(caches_[static_cast<size_t>(holder_[s])].Find(static_cast<int64_t>(s)));
+    }
+  }
+
+  // ---- the event loop ---------------------------------------------------
+
+  void Push(double time, uint32_t node, uint32_t thread) { events_.push(Event{time, seq_++, node, thread}); }
+
+  // A PFS read by `thread` of `node` starting now; the stream ends at the
+  // thread's next event.
+  double PfsRead(NodeState& n, uint32_t thread, int64_t size) {
+    ++n.pfs_streams;
+    ++pfs_streams_;
+    n.on_pfs[thread] = 1;
+    pfs_read_bytes_ += size;
+    return TransferSeconds(size, model_.PfsStreamMbps(pfs_streams_, n.pfs_streams));
+  }
+
+  // Fetching a sample the node does not hold: from its holder's class
+  // (a peer) where the policy reads peers, else from the PFS.
+  std::pair<double, uint8_t> Remote(int node, uint32_t thread, int64_t sample, int64_t size, double now) {
+    NodeState& n = nodes_[static_cast<size_t>(node)];
+    if (traits_.peers) {
+      const int h = holder_[static_cast<size_t>(sample)];
+      if (h >= 0 && h != node) {
+        NodeCache& peer = caches_[static_cast<size_t>(h)];
+        const uint32_t idx = holder_index_[static_cast<size_t>(sample)];
+        const int j = peer.cls[static_cast<size_t>(idx)];
+        if (!traits_.runtime_sources || model_.PreferPeer(j)) {
+          const double link = TransferSeconds(size, model_.PeerClassMbps(j));
+          const float ready = peer.ready[static_cast<size_t>(idx)];
+          if (ready <= now) return {link, kFromPeer};
+          if (ready != kEmpty) return {(ready - now) + link, kFromPeer};
+          // The holder fills it on the spot (read from the PFS, stored), then sends it.
+          const double read = PfsRead(n, thread, size);
+          peer.ready[static_cast<size_t>(idx)] = RoundUp(now + read + TransferSeconds(size, model_.WriteClassMbps(j)));
+          return {read + link, kFromPeer};
+        }
+      }
+    }
+    return {PfsRead(n, thread, size), kFromPfs};
+  }
+
+  int64_t SampleOf(int node, int64_t item) {
+    NodeState& n = nodes_[static_cast<size_t>(node)];
+    const int epoch = static_cast<int>(item / n.items_per_epoch);
+    const int64_t j = item % n.items_per_epoch;
+    if (traits_.locality_batches && epoch >= 1) return Assignment(epoch)[static_cast<size_t>(plan_.GlobalPosition(node, j))];
+    if (epoch != n.claim_epoch) {
+      n.claim_order.emplace(plan_.Epoch(node, epoch));
+      n.claim_epoch = epoch;
+    }
+    return n.claim_order->At(j);
+  }
+
+  // locality_aware: epoch e's global batches (the same sets as the plan's)
+  // with each sample moved, where there is room, into the slice of the node
+  // caching it; the rest fill the remaining slots in order.
+  const std::vector<uint32_t>& Assignment(int epoch) {
+    auto it = assignments_.find(epoch);
+    if (it != assignments_.end()) return it->second;
+    const IndexPermutation perm = plan_.EpochPermutation(epoch);
+    const int64_t batch = w_.batch_size;
+    const int64_t local = (batch + w_.nodes - 1) / w_.nodes;
+    int64_t positions = 0;
+    for (int i = 0; i < w_.nodes; ++i) positions += plan_.RankEpochSize(i);
+    std::vector<uint32_t> out(static_cast<size_t>(std::max<int64_t>(positions, 1)));
+    std::vector<int64_t> used(static_cast<size_t>(w_.nodes));
+    std::vector<uint32_t> rest;
+    for (int64_t start = 0; start < positions; start += batch) {
+      const int64_t size = std::min(batch, positions - start);
+      std::fill(used.begin(), used.end(), 0);
+      rest.clear();
+      auto capacity = [&](int i) { return std::clamp<int64_t>(size - i * local, 0, local); };
+      for (int64_t p = start; p < start + size; ++p) {
+        const auto s = static_cast<uint32_t>(perm.At(static_cast<uint64_t>(p)));
+        const int owner = holder_[s];
+        if (owner >= 0 && used[static_cast<size_t>(owner)] < capacity(owner)) {
+          out[static_cast<size_t>(start + owner * local + used[static_cast<size_t>(owner)]++)] = s;
+        } else {
+          rest.push_back(s);
+        }
+      }
+      size_t k = 0;
+      for (int i = 0; i < w_.nodes && k < rest.size(); ++i)
+        while (used[static_cast<size_t>(i)] < capacity(i) && k < rest.size())
+          out[static_cast<size_t>(start + i * local + used[static_cast<size_t>(i)]++)] = rest[k++];
+    }
+    return assignments_.emplace(epoch, std::move(out)).first->second;
+  }
+
+  // Where a staging worker gets a sample, and how long it takes.
+  std::pair<double, uint8_t> StagingFetch(int node, uint32_t thread, int64_t item, int64_t sample, int64_t size,
+                                          double now) {
+    NodeCache& cache = caches_[static_cast<size_t>(node)];
+    const int64_t idx = cache.samples.empty() ? -1 : cache.Find(sample);
+    if (idx >= 0) {
+      const int j = cache.cls[static_cast<size_t>(idx)];
+      const float ready = cache.ready[static_cast<size_t>(idx)];
+      const double read = TransferSeconds(size, model_.LocalClassMbps(j));
+      if (ready <= now) return {read, FromClass(j)};
+      if (ready != kEmpty) return {(ready - now) + read, FromClass(j)};  // wait for the fill in flight
+      auto fetched = Remote(node, thread, sample, size, now);
+      if (traits_.fill_on_the_way) {
+        cache.ready[static_cast<size_t>(idx)] =
+            RoundUp(now + fetched.first + TransferSeconds(size, model_.WriteClassMbps(j)));
+      }
+      return fetched;
+    }
+    if (traits_.opportunistic && !cache.samples.empty() &&
+        item >= nodes_[static_cast<size_t>(node)].items_per_epoch) {
+      // DeepIO's entropy-aware mode serves a locally cached sample instead.
+      const int j = cache.cls[0];
+      return {TransferSeconds(size, model_.LocalClassMbps(j)), FromClass(j)};
+    }
+    return Remote(node, thread, sample, size, now);
+  }
+
+  void EndRead(NodeState& n, uint32_t thread) {
+    if (!n.on_pfs[thread]) return;
+    n.on_pfs[thread] = 0;
+    --n.pfs_streams;
+    --pfs_streams_;
+  }
+
+  // Wakes one idle staging worker if it could claim the next item now; a
+  // worker that claims wakes the next one, so a freed buffer fills up
+  // without waking every worker for every taken item.
+  void WakeIdle(NodeState& n, uint32_t node, double now) {
+    if (n.idle_workers.empty() || n.next_claim >= n.total_items) return;
+    if (traits_.on_demand) {
+      if (!(n.consumer_waiting && n.next_claim == n.next_take)) return;
+    } else {
+      if (n.next_sample < 0) n.next_sample = SampleOf(static_cast<int>(node), n.next_claim);
+      const int64_t size = w_.sizes[static_cast<size_t>(n.next_sample)];
+      if (n.bytes_in_flight > 0 && n.bytes_in_flight + size > staging_capacity_) return;
+    }
+    Push(now, node, n.idle_workers.back());
+    n.idle_workers.pop_back();
+  }
+
+  void StagingWorker(uint32_t node, uint32_t thread, double now) {
+    NodeState& n = nodes_[node];
+    EndRead(n, thread);
+    if (n.next_claim >= n.total_items) return;
+    if (traits_.on_demand && !(n.consumer_waiting && n.next_claim == n.next_take)) {
+      n.idle_workers.push_back(thread);
+      return;
+    }
+    if (n.next_sample < 0) n.next_sample = SampleOf(static_cast<int>(node), n.next_claim);
+    const int64_t size = w_.sizes[static_cast<size_t>(n.next_sample)];
+    if (n.bytes_in_flight > 0 && n.bytes_in_flight + size > staging_capacity_) {
+      n.idle_workers.push_back(thread);
+      return;
+    }
+    auto [seconds, source] = StagingFetch(static_cast<int>(node), thread, n.next_claim, n.next_sample, size, now);
+    seconds += Preprocess(size);
+    n.flight.push_back(InFlight{now + seconds, size, source});
+    n.bytes_in_flight += size;
+    if (n.consumer_waiting && n.next_claim == n.next_take) {
+      n.consumer_waiting = false;
+      Push(now + seconds, node, kConsumer);
+    }
+    ++n.next_claim;
+    n.next_sample = -1;
+    Push(now + seconds, node, thread);
+    WakeIdle(n, node, now);
+  }
+
+  void PrefetchThread(uint32_t node, uint32_t thread, double now) {
+    NodeState& n = nodes_[node];
+    EndRead(n, thread);
+    NodeCache& cache = caches_[node];
+    const int j = thread_class_[thread];
+    uint32_t& cursor = n.fill_cursor[static_cast<size_t>(j)];
+    while (cursor < cache.class_begin[static_cast<size_t>(j) + 1] && cache.ready[cache.fill[cursor]] != kEmpty)
+      ++cursor;
+    if (cursor >= cache.class_begin[static_cast<size_t>(j) + 1]) {
+      if (traits_.preload && --preloading_threads_ == 0) StartTraining(now);
+      return;
+    }
+    const uint32_t idx = cache.fill[cursor++];
+    const int64_t sample = cache.samples[idx];
+    const int64_t size = w_.sizes[static_cast<size_t>(sample)];
+    auto fetched = Remote(static_cast<int>(node), thread, sample, size, now);
+    const double seconds = fetched.first + TransferSeconds(size, model_.WriteClassMbps(j));
+    cache.ready[idx] = RoundUp(now + seconds);
+    Push(now + seconds, node, thread);
+  }
+
+  void Consumer(uint32_t node, double now) {
+    NodeState& n = nodes_[node];
+    if (n.taken_in_batch == n.local_batch) {
+      Arrive(n, now);
+      return;
+    }
+    if (n.next_take >= n.next_claim) {
+      n.consumer_waiting = true;
+      if (traits_.on_demand) WakeIdle(n, node, now);
+      return;
+    }
+    const InFlight item = n.flight.front();
+    if (item.ready > now) {
+      Push(item.ready, node, kConsumer);
+      return;
+    }
+    n.flight.pop_front();
+    n.bytes_in_flight -= item.size;
+    byte_counts_[item.source] += item.size;
+    if (!traits_.on_demand) WakeIdle(n, node, now);
+    const double compute = Compute(item.size);
+    n.batch_compute += compute;
+    ++n.taken_in_batch;
+    ++n.next_take;
+    Push(now + compute, node, kConsumer);
+  }
+
+  // The barrier after every global batch.
+  void Arrive(NodeState& n, double now) {
+    barrier_time_ = std::max(barrier_time_, now);
+    barrier_compute_ = std::max(barrier_compute_, n.batch_compute);
+    if (++barrier_count_ < w_.nodes) return;
+    compute_seconds_ += barrier_compute_;
+    const int64_t per_epoch = plan_.BatchesPerEpoch();
+    ++global_batch_;
+    if (global_batch_ % per_epoch == 0) {
+      epoch_seconds_.push_back(barrier_time_ - epoch_start_);
+      epoch_start_ = barrier_time_;
+      const int next_epoch = static_cast<int>(global_batch_ / per_epoch);
+      while (!assignments_.empty() && assignments_.begin()->first < next_epoch) assignments_.erase(assignments_.begin());
+    }
+    job_end_ = barrier_time_;
+    const double start = barrier_time_;
+    barrier_count_ = 0;
+    barrier_time_ = 0;
+    barrier_compute_ = 0;
+    if (global_batch_ == per_epoch * w_.epochs) return;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      nodes_[i].taken_in_batch = 0;
+      nodes_[i].batch_compute = 0;
+      nodes_[i].local_batch = plan_.LocalBatchSize(static_cast<int>(i), global_batch_ % per_epoch);
+      Push(start, static_cast<uint32_t>(i), kConsumer);
+    }
+  }
+
+  void StartTraining(double now) {
+    startup_ = now;
+    epoch_start_ = 0;
+    for (uint32_t i = 0; i < nodes_.size(); ++i) {
+      for (uint32_t t = 0; t < staging_threads_; ++t) Push(now, i, t);
+      Push(now, i, kConsumer);
+    }
+  }
+
+  void RunEvents(SimulationResult& r) {
+    const auto& classes = model_.config().storage_classes;
+    staging_capacity_ = model_.CapacityBytes(0);
+    staging_threads_ = traits_.on_demand ? 1 : static_cast<uint32_t>(classes[0].threads);
+    thread_class_.assign(staging_threads_, 0);
+    if (traits_.prefetch_threads)
+      for (size_t j = 1; j < classes.size(); ++j)
+        for (int k = 0; k < classes[j].threads; ++k) thread_class_.push_back(static_cast<int>(j));
+    nodes_.resize(static_cast<size_t>(w_.nodes));
+    for (int i = 0; i < w_.nodes; ++i) {
+      NodeState& n = nodes_[static_cast<size_t>(i)];
+      n.items_per_epoch = plan_.RankEpochSize(i);
+      n.total_items = n.items_per_epoch * w_.epochs;
+      n.local_batch = plan_.LocalBatchSize(i, 0);
+      n.on_pfs.assign(thread_class_.size(), 0);
+      const NodeCache& c = caches_[static_cast<size_t>(i)];
+      n.fill_cursor.assign(classes.size(), 0);
+      for (size_t j = 0; j + 1 < c.class_begin.size(); ++j) n.fill_cursor[j] = c.class_begin[j];
+      for (uint32_t t = staging_threads_; t < thread_class_.size(); ++t) {
+        const auto j = static_cast<size_t>(thread_class_[t]);
+        if (j + 1 < c.class_begin.size() && c.class_begin[j + 1] > c.class_begin[j]) {
+          Push(0, static_cast<uint32_t>(i), t);
+          ++preloading_threads_;
+        }
+      }
+    }
+    if (!traits_.preload || preloading_threads_ == 0) StartTraining(0);
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      ++r.events;
+      if (e.thread == kConsumer) {
+        Consumer(e.node, e.time);
+      } else if (e.thread < staging_threads_) {
+        StagingWorker(e.node, e.thread, e.time);
+      } else {
+        PrefetchThread(e.node, e.thread, e.time);
+      }
+    }
+    if (global_batch_ != plan_.BatchesPerEpoch() * w_.epochs)
+      throw Error("simulator: the job did not finish (" + std::to_string(global_batch_) + " global batches); a bug");
+    r.seconds = job_end_;
+    r.epoch_seconds = epoch_seconds_;
+    r.compute_seconds = compute_seconds_;
+    r.startup_seconds = traits_.preload ? startup_ : 0;
+  }
+
+  const Workload& w_;
+  Policy policy_;
+  PolicyTraits traits_;
+  PerformanceModel model_;
+  AccessPlan plan_;
+  SimulationOptions options_;
+
+  std::vector<NodeCache> caches_;
+  std::vector<int32_t> holder_;        // per sample: the node whose copy peers read, or -1
+  std::vector<uint32_t> holder_index_; // per sample: its index in the holder's cache
+  std::map<int, std::vector<uint32_t>> assignments_;
+  std::vector<NodeState> nodes_;
+  std::vector<int> thread_class_;  // per thread id: 0 staging, j prefetching class j
+  uint32_t staging_threads_ = 0;
+  int64_t staging_capacity_ = 0;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  uint64_t seq_ = 0;
+  int pfs_streams_ = 0;
+  int64_t pfs_read_bytes_ = 0;
+  std::vector<int64_t> byte_counts_;
+  int preloading_threads_ = 0;
+  double startup_ = 0;
+  int barrier_count_ = 0;
+  double barrier_time_ = 0;
+  double barrier_compute_ = 0;
+  double compute_seconds_ = 0;
+  int64_t global_batch_ = 0;
+  double epoch_start_ = 0;
+  double job_end_ = 0;
+  std::vector<double> epoch_seconds_;
+};
+
+}  // namespace
+
+SimulationResult Simulate(const Config& config, const Workload& workload, Policy policy,
+                          const SimulationOptions& options) {
+  ValidateWorkload(workload);
+  Engine engine(config, workload, policy, options);
+  return engine.Run();
+}
+
+}  // namespace hdmlp::sim
