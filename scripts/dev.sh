@@ -77,8 +77,10 @@ PY
   src_have=$(cat .venv/.hdmlp-build 2>/dev/null || true)
   if [[ $src_want != "$src_have" ]] || ! .venv/bin/python -P -c 'import hdmlp._core' 2>/dev/null; then
     log "building and installing hdmlp"
+    # The C++ tests are built in the same tree as the module, so the core is
+    # compiled once for both (run_ctest runs them from there).
     pip_quiet install --no-build-isolation --no-deps \
-      -Cbuild.verbose=false "$ROOT"
+      -Cbuild.verbose=false -Ccmake.define.HDMLP_BUILD_TESTS=ON "$ROOT"
     echo "$src_want" > .venv/.hdmlp-build
   fi
 }
@@ -91,10 +93,17 @@ setup() {
 
 run_ctest() {
   log "C++ tests (GoogleTest via ctest)"
-  cmake -S . -B build/tests -G Ninja -DHDMLP_BUILD_TESTS=ON -DHDMLP_BUILD_PYTHON=OFF \
-        -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build build/tests -j 2
-  ctest --test-dir build/tests --output-on-failure -j 2
+  # The package's own build tree (build/<wheel tag>, see setup_python) already
+  # holds the core and the tests; this only rebuilds tests that changed since.
+  local dir
+  dir=$(ls -d build/cp3*/ 2>/dev/null | head -1)
+  if [[ -z $dir || ! -f $dir/CMakeCache.txt ]] || ! grep -q "^HDMLP_BUILD_TESTS:[A-Z]*=ON" "$dir/CMakeCache.txt"; then
+    dir=build/tests
+    cmake -S . -B "$dir" -G Ninja -DHDMLP_BUILD_TESTS=ON -DHDMLP_BUILD_PYTHON=OFF \
+          -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  fi
+  cmake --build "$dir" --target hdmlp_tests -j 2
+  ctest --test-dir "$dir" --output-on-failure -j 2
 }
 
 run_sanitized() {

@@ -163,16 +163,13 @@ bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out)
   }
 }
 
-void PeerTransport::Abort(const std::string& message) {
-  if (closed_.load() || aborted_.exchange(true)) return;
-  // A member, not the argument: MPI may still read it after a send is freed.
-  sent_abort_message_ = message;
+void PeerTransport::SendToEveryPeer(const void* data, int count, MPI_Datatype type, int tag) {
   MPI_Comm comm = comm_->comm();
   std::vector<MPI_Request> sends;
   for (int r = 0; r < comm_->size(); ++r) {
     if (r == comm_->rank() || PeerLeft(r)) continue;
     sends.emplace_back();
-    MPI_Isend(sent_abort_message_.data(), static_cast<int>(sent_abort_message_.size()), MPI_CHAR, r, kAbortTag, comm, &sends.back());
+    MPI_Isend(data, count, type, r, tag, comm, &sends.back());
   }
   const auto deadline = Clock::now() + std::chrono::seconds(1);
   for (auto& request : sends) {
@@ -185,6 +182,12 @@ void PeerTransport::Abort(const std::string& message) {
   }
 }
 
+void PeerTransport::Abort(const std::string& message) {
+  if (closed_.load() || aborted_.exchange(true)) return;
+  sent_abort_message_ = message;
+  SendToEveryPeer(sent_abort_message_.data(), static_cast<int>(sent_abort_message_.size()), MPI_CHAR, kAbortTag);
+}
+
 std::string PeerTransport::PeerAbortMessage() const {
   if (!peer_aborted_.load()) return "";
   std::lock_guard<std::mutex> lock(abort_mu_);
@@ -195,23 +198,8 @@ void PeerTransport::Close() {
   if (closed_.exchange(true)) return;
   // Say bye first, so peers stop asking this rank while its servers still
   // answer what is already on the way.
-  MPI_Comm comm = comm_->comm();
-  std::vector<MPI_Request> byes;
-  int64_t me = comm_->rank();
-  for (int r = 0; r < comm_->size(); ++r) {
-    if (r == comm_->rank()) continue;
-    byes.emplace_back();
-    MPI_Isend(&me, 1, MPI_INT64_T, r, kByeTag, comm, &byes.back());
-  }
-  const auto deadline = Clock::now() + std::chrono::seconds(1);
-  for (auto& request : byes) {
-    int done = 0;
-    while (!done && Clock::now() < deadline) {
-      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-      if (!done) Pause();
-    }
-    if (!done) MPI_Request_free(&request);  // a peer that is gone: do not wait for it
-  }
+  my_rank_message_ = comm_->rank();
+  SendToEveryPeer(&my_rank_message_, 1, MPI_INT64_T, kByeTag);
   stopping_ = true;
   for (auto& t : threads_) t.join();
   threads_.clear();

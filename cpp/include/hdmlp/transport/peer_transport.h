@@ -62,6 +62,10 @@ class PeerTransport {
 
  private:
   void ServeLoop();
+  // Sends to every rank but this one and those that left; waits at most a
+  // second. `data` must outlive the transport: a send to a peer that is gone
+  // is freed unfinished, and MPI may still read it.
+  void SendToEveryPeer(const void* data, int count, MPI_Datatype type, int tag);
 
   Communicator* comm_;
   int serving_threads_;
@@ -78,6 +82,7 @@ class PeerTransport {
   mutable std::mutex abort_mu_;
   std::string peer_abort_message_;
   std::string sent_abort_message_;  // written once, by the first Abort
+  int64_t my_rank_message_ = 0;     // the "bye" payload
   // Payloads of replies cancelled because their asker left; freed with the
   // transport. Only serving threads append, under abandoned_mu_.
   std::mutex abandoned_mu_;
