@@ -218,10 +218,9 @@ OutputShape Job::FirstImageShape() {
   CapturedError first_error;
   for (int64_t i = 0; i < index_.size(); ++i) {
     try {
-      auto file = env_->OpenForRead(index_.Path(i));
-      SampleBuffer bytes = SampleBuffer::Allocate(file->Size());
-      file->ReadExact(0, bytes.data.get(), bytes.size);
-      return pipeline_->ShapeOf(bytes.data.get(), bytes.size, index_.Path(i));
+      const std::string bytes = env_->ReadWholeFile(index_.Path(i));
+      return pipeline_->ShapeOf(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()),
+                                index_.Path(i));
     } catch (const InvalidArgumentError&) {
       if (!options_.skip_bad_samples) throw;
       if (!first_error) first_error = CapturedError::FromCurrentException();
@@ -264,11 +263,22 @@ bool Job::TransformIntoBatch(int epoch, int64_t j, int64_t sample, const SampleB
   // outside what it hands out: only moved samples are).
   std::shared_ptr<uint8_t> memory = BatchMemory(epoch, batch);
   if (!memory) return false;
-  uint8_t* row = memory.get() + (j - batch_start_[static_cast<size_t>(batch)]) * sample_bytes_;
+  TransformInto(epoch, sample, bytes, memory.get() + (j - batch_start_[static_cast<size_t>(batch)]) * sample_bytes_);
+  return true;
+}
+
+SampleBuffer Job::ReadSample(int epoch, int64_t sample, int slot) {
+  const auto start = Clock::now();
+  SampleBuffer bytes;
+  const std::string& source = cache_->Fetch(sample, &bytes, slot);
+  metrics_.AddRead(epoch, source, bytes.size, SecondsSince(start));
+  return bytes;
+}
+
+void Job::TransformInto(int epoch, int64_t sample, const SampleBuffer& bytes, uint8_t* row) {
   const auto start = Clock::now();
   pipeline_->Apply(bytes.data.get(), bytes.size, index_.Path(sample), seed_, epoch, sample, sample_shape_, row);
   metrics_.AddTransform(epoch, SecondsSince(start));
-  return true;
 }
 
 void Job::WorkerLoop(int slot) {
@@ -293,7 +303,6 @@ void Job::WorkerLoop(int slot) {
   while (staging_->Claim(estimate, &item)) {
     const int epoch = static_cast<int>(item / epoch_size_);
     const int64_t sample = sample_of(item);
-    const auto start = Clock::now();
     try {
       if (pipeline_) {
         const int64_t moved_from = moved_from_item_.load(std::memory_order_relaxed);
@@ -302,9 +311,7 @@ void Job::WorkerLoop(int slot) {
           continue;
         }
       }
-      SampleBuffer bytes;
-      const std::string& source = cache_->Fetch(sample, &bytes, slot);
-      metrics_.AddRead(epoch, source, bytes.size, SecondsSince(start));
+      SampleBuffer bytes = ReadSample(epoch, sample, slot);
       if (pipeline_) {
         TransformIntoBatch(epoch, item % epoch_size_, sample, bytes);
         staging_->Complete(item, SampleBuffer(), sample_bytes_);
@@ -362,14 +369,8 @@ bool Job::FillFromEpochEnd(int64_t j, int64_t row) {
     moved_from_item_.store(ItemOf(epoch_, t));
     const int64_t sample = epoch_order_->At(t);
     try {
-      SampleBuffer bytes;
-      const auto start = Clock::now();
-      const std::string& source = cache_->Fetch(sample, &bytes, /*slot=*/static_cast<int>(workers_.size()));
-      metrics_.AddRead(epoch_, source, bytes.size, SecondsSince(start));
-      const auto transform_start = Clock::now();
-      pipeline_->Apply(bytes.data.get(), bytes.size, index_.Path(sample), seed_, epoch_, sample, sample_shape_,
-                       pending_.images.get() + row * sample_bytes_);
-      metrics_.AddTransform(epoch_, SecondsSince(transform_start));
+      const SampleBuffer bytes = ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
+      TransformInto(epoch_, sample, bytes, pending_.images.get() + row * sample_bytes_);
       pending_.ids.push_back(sample);
       pending_.labels.push_back(index_.labels[static_cast<size_t>(sample)]);
       return true;

@@ -147,6 +147,10 @@ class Job {
   // Transforms `bytes` of `sample` into its row; false when the batch was
   // already handed out or dropped (nothing written).
   bool TransformIntoBatch(int epoch, int64_t j, int64_t sample, const SampleBuffer& bytes);
+  // A sample's bytes from its best source, with the read counted in `epoch`.
+  SampleBuffer ReadSample(int epoch, int64_t sample, int slot);
+  // Decodes and transforms `bytes` into `row`, with the time counted in `epoch`.
+  void TransformInto(int epoch, int64_t sample, const SampleBuffer& bytes, uint8_t* row);
   // The memory of local batch `batch` of `epoch`, made on first use; null
   // when that batch is below the assembly floor (handed out or skipped).
   std::shared_ptr<uint8_t> BatchMemory(int epoch, int64_t batch);
