@@ -2,7 +2,10 @@
 // training loader (issue #5, "Speed"): the bare C++ pipeline on all cores,
 // with no reading, batching or Python, over a generated ImageNet-like folder.
 //
-//   decode          cv::imdecode of the full image (DecodeImage), nothing else
+//   decode          the whole image through DecodeImage (libjpeg-turbo called
+//                   directly), nothing else
+//   decode, cv::imdecode  the same image through OpenCV's imdecode, which
+//                   hdmlp used before (same pixels)
 //   train           ImgDecode + RandomResizedCrop(224) + RandomHorizontalFlip
 //                   + ToTensor + Normalize: the standard ImageNet training chain
 //   train, draft    the same with ImgDecode(draft=True): libjpeg's 1/2, 1/4,
@@ -27,7 +30,7 @@
 //   target_compile_options(transform_ceiling PRIVATE -Wall -Wextra)
 // By hand:
 //   g++ -std=c++17 -O2 -I cpp/include -I /usr/include/opencv4 benchmarks/transform_ceiling.cc
-//     cpp/src/transforms/*.cc cpp/src/tools/*.cc -lopencv_core -lopencv_imgproc -lopencv_imgcodecs
+//     cpp/src/transforms/*.cc cpp/src/tools/*.cc -lopencv_core -lopencv_imgproc -lopencv_imgcodecs -ljpeg
 //     -pthread -o /tmp/transform_ceiling
 // Run:
 //   /tmp/transform_ceiling [--images N] [--passes P] [--threads T] [--min-side S --max-side S] [--root DIR]
@@ -51,6 +54,7 @@
 #include <vector>
 
 #include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
 
 #include "hdmlp/tools/image_folder_generator.h"
 #include "hdmlp/transforms/decode.h"
@@ -210,11 +214,17 @@ int main(int argc, char** argv) {
 
   auto decode = [&](int64_t item) {
     const int i = static_cast<int>(item % opt.images);
-    thread_local cv::Mat m;
+    thread_local hdmlp::DecodedImage m;
     const auto* d = reinterpret_cast<const uint8_t*>(files[i].data());
     const auto size = static_cast<int64_t>(files[i].size());
     const auto h = hdmlp::ReadImageHeader(d, size, paths[i], true);
-    hdmlp::DecodeImage(d, size, h, 1, paths[i], &m);
+    hdmlp::DecodeImage(d, size, h, 1, hdmlp::DecodedBounds(h, 1), paths[i], &m);
+  };
+  auto imdecode = [&](int64_t item) {  // the decoder hdmlp used before it called libjpeg itself
+    const int i = static_cast<int>(item % opt.images);
+    thread_local cv::Mat m;
+    const cv::Mat buf(1, static_cast<int>(files[i].size()), CV_8UC1, files[i].data());
+    cv::imdecode(buf, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION, &m);
   };
   auto chain = [&](const hdmlp::TransformPipeline& p) {
     return [&](int64_t item) {
@@ -233,9 +243,8 @@ int main(int argc, char** argv) {
   const int n_decoded = std::min(opt.images, 200);
   std::vector<cv::Mat> decoded(static_cast<size_t>(n_decoded));
   for (int i = 0; i < n_decoded; ++i) {
-    const auto* d = reinterpret_cast<const uint8_t*>(files[i].data());
-    const auto size = static_cast<int64_t>(files[i].size());
-    hdmlp::DecodeImage(d, size, hdmlp::ReadImageHeader(d, size, paths[i], true), 1, paths[i], &decoded[i]);
+    const cv::Mat buf(1, static_cast<int>(files[i].size()), CV_8UC1, files[i].data());
+    decoded[i] = cv::imdecode(buf, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
   }
   auto after = [&](const hdmlp::TransformPipeline& p) {
     return [&](int64_t item) {
@@ -248,6 +257,7 @@ int main(int argc, char** argv) {
     };
   };
   const Case cases[] = {{"decode", decode},
+                        {"decode, cv::imdecode", imdecode},
                         {"train", chain(train)},
                         {"train, draft", chain(train_draft)},
                         {"val", chain(val)},

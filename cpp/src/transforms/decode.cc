@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include <opencv2/imgcodecs.hpp>
@@ -399,8 +400,16 @@ ImageHeader ReadImageHeader(const uint8_t* d, int64_t n, const std::string& path
   return h;
 }
 
-void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce,
-                 const std::string& path, cv::Mat* out) {
+PixelRect DecodedBounds(const ImageHeader& header, int reduce) {
+  if (header.format != ImageFormat::kJpeg) reduce = 1;
+  return PixelRect{0, 0, (header.width + reduce - 1) / reduce, (header.height + reduce - 1) / reduce};
+}
+
+namespace {
+
+// The whole image through OpenCV (PNM: hdmlp's own decoder) into *out.
+void DecodeWhole(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce, const std::string& path,
+                 cv::Mat* out) {
   if (header.format == ImageFormat::kPnm) {
     if (header.pnm_kind >= 4) {  // binary: ReadImageHeader(check_complete) checked the length
       const int64_t w = header.width, h = header.height;
@@ -414,14 +423,12 @@ void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, i
   }
   int flags = cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION;
   if (header.gray16) flags = cv::IMREAD_GRAYSCALE | cv::IMREAD_ANYDEPTH | cv::IMREAD_IGNORE_ORIENTATION;
-  int want_w = header.width, want_h = header.height;
+  const PixelRect want = DecodedBounds(header, reduce);
   if (reduce > 1 && header.format == ImageFormat::kJpeg) {
     flags = (reduce == 2   ? cv::IMREAD_REDUCED_COLOR_2
              : reduce == 4 ? cv::IMREAD_REDUCED_COLOR_4
                            : cv::IMREAD_REDUCED_COLOR_8) |
             cv::IMREAD_IGNORE_ORIENTATION;
-    want_w = (header.width + reduce - 1) / reduce;
-    want_h = (header.height + reduce - 1) / reduce;
   }
   const cv::Mat buf(1, static_cast<int>(size), CV_8UC1, const_cast<uint8_t*>(data));
   bool ok = false;
@@ -436,7 +443,7 @@ void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, i
   }
   const char* name = ImageFormatName(header.format);
   if (!ok) Fail(path, std::string("corrupt or truncated ") + name + ": the decoder failed");
-  if (header.gray16 && out->type() == CV_16UC1 && out->cols == want_w && out->rows == want_h) {
+  if (header.gray16 && out->type() == CV_16UC1 && out->cols == want.width && out->rows == want.height) {
     // PIL's I;16 -> RGB: values above 255 clip (no rescaling).
     const cv::Mat gray = *out;
     cv::Mat rgb(gray.rows, gray.cols, CV_8UC3);
@@ -447,11 +454,30 @@ void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, i
     }
     *out = rgb;
   }
-  if (out->type() != CV_8UC3 || out->cols != want_w || out->rows != want_h) {
+  if (out->type() != CV_8UC3 || out->cols != want.width || out->rows != want.height) {
     Fail(path, std::string("corrupt ") + name + ": decoded to " + std::to_string(out->cols) + "x" +
-                   std::to_string(out->rows) + " but its header says " + std::to_string(want_w) + "x" +
-                   std::to_string(want_h));
+                   std::to_string(out->rows) + " but its header says " + std::to_string(want.width) + "x" +
+                   std::to_string(want.height));
   }
+}
+
+}  // namespace
+
+void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce, const PixelRect& region,
+                 const std::string& path, DecodedImage* out) {
+  const PixelRect bounds = DecodedBounds(header, reduce);
+  if (region.x < 0 || region.y < 0 || region.width < 1 || region.height < 1 ||
+      region.x + region.width > bounds.width || region.y + region.height > bounds.height) {
+    throw std::logic_error("DecodeImage: region outside the image");
+  }
+  if (header.format == ImageFormat::kJpeg &&
+      DecodeJpegRegion(data, size, header.width, header.height, reduce, region, path, &out->jpeg, &out->view) ==
+          JpegDecodeStatus::kDecoded) {
+    return;
+  }
+  DecodeWhole(data, size, header, header.format == ImageFormat::kJpeg ? reduce : 1, path, &out->mat);
+  const ImageView whole{out->mat.data, out->mat.cols, out->mat.rows, static_cast<int64_t>(out->mat.step)};
+  out->view = SubView(whole, region);
 }
 
 }  // namespace hdmlp

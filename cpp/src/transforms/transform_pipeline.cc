@@ -56,8 +56,12 @@ struct TransformPipeline::Plan {
   int width = 0, height = 0;  // final size
   bool hflip = false, vflip = false;
   int reduce = 1;              // JPEG DCT scaling (draft)
-  int first_resample = -1;     // index in actions, when reduce > 1
+  int first_resample = -1;     // index in actions; -1: nothing is resampled
   int src_x = 0, src_y = 0, src_w = 0, src_h = 0;  // region of the full image it resamples
+  // What the decoder must deliver, in the decoded (1/reduce) image's
+  // coordinates: the pixels the actions before the first resample read.
+  PixelRect region;
+  float reduced_box[4] = {};  // reduce > 1: the first resample's box, in region coordinates
 };
 
 namespace {
@@ -224,16 +228,18 @@ std::string StepName(const TransformPipeline::Step& s) {
 struct Scratch {
   std::vector<uint8_t> buf[2];
   ResampleScratch resample;
+  DecodedImage decoded;
 };
+
+// A thread keeps the memory of decoded regions up to this size for its next
+// image; a larger one (a huge photo) is freed after use.
+constexpr size_t kKeptDecodeBytes = size_t{16} << 20;
 
 Scratch& ThreadScratch() {
   thread_local Scratch scratch;
   return scratch;
 }
 
-ImageView Sub(const ImageView& v, int x, int y, int w, int h) {
-  return ImageView{v.data + y * v.stride + int64_t{x} * 3, w, h, v.stride};
-}
 
 inline void FloatPixel(const uint8_t* p, const float (*lut)[256], float* r, float* g, float* b, int x) {
   r[x] = lut[0][p[2]];
@@ -683,6 +689,33 @@ void TransformPipeline::MakePlan(int width, int height, bool is_jpeg, uint64_t s
       }
     }
   }
+  // The region to decode. A resample reads only the view it is given (the
+  // crop: torchvision crops, then resizes the cropped image), and crops read
+  // only their own rectangle; a zero-padding crop before any resample needs
+  // the whole image.
+  if (plan->reduce > 1) {
+    // The full-resolution region, mapped onto the 1/d image: pixel i of the
+    // reduced image covers pixels [i*d, (i+1)*d). The region is its hull;
+    // the resample's box is fractional within it.
+    const int d = plan->reduce;
+    const int dw = (width + d - 1) / d, dh = (height + d - 1) / d;
+    const double x0 = plan->src_x / double(d), y0 = plan->src_y / double(d);
+    const double x1 = (plan->src_x + plan->src_w) / double(d), y1 = (plan->src_y + plan->src_h) / double(d);
+    const int hx0 = static_cast<int>(std::floor(x0)), hy0 = static_cast<int>(std::floor(y0));
+    const int hx1 = std::min(dw, static_cast<int>(std::ceil(x1)));
+    const int hy1 = std::min(dh, static_cast<int>(std::ceil(y1)));
+    plan->region = PixelRect{hx0, hy0, hx1 - hx0, hy1 - hy0};
+    plan->reduced_box[0] = static_cast<float>(x0 - hx0);
+    plan->reduced_box[1] = static_cast<float>(y0 - hy0);
+    plan->reduced_box[2] = static_cast<float>(x1 - hx0);
+    plan->reduced_box[3] = static_cast<float>(y1 - hy0);
+  } else if (only_crops && resampled) {
+    plan->region = PixelRect{plan->src_x, plan->src_y, plan->src_w, plan->src_h};
+  } else if (only_crops) {
+    plan->region = PixelRect{rx, ry, rw, rh};  // nothing resampled: the final view
+  } else {
+    plan->region = PixelRect{0, 0, width, height};
+  }
 }
 
 std::vector<TransformPipeline::RandomDraw> TransformPipeline::RandomDraws(int width, int height, uint64_t seed,
@@ -730,9 +763,12 @@ OutputShape TransformPipeline::Apply(const uint8_t* data, int64_t size, const st
     throw InvalidArgumentError("TransformPipeline::Apply: dst must be 4-byte aligned for float32 output");
   }
 
-  cv::Mat decoded;
-  DecodeImage(data, size, header, plan.reduce, path, &decoded);
-  Execute(plan, ImageView{decoded.data, decoded.cols, decoded.rows, static_cast<int64_t>(decoded.step)}, shape, dst);
+  DecodedImage& decoded = ThreadScratch().decoded;
+  DecodeImage(data, size, header, plan.reduce, plan.region, path, &decoded);
+  Execute(plan, decoded.view, PixelRect{plan.region.x, plan.region.y, 0, 0}, shape, dst);
+  // A huge image's pixels are not kept for the rest of the thread's life.
+  if (decoded.jpeg.pixels.capacity() > kKeptDecodeBytes) decoded.jpeg.pixels = {};
+  decoded.mat.release();
   return shape;
 }
 
@@ -748,12 +784,12 @@ OutputShape TransformPipeline::ApplyToImage(const ImageView& bgr, const std::str
   if (shape.type == OutputType::kFloat32 && reinterpret_cast<uintptr_t>(dst) % alignof(float) != 0) {
     throw InvalidArgumentError("TransformPipeline::ApplyToImage: dst must be 4-byte aligned for float32 output");
   }
-  Execute(plan, bgr, shape, dst);
+  Execute(plan, bgr, PixelRect{}, shape, dst);
   return shape;
 }
 
-void TransformPipeline::Execute(const Plan& plan, const ImageView& decoded, const OutputShape& shape,
-                                uint8_t* dst) const {
+void TransformPipeline::Execute(const Plan& plan, const ImageView& decoded, const PixelRect& origin,
+                                const OutputShape& shape, uint8_t* dst) const {
   Scratch& t = ThreadScratch();
   const int d = plan.reduce;
   ImageView base = decoded;
@@ -763,25 +799,21 @@ void TransformPipeline::Execute(const Plan& plan, const ImageView& decoded, cons
   for (int ai = 0; ai < static_cast<int>(plan.actions.size()); ++ai) {
     const Action& a = plan.actions[ai];
     if (d > 1 && ai < plan.first_resample) continue;  // folded into the reduced resample
+    const bool before_resample = plan.first_resample < 0 || ai < plan.first_resample;
     switch (a.kind) {
       case Action::kCrop:
-        cur = Sub(base, a.x, a.y, a.w, a.h);
+        // Crops before the first resample are in the coordinates of the
+        // whole image, of which `decoded` starts at `origin`.
+        cur = SubView(base, before_resample ? PixelRect{a.x - origin.x, a.y - origin.y, a.w, a.h}
+                                            : PixelRect{a.x, a.y, a.w, a.h});
         break;
       case Action::kResample: {
         auto& out = t.buf[next];
         out.resize(static_cast<size_t>(a.w) * a.h * 3);
         if (d > 1 && ai == plan.first_resample) {
-          // The full-resolution region, mapped onto the 1/d image: pixel i
-          // of the reduced image covers pixels [i*d, (i+1)*d).
-          const double x0 = plan.src_x / double(d), y0 = plan.src_y / double(d);
-          const double x1 = (plan.src_x + plan.src_w) / double(d), y1 = (plan.src_y + plan.src_h) / double(d);
-          const int hx0 = static_cast<int>(std::floor(x0)), hy0 = static_cast<int>(std::floor(y0));
-          const int hx1 = std::min(base.width, static_cast<int>(std::ceil(x1)));
-          const int hy1 = std::min(base.height, static_cast<int>(std::ceil(y1)));
-          const ImageView hull = Sub(base, hx0, hy0, hx1 - hx0, hy1 - hy0);
-          const float box[4] = {static_cast<float>(x0 - hx0), static_cast<float>(y0 - hy0),
-                                static_cast<float>(x1 - hx0), static_cast<float>(y1 - hy0)};
-          Resample(hull, box, a.w, a.h, a.interpolation, a.antialias, out.data(), int64_t{a.w} * 3, &t.resample);
+          // `decoded` is the region the reduced crop covers (MakePlan).
+          Resample(base, plan.reduced_box, a.w, a.h, a.interpolation, a.antialias, out.data(), int64_t{a.w} * 3,
+                   &t.resample);
         } else {
           const float box[4] = {0, 0, static_cast<float>(cur.width), static_cast<float>(cur.height)};
           Resample(cur, box, a.w, a.h, a.interpolation, a.antialias, out.data(), int64_t{a.w} * 3, &t.resample);

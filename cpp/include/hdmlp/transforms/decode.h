@@ -21,6 +21,8 @@
 //     PIL's Image.open (torchvision's default loader never calls
 //     ImageOps.exif_transpose).
 //   - Pixels are returned in OpenCV's BGR order; the pipeline writes RGB.
+//   - A caller that needs only part of the image (a crop) asks for that
+//     region: a JPEG is then decoded only as far as the region needs.
 //
 // Every error is a DecodeError (an InvalidArgumentError, Python: ValueError)
 // whose message starts with the path given for errors.
@@ -35,6 +37,8 @@
 #include <opencv2/core.hpp>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/transforms/image_view.h"
+#include "hdmlp/transforms/jpeg_decode.h"
 
 namespace hdmlp {
 
@@ -73,14 +77,29 @@ struct ImageHeader {
 ImageHeader ReadImageHeader(const uint8_t* data, int64_t size, const std::string& path_for_errors,
                             bool check_complete);
 
-// Decodes to 8-bit BGR. reduce (1, 2, 4 or 8; JPEG only) asks libjpeg for a
-// DCT-domain downscale: the result is ceil(width / reduce) x
-// ceil(height / reduce). `header` must come from ReadImageHeader on the same
-// bytes. *out is released and gets newly allocated memory. Throws
-// DecodeError when the decoder fails or yields another size than the
-// header's.
-void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce,
-                 const std::string& path_for_errors, cv::Mat* out);
+// The size of the image as DecodeImage delivers it: the header's, or for a
+// JPEG decoded at 1/reduce, ceil(width / reduce) x ceil(height / reduce).
+PixelRect DecodedBounds(const ImageHeader& header, int reduce);
+
+// A decoded region and the memory that holds it. Keep one per thread and
+// pass it to every DecodeImage call: the memory is reused, and `view` is
+// valid until the next call.
+struct DecodedImage {
+  ImageView view;  // 8-bit BGR pixels of the region asked for
+  JpegScratch jpeg;
+  cv::Mat mat;
+};
+
+// Decodes `region` (inside DecodedBounds(header, reduce)) to 8-bit BGR: the
+// exact pixels a decode of the whole image has there. reduce (1, 2, 4 or 8;
+// JPEG only, else 1) asks libjpeg for a DCT-domain downscale. A JPEG (but a
+// CMYK one) is decoded by libjpeg-turbo directly, doing only the work the
+// region needs (jpeg_decode.h); other formats are decoded whole by OpenCV
+// (PBM/PGM/PPM by hdmlp) and the region is a view of the result. `header`
+// must come from ReadImageHeader on the same bytes. Throws DecodeError when
+// the decoder fails or yields another size than the header's.
+void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce, const PixelRect& region,
+                 const std::string& path_for_errors, DecodedImage* out);
 
 }  // namespace hdmlp
 

@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "hdmlp/transforms/image_view.h"
+
 namespace hdmlp {
 
 // PIL's filters, numbered as PIL numbers them (Image.Resampling).
@@ -34,15 +36,6 @@ enum class Interpolation : int {
   kHamming = 5,
 };
 const char* InterpolationName(Interpolation interpolation);
-
-// A read-only 3-channel 8-bit image: `height` rows of width * 3 bytes,
-// `stride` bytes apart. The channel order does not matter to Resample.
-struct ImageView {
-  const uint8_t* data = nullptr;
-  int width = 0;
-  int height = 0;
-  int64_t stride = 0;
-};
 
 // Memory reused from call to call.
 struct ResampleScratch {
@@ -61,6 +54,8 @@ bool ResampleUsesAvx2();
 // For tests: allow (default) or forbid the AVX2 kernels, process-wide, to
 // compare them with the portable code.
 void SetAvx2AllowedForTesting(bool allowed);
+
+// The channel order of an ImageView does not matter to Resample.
 
 // Resamples the region box = {x0, y0, x1, y1} of src (PIL's `box` argument,
 // in float as PIL has it; taps are clamped to src, not to the box) to

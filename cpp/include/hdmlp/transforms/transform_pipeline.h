@@ -64,8 +64,12 @@
 // Thread-safety: a constructed pipeline is immutable; ShapeOf, Apply and
 // ApplyToImage may run concurrently on any threads. Each thread keeps two
 // scratch buffers for the resized intermediates (as large as the largest
-// intermediate it made, e.g. 2 x 256 x 341 x 3 bytes for Resize(256)) for
-// its lifetime; the decoded image is allocated per call.
+// intermediate it made, e.g. 2 x 256 x 341 x 3 bytes for Resize(256)) and
+// the memory of the last decoded region (up to 16 MB) for its lifetime.
+//
+// Decoding: Apply decodes only the region of the image the chain reads
+// before its first resize (e.g. RandomResizedCrop's box), which for a JPEG
+// skips most of the decoder's work (jpeg_decode.h) and gives the same pixels.
 #ifndef HDMLP_TRANSFORMS_TRANSFORM_PIPELINE_H_
 #define HDMLP_TRANSFORMS_TRANSFORM_PIPELINE_H_
 
@@ -172,7 +176,10 @@ class TransformPipeline {
   void MakePlan(int width, int height, bool is_jpeg, uint64_t seed, int epoch, int64_t sample,
                 const std::string& path, Plan* plan) const;
   OutputShape ShapeFor(int height, int width) const;
-  void Execute(const Plan& plan, const ImageView& decoded, const OutputShape& shape, uint8_t* dst) const;
+  // `decoded` holds the pixels of the image from `origin` (x, y) on: the
+  // plan's region for Apply, the whole image for ApplyToImage.
+  void Execute(const Plan& plan, const ImageView& decoded, const PixelRect& origin, const OutputShape& shape,
+               uint8_t* dst) const;
 
   std::vector<TransformSpec> specs_;
   std::vector<Step> steps_;

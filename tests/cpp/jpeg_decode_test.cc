@@ -1,0 +1,400 @@
+// Tests of DecodeJpegRegion (transforms/jpeg_decode.h) and of the pipeline's
+// use of it: a rectangle decoded on its own has exactly the pixels of the
+// whole image's decode there, for every chroma subsampling, progressive and
+// restart-marker files, odd sizes and every DCT scale; the whole decode is
+// OpenCV's (the decoder hdmlp used before, whose parity with PIL
+// tests/python/test_transforms.py checks); and the pipeline's results equal
+// those it computes from a whole decoded image.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csetjmp>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <jpeglib.h>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgcodecs.hpp>
+
+#include "hdmlp/plan/random.h"
+#include "hdmlp/transforms/decode.h"
+#include "hdmlp/transforms/jpeg_decode.h"
+#include "hdmlp/transforms/resample.h"
+#include "hdmlp/transforms/transform_pipeline.h"
+
+namespace hdmlp {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+struct Encoding {
+  const char* name;
+  int h_samp = 2, v_samp = 2;  // luma sampling factors: 2x2 is 4:2:0
+  bool gray = false;
+  bool progressive = false;
+  int restart_rows = 0;
+  int quality = 90;
+};
+
+const Encoding kEncodings[] = {
+    {"4:2:0", 2, 2},          {"4:4:4", 1, 1},       {"4:2:2", 2, 1}, {"4:4:0", 1, 2},
+    {"4:1:1", 4, 1},          {"gray", 1, 1, true},  {"4:2:0 progressive", 2, 2, false, true},
+    {"4:2:2 progressive", 2, 1, false, true},        {"4:2:0 restarts", 2, 2, false, false, 1},
+    {"4:4:4 q100", 1, 1, false, false, 0, 100},
+};
+
+// Colours that change fast in every direction, so chroma upsampling and the
+// IDCT both matter at every edge of a rectangle.
+Bytes TestPixels(int w, int h, uint64_t seed) {
+  Bytes rgb(static_cast<size_t>(w) * h * 3);
+  Rng rng(seed);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = &rgb[(static_cast<size_t>(y) * w + x) * 3];
+      p[0] = static_cast<uint8_t>((x * 7 + y * 3) & 255);
+      p[1] = static_cast<uint8_t>(((x / 5) % 2 ? 200 : 40) + rng.Uniform(16));
+      p[2] = static_cast<uint8_t>((y * 11) ^ (x * 2));
+    }
+  }
+  return rgb;
+}
+
+struct EncodeError {
+  jpeg_error_mgr pub;
+  std::jmp_buf jump;
+};
+
+Bytes EncodeJpeg(const Bytes& rgb, int w, int h, const Encoding& e) {
+  jpeg_compress_struct c;
+  EncodeError err;
+  c.err = jpeg_std_error(&err.pub);
+  err.pub.error_exit = [](j_common_ptr ci) { std::longjmp(reinterpret_cast<EncodeError*>(ci->err)->jump, 1); };
+  unsigned char* out = nullptr;
+  unsigned long out_size = 0;
+  jpeg_create_compress(&c);
+  if (setjmp(err.jump)) {
+    jpeg_destroy_compress(&c);
+    std::free(out);
+    ADD_FAILURE() << "libjpeg could not encode " << e.name;
+    return {};
+  }
+  jpeg_mem_dest(&c, &out, &out_size);
+  c.image_width = static_cast<JDIMENSION>(w);
+  c.image_height = static_cast<JDIMENSION>(h);
+  c.input_components = 3;
+  c.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&c);
+  jpeg_set_quality(&c, e.quality, TRUE);
+  if (e.gray) {
+    jpeg_set_colorspace(&c, JCS_GRAYSCALE);
+  } else {
+    c.comp_info[0].h_samp_factor = e.h_samp;
+    c.comp_info[0].v_samp_factor = e.v_samp;
+    for (int i = 1; i < 3; ++i) c.comp_info[i].h_samp_factor = c.comp_info[i].v_samp_factor = 1;
+  }
+  if (e.progressive) jpeg_simple_progression(&c);
+  c.restart_in_rows = e.restart_rows;
+  jpeg_start_compress(&c, TRUE);
+  while (c.next_scanline < c.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(&rgb[static_cast<size_t>(c.next_scanline) * w * 3]);
+    jpeg_write_scanlines(&c, &row, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  Bytes bytes(out, out + out_size);
+  std::free(out);
+  return bytes;
+}
+
+// OpenCV's decode of the whole image at 1/reduce (BGR).
+cv::Mat OpenCvDecode(const Bytes& jpeg, int reduce) {
+  const int flags = reduce == 1   ? cv::IMREAD_COLOR
+                    : reduce == 2 ? cv::IMREAD_REDUCED_COLOR_2
+                    : reduce == 4 ? cv::IMREAD_REDUCED_COLOR_4
+                                  : cv::IMREAD_REDUCED_COLOR_8;
+  const cv::Mat buf(1, static_cast<int>(jpeg.size()), CV_8UC1, const_cast<uint8_t*>(jpeg.data()));
+  return cv::imdecode(buf, flags | cv::IMREAD_IGNORE_ORIENTATION);
+}
+
+// The first row or pixel where view differs from whole's rectangle r, or "".
+std::string Compare(const ImageView& view, const cv::Mat& whole, const PixelRect& r) {
+  if (view.width != r.width || view.height != r.height) {
+    return "size " + std::to_string(view.width) + "x" + std::to_string(view.height);
+  }
+  for (int y = 0; y < r.height; ++y) {
+    const uint8_t* got = view.data + y * view.stride;
+    const uint8_t* want = whole.ptr<uint8_t>(r.y + y) + 3 * r.x;
+    if (std::memcmp(got, want, static_cast<size_t>(r.width) * 3) != 0) {
+      for (int x = 0; x < r.width * 3; ++x) {
+        if (got[x] != want[x]) return "pixel (" + std::to_string(r.x + x / 3) + ", " + std::to_string(r.y + y) + ")";
+      }
+    }
+  }
+  return "";
+}
+
+TEST(JpegDecodeTest, RegionsEqualTheWholeDecodeForEverySubsamplingAndScale) {
+  const int w = 203, h = 157;  // not multiples of any MCU size
+  const Bytes rgb = TestPixels(w, h, 5);
+  int checked = 0;
+  for (const Encoding& e : kEncodings) {
+    const Bytes jpeg = EncodeJpeg(rgb, w, h, e);
+    ASSERT_FALSE(jpeg.empty());
+    for (int reduce : {1, 2, 4, 8}) {
+      const cv::Mat whole = OpenCvDecode(jpeg, reduce);
+      const int dw = (w + reduce - 1) / reduce, dh = (h + reduce - 1) / reduce;
+      ASSERT_EQ(whole.cols, dw);
+      ASSERT_EQ(whole.rows, dh);
+      JpegScratch scratch;
+      ImageView view;
+      // The whole image, then rectangles: random ones, and ones at each edge,
+      // one pixel wide or tall, and starting on and just past iMCU boundaries.
+      std::vector<PixelRect> rects = {{0, 0, dw, dh}, {0, 0, 1, 1}, {dw - 1, dh - 1, 1, 1}, {0, 0, dw, 1},
+                                      {0, dh - 1, dw, 1}, {dw / 2, 0, 1, dh}, {std::min(16, dw - 1), 0, 1, dh},
+                                      {std::min(17, dw - 1), std::min(17, dh - 1), dw - std::min(17, dw - 1),
+                                       dh - std::min(17, dh - 1)}};
+      Rng rng(static_cast<uint64_t>(reduce) * 1000 + static_cast<uint64_t>(&e - kEncodings));
+      for (int i = 0; i < 40; ++i) {
+        PixelRect r;
+        r.width = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(dw)));
+        r.height = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(dh)));
+        r.x = static_cast<int>(rng.Uniform(static_cast<uint64_t>(dw - r.width + 1)));
+        r.y = static_cast<int>(rng.Uniform(static_cast<uint64_t>(dh - r.height + 1)));
+        rects.push_back(r);
+      }
+      for (const PixelRect& r : rects) {
+        ASSERT_EQ(DecodeJpegRegion(jpeg.data(), static_cast<int64_t>(jpeg.size()), w, h, reduce, r, "t.jpg",
+                                   &scratch, &view),
+                  JpegDecodeStatus::kDecoded);
+        const std::string diff = Compare(view, whole, r);
+        ASSERT_EQ(diff, "") << e.name << ", 1/" << reduce << ", rect x=" << r.x << " y=" << r.y << " w=" << r.width
+                            << " h=" << r.height;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 10 * 4 * 48);
+}
+
+TEST(JpegDecodeTest, RealPhotosRegionsEqualTheWholeDecode) {
+  // OpenCV's sample photos: encoders, quantisation and subsampling of the wild.
+  const char* dir = std::getenv("HDMLP_TEST_PHOTOS");
+  const std::string photos = dir ? dir : "/usr/share/doc/opencv-doc/examples/data";
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(photos, ec)) {
+    if (entry.path().extension() == ".jpg") files.push_back(entry.path().string());
+  }
+  if (files.empty()) GTEST_SKIP() << "no OpenCV sample photos in " << photos;
+  std::sort(files.begin(), files.end());
+  for (const std::string& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    const Bytes jpeg{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    const ImageHeader header = ReadImageHeader(jpeg.data(), static_cast<int64_t>(jpeg.size()), path, true);
+    const cv::Mat whole = OpenCvDecode(jpeg, 1);
+    ASSERT_EQ(whole.cols, header.width) << path;
+    JpegScratch scratch;
+    ImageView view;
+    Rng rng(7);
+    for (int i = 0; i < 20; ++i) {
+      PixelRect r;
+      r.width = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(whole.cols)));
+      r.height = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(whole.rows)));
+      r.x = static_cast<int>(rng.Uniform(static_cast<uint64_t>(whole.cols - r.width + 1)));
+      r.y = static_cast<int>(rng.Uniform(static_cast<uint64_t>(whole.rows - r.height + 1)));
+      if (DecodeJpegRegion(jpeg.data(), static_cast<int64_t>(jpeg.size()), header.width, header.height, 1, r, path,
+                           &scratch, &view) != JpegDecodeStatus::kDecoded) {
+        break;  // a CMYK photo: OpenCV's
+      }
+      ASSERT_EQ(Compare(view, whole, r), "") << path << " rect " << r.x << "," << r.y << " " << r.width << "x"
+                                             << r.height;
+    }
+  }
+}
+
+TEST(JpegDecodeTest, CmykIsLeftToOpenCvAndDecodeImageFallsBack) {
+  // OpenCV writes no CMYK JPEG; libjpeg does.
+  const int w = 40, h = 30;
+  jpeg_compress_struct c;
+  jpeg_error_mgr err;
+  c.err = jpeg_std_error(&err);
+  jpeg_create_compress(&c);
+  unsigned char* out = nullptr;
+  unsigned long out_size = 0;
+  jpeg_mem_dest(&c, &out, &out_size);
+  c.image_width = w;
+  c.image_height = h;
+  c.input_components = 4;
+  c.in_color_space = JCS_CMYK;
+  jpeg_set_defaults(&c);
+  jpeg_start_compress(&c, TRUE);
+  Bytes row(static_cast<size_t>(w) * 4);
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = &row[static_cast<size_t>(x) * 4];
+      p[0] = static_cast<uint8_t>(x * 6);
+      p[1] = static_cast<uint8_t>(y * 8);
+      p[2] = 100;
+      p[3] = 200;
+    }
+    JSAMPROW r = row.data();
+    jpeg_write_scanlines(&c, &r, 1);
+  }
+  jpeg_finish_compress(&c);
+  jpeg_destroy_compress(&c);
+  const Bytes jpeg(out, out + out_size);
+  std::free(out);
+
+  JpegScratch scratch;
+  ImageView view;
+  EXPECT_EQ(DecodeJpegRegion(jpeg.data(), static_cast<int64_t>(jpeg.size()), w, h, 1, PixelRect{0, 0, w, h},
+                             "cmyk.jpg", &scratch, &view),
+            JpegDecodeStatus::kFourChannel);
+  const ImageHeader header = ReadImageHeader(jpeg.data(), static_cast<int64_t>(jpeg.size()), "cmyk.jpg", true);
+  DecodedImage decoded;
+  const PixelRect r{5, 7, 20, 11};
+  DecodeImage(jpeg.data(), static_cast<int64_t>(jpeg.size()), header, 1, r, "cmyk.jpg", &decoded);
+  EXPECT_EQ(Compare(decoded.view, OpenCvDecode(jpeg, 1), r), "");
+}
+
+TEST(JpegDecodeTest, ErrorsNameTheFileAndTheReason) {
+  const int w = 64, h = 48;
+  Bytes jpeg = EncodeJpeg(TestPixels(w, h, 1), w, h, kEncodings[0]);
+  JpegScratch scratch;
+  ImageView view;
+  // A Huffman table segment cut short: libjpeg's fatal error, not a crash.
+  Bytes bad = jpeg;
+  for (size_t i = 2; i + 4 < bad.size(); ++i) {
+    if (bad[i] == 0xFF && bad[i + 1] == 0xC4) {
+      bad[i + 4] = 0xFF;  // table class/id 0xFF: invalid
+      break;
+    }
+  }
+  try {
+    DecodeJpegRegion(bad.data(), static_cast<int64_t>(bad.size()), w, h, 1, PixelRect{0, 0, w, h}, "dir/bad.jpg",
+                     &scratch, &view);
+    FAIL() << "no error";
+  } catch (const DecodeError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("'dir/bad.jpg': corrupt or truncated JPEG: the decoder failed (", 0), 0u) << m;
+    EXPECT_GT(m.size(), std::string("'dir/bad.jpg': corrupt or truncated JPEG: the decoder failed ()").size()) << m;
+  }
+  // A size that disagrees with the caller's header.
+  try {
+    DecodeJpegRegion(jpeg.data(), static_cast<int64_t>(jpeg.size()), w + 1, h, 1, PixelRect{0, 0, w, h}, "x.jpg",
+                     &scratch, &view);
+    FAIL() << "no error";
+  } catch (const DecodeError& e) {
+    EXPECT_NE(std::string(e.what()).find("64x48"), std::string::npos) << e.what();
+  }
+  // A rectangle outside the image is the caller's bug.
+  EXPECT_THROW(DecodeJpegRegion(jpeg.data(), static_cast<int64_t>(jpeg.size()), w, h, 1, PixelRect{1, 0, w, h},
+                                "x.jpg", &scratch, &view),
+               std::logic_error);
+  EXPECT_THROW(DecodeJpegRegion(jpeg.data(), static_cast<int64_t>(jpeg.size()), w, h, 3, PixelRect{0, 0, 1, 1},
+                                "x.jpg", &scratch, &view),
+               std::logic_error);
+}
+
+// ---- The pipeline decodes only what it reads, and computes the same --------
+
+std::vector<float> RunOnBytes(const TransformPipeline& p, const Bytes& data, int epoch, int64_t sample) {
+  std::vector<float> out(static_cast<size_t>(p.output().bytes() / 4));
+  p.Apply(data.data(), static_cast<int64_t>(data.size()), "img.jpg", 3, epoch, sample,
+          reinterpret_cast<uint8_t*>(out.data()));
+  return out;
+}
+
+std::vector<float> RunOnWhole(const TransformPipeline& p, const cv::Mat& whole, int epoch, int64_t sample) {
+  std::vector<float> out(static_cast<size_t>(p.output().bytes() / 4));
+  p.ApplyToImage(ImageView{whole.data, whole.cols, whole.rows, static_cast<int64_t>(whole.step)}, "img.jpg", 3, epoch,
+                 sample, reinterpret_cast<uint8_t*>(out.data()));
+  return out;
+}
+
+TEST(JpegDecodeTest, PipelineResultsEqualThoseFromTheWholeImage) {
+  const std::vector<double> mean = {0.485, 0.456, 0.406}, std_dev = {0.229, 0.224, 0.225};
+  const std::vector<std::vector<TransformSpec>> chains = {
+      // RandomResizedCrop: the crop box is decoded.
+      {{"ImgDecode", {}}, {"RandomResizedCrop", {{"size", {64}}}}, {"RandomHorizontalFlip", {}}, {"ToTensor", {}},
+       {"Normalize", {{"mean", mean}, {"std", std_dev}}}},
+      // Crops only, nothing resampled: the final view is decoded.
+      {{"ImgDecode", {}}, {"CenterCrop", {{"size", {90, 70}}}}, {"CenterCrop", {{"size", {41}}}},
+       {"RandomVerticalFlip", {}}, {"ToTensor", {}}},
+      // A crop after the resize, and a zero-padding crop before it: whole image.
+      {{"ImgDecode", {}}, {"Resize", {{"size", {80}}}}, {"CenterCrop", {{"size", {64}}}}, {"ToTensor", {}}},
+      {{"ImgDecode", {}}, {"CenterCrop", {{"size", {180, 260}}}}, {"Resize", {{"size", {50}}}},
+       {"RandomResizedCrop", {{"size", {32}}}}, {"ToTensor", {}}},
+      // A crop whose size is the output size: RandomResizedCrop resamples nothing.
+      {{"ImgDecode", {}}, {"RandomResizedCrop", {{"size", {150}}, {"scale", {1.0, 1.0}}, {"ratio", {1.0, 1.0}}}},
+       {"ToTensor", {}}},
+  };
+  const int w = 203, h = 157;
+  const Bytes rgb = TestPixels(w, h, 9);
+  for (const Encoding& e : {kEncodings[0], kEncodings[2], kEncodings[6]}) {
+    const Bytes jpeg = EncodeJpeg(rgb, w, h, e);
+    const cv::Mat whole = OpenCvDecode(jpeg, 1);
+    for (size_t c = 0; c < chains.size(); ++c) {
+      const TransformPipeline p(chains[c]);
+      for (int64_t sample = 0; sample < 12; ++sample) {
+        EXPECT_EQ(RunOnBytes(p, jpeg, 1, sample), RunOnWhole(p, whole, 1, sample))
+            << e.name << ", chain " << c << ", sample " << sample;
+      }
+    }
+  }
+}
+
+TEST(JpegDecodeTest, DraftDecodesTheReducedHullOfTheCrop) {
+  // The draft path decodes only the hull of the crop in the 1/d image; the
+  // result must equal resampling that hull's box out of the whole 1/d decode.
+  const int w = 1203, h = 957;
+  const Bytes jpeg = EncodeJpeg(TestPixels(w, h, 4), w, h, kEncodings[0]);
+  const TransformPipeline p({{"ImgDecode", {{"draft", {1}}}},
+                             {"RandomResizedCrop", {{"size", {100}}}},
+                             {"ToUint8", {{"layout", {1}}}}});
+  int reduced = 0;
+  for (int64_t sample = 0; sample < 16; ++sample) {
+    const auto draws = p.RandomDraws(w, h, 3, 0, sample);
+    ASSERT_EQ(draws.size(), 1u);
+    const auto& b = draws[0];
+    int d = 1;
+    for (int k : {8, 4, 2}) {
+      if (b.width >= 100 * k && b.height >= 100 * k) {
+        d = k;
+        break;
+      }
+    }
+    if (d == 1) continue;
+    ++reduced;
+    const cv::Mat small = OpenCvDecode(jpeg, d);
+    // The same arithmetic as TransformPipeline::MakePlan.
+    const double x0 = b.left / double(d), y0 = b.top / double(d);
+    const double x1 = (b.left + b.width) / double(d), y1 = (b.top + b.height) / double(d);
+    const int hx0 = static_cast<int>(std::floor(x0)), hy0 = static_cast<int>(std::floor(y0));
+    const int hx1 = std::min(small.cols, static_cast<int>(std::ceil(x1)));
+    const int hy1 = std::min(small.rows, static_cast<int>(std::ceil(y1)));
+    const ImageView hull{small.ptr<uint8_t>(hy0) + 3 * hx0, hx1 - hx0, hy1 - hy0, static_cast<int64_t>(small.step)};
+    const float hull_box[4] = {static_cast<float>(x0 - hx0), static_cast<float>(y0 - hy0),
+                               static_cast<float>(x1 - hx0), static_cast<float>(y1 - hy0)};
+    Bytes want(100 * 100 * 3);
+    ResampleScratch scratch;
+    Resample(hull, hull_box, 100, 100, Interpolation::kBilinear, true, want.data(), 300, &scratch);
+    for (size_t i = 0; i < want.size(); i += 3) std::swap(want[i], want[i + 2]);  // BGR -> RGB
+    Bytes got(want.size());
+    p.Apply(jpeg.data(), static_cast<int64_t>(jpeg.size()), "big.jpg", 3, 0, sample, got.data());
+    EXPECT_EQ(got, want) << "sample " << sample << ", 1/" << d;
+  }
+  EXPECT_GT(reduced, 3);
+}
+
+}  // namespace
+}  // namespace hdmlp
