@@ -626,6 +626,104 @@ TEST(TransformOpsTest, Avx2KernelsEqualThePortableCode) {
   }
 }
 
+TEST(TransformOpsTest, ResampleWindowEqualsTheWholeResampleCropped) {
+  // Windows of every filter's output, computed from just the input they
+  // read (a view that starts at ResampleSourceRegion's corner), with and
+  // without AVX2: the same bytes as the whole resample there.
+  const cv::Mat img = TestImage(301, 233, 4);
+  const ImageView whole{img.data, img.cols, img.rows, static_cast<int64_t>(img.step)};
+  ResampleScratch s;
+  Rng rng(11);
+  int checked = 0;
+  for (int f = 0; f <= 5; ++f) {
+    for (int trial = 0; trial < 12; ++trial) {
+      ResampleGeometry g;
+      g.src_width = img.cols;
+      g.src_height = img.rows;
+      g.filter = static_cast<Interpolation>(f);
+      g.antialias = trial % 5 != 4;
+      // Shrink, enlarge, keep one side, and a fractional box.
+      g.out_width = trial % 3 == 0 ? img.cols : 20 + static_cast<int>(rng.Uniform(400));
+      g.out_height = trial % 4 == 1 ? img.rows : 20 + static_cast<int>(rng.Uniform(400));
+      const bool boxed = trial % 2 == 1;
+      g.box[0] = boxed ? 3.5f : 0;
+      g.box[1] = boxed ? 1.25f : 0;
+      g.box[2] = boxed ? 290.75f : static_cast<float>(img.cols);
+      g.box[3] = boxed ? 230 : static_cast<float>(img.rows);
+      Bytes full(static_cast<size_t>(g.out_width) * g.out_height * 3);
+      Resample(whole, g.box, g.out_width, g.out_height, g.filter, g.antialias, full.data(), g.out_width * 3, &s);
+      for (int w = 0; w < 3; ++w) {
+        PixelRect win;
+        win.width = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(g.out_width)));
+        win.height = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(g.out_height)));
+        win.x = static_cast<int>(rng.Uniform(static_cast<uint64_t>(g.out_width - win.width + 1)));
+        win.y = static_cast<int>(rng.Uniform(static_cast<uint64_t>(g.out_height - win.height + 1)));
+        const PixelRect src = ResampleSourceRegion(g, win, &s);
+        ASSERT_GE(src.x, 0);
+        ASSERT_GE(src.y, 0);
+        ASSERT_LE(src.x + src.width, img.cols);
+        ASSERT_LE(src.y + src.height, img.rows);
+        // Only the source region, copied out, so a read outside it would
+        // show (and trip ASan).
+        cv::Mat part = img(cv::Rect(src.x, src.y, src.width, src.height)).clone();
+        const ImageView view{part.data, part.cols, part.rows, static_cast<int64_t>(part.step)};
+        for (bool avx2 : {true, false}) {
+          SetAvx2AllowedForTesting(avx2);
+          Bytes got(static_cast<size_t>(win.width) * win.height * 3);
+          ResampleWindow(view, src.x, src.y, g, win, got.data(), win.width * 3, &s);
+          SetAvx2AllowedForTesting(true);
+          for (int y = 0; y < win.height; ++y) {
+            ASSERT_EQ(0, std::memcmp(&got[static_cast<size_t>(y) * win.width * 3],
+                                     &full[(static_cast<size_t>(win.y + y) * g.out_width + win.x) * 3],
+                                     static_cast<size_t>(win.width) * 3))
+                << InterpolationName(g.filter) << " " << g.out_width << "x" << g.out_height << " window " << win.x
+                << "," << win.y << " " << win.width << "x" << win.height << " row " << y << (avx2 ? " avx2" : "");
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 6 * 12 * 3 * 2);
+}
+
+TEST(TransformOpsTest, ResizeThenCropComputesOnlyTheCropWithTheSameBytes) {
+  // The pipeline fuses Resize + CenterCrop into one windowed resample and
+  // decodes only the input it reads; the result equals cropping the whole
+  // resize (a chain without the crop) by hand.
+  const cv::Mat img = TestImage(203, 157, 6);
+  const Bytes jpeg = Encode(img, ".jpg", {cv::IMWRITE_JPEG_QUALITY, 90});
+  const Bytes png = Encode(img, ".png");
+  for (int f : {0, 2, 3, 1}) {
+    for (const std::vector<double>& size : std::vector<std::vector<double>>{{96}, {120, 70}}) {
+      const TransformSpec resize{"Resize", {{"size", size}, {"interpolation", {double(f)}}}};
+      const TransformPipeline whole({{"ImgDecode", {}}, resize, {"ToUint8", {{"layout", {1}}}}});
+      const TransformPipeline cropped({{"ImgDecode", {}},
+                                       resize,
+                                       {"CenterCrop", {{"size", {80, 60}}}},
+                                       {"CenterCrop", {{"size", {41, 53}}}},
+                                       {"ToUint8", {{"layout", {1}}}}});
+      for (const Bytes* file : {&jpeg, &png}) {
+        const OutputShape ws = whole.ShapeOf(file->data(), static_cast<int64_t>(file->size()), "x");
+        const Bytes big = RunPipeline(whole, *file, "x");
+        const Bytes got = RunPipeline(cropped, *file, "x");
+        ASSERT_EQ(got.size(), 41u * 53 * 3);
+        // CenterCrop offsets: round((H - h) / 2) twice, as torchvision.
+        const int y0 = static_cast<int>(RoundHalfEven((ws.height - 80) / 2.0)) +
+                       static_cast<int>(RoundHalfEven((80 - 41) / 2.0));
+        const int x0 = static_cast<int>(RoundHalfEven((ws.width - 60) / 2.0)) +
+                       static_cast<int>(RoundHalfEven((60 - 53) / 2.0));
+        Bytes want;
+        for (int y = 0; y < 41; ++y) {
+          const auto row = big.begin() + (static_cast<long>(y0 + y) * ws.width + x0) * 3;
+          want.insert(want.end(), row, row + 53 * 3);
+        }
+        EXPECT_EQ(got, want) << "filter " << f << ", size " << size.size() << (file == &jpeg ? " jpeg" : " png");
+      }
+    }
+  }
+}
+
 // ---- Randomness ------------------------------------------------------------------
 
 TEST(TransformDeterminismTest, SameKeySameBytesAcrossThreads) {

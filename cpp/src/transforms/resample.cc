@@ -327,25 +327,31 @@ __attribute__((target("avx2"))) void VerticalAvx2(const ImageView& src, int out_
 #endif  // HDMLP_RESAMPLE_AVX2
 
 // PIL's NEAREST resize: an affine transform sampled at pixel centres
-// (ImagingScaleAffine), positions accumulated in double as PIL does.
-void Nearest(const ImageView& src, const float box[4], int out_w, int out_h, uint8_t* dst, int64_t dst_stride,
-             std::vector<int>* xin_buf) {
-  const double ax = static_cast<double>(box[2] - box[0]) / out_w;
-  const double ay = static_cast<double>(box[3] - box[1]) / out_h;
+// (ImagingScaleAffine), positions accumulated in double as PIL does. Fills
+// xin and yin with the input column of every output column and the input row
+// of every output row (non-decreasing).
+void NearestTaps(const ResampleGeometry& g, std::vector<int>* xin, std::vector<int>* yin) {
   auto coord = [](double v) { return v < 0.0 ? -1 : static_cast<int>(v); };
-  xin_buf->resize(static_cast<size_t>(out_w));
-  double xo = box[0] + ax * 0.5;
-  for (int x = 0; x < out_w; ++x) {
-    (*xin_buf)[x] = std::clamp(coord(xo), 0, src.width - 1);
-    xo += ax;
-  }
-  double yo = box[1] + ay * 0.5;
-  for (int y = 0; y < out_h; ++y) {
-    const int yi = std::clamp(coord(yo), 0, src.height - 1);
-    yo += ay;
-    const uint8_t* s = src.data + yi * src.stride;
+  auto taps = [&](float b0, float b1, int out, int in, std::vector<int>* t) {
+    const double a = static_cast<double>(b1 - b0) / out;
+    t->resize(static_cast<size_t>(out));
+    double o = b0 + a * 0.5;
+    for (int i = 0; i < out; ++i) {
+      (*t)[i] = std::clamp(coord(o), 0, in - 1);
+      o += a;
+    }
+  };
+  taps(g.box[0], g.box[2], g.out_width, g.src_width, xin);
+  taps(g.box[1], g.box[3], g.out_height, g.src_height, yin);
+}
+
+void Nearest(const ImageView& src, int origin_x, int origin_y, const ResampleGeometry& g, const PixelRect& win,
+             uint8_t* dst, int64_t dst_stride, ResampleScratch* s) {
+  NearestTaps(g, &s->bx, &s->by);
+  for (int y = 0; y < win.height; ++y) {
+    const uint8_t* row = src.data + (s->by[win.y + y] - origin_y) * src.stride;
     uint8_t* o = dst + y * dst_stride;
-    for (int x = 0; x < out_w; ++x) std::memcpy(o + 3 * x, s + 3 * (*xin_buf)[x], 3);
+    for (int x = 0; x < win.width; ++x) std::memcpy(o + 3 * x, row + 3 * (s->bx[win.x + x] - origin_x), 3);
   }
 }
 
@@ -412,56 +418,122 @@ void Copy(const ImageView& src, int w, int h, uint8_t* dst, int64_t dst_stride) 
 
 }  // namespace
 
+namespace {
+
+bool NeedsHorizontal(const ResampleGeometry& g) {
+  return g.out_width != g.src_width || g.box[0] != 0 || g.box[2] != g.out_width;
+}
+
+bool NeedsVertical(const ResampleGeometry& g) {
+  return g.out_height != g.src_height || g.box[1] != 0 || g.box[3] != g.out_height;
+}
+
+// The input range [first, end) that outputs [o, o + n) read, from their taps.
+void TapRange(const std::vector<int>& bounds, int o, int n, int* first, int* end) {
+  *first = bounds[2 * o];
+  *end = bounds[2 * (o + n - 1)] + bounds[2 * (o + n - 1) + 1];
+}
+
+}  // namespace
+
 void Resample(const ImageView& src, const float box[4], int out_w, int out_h, Interpolation filter,
               bool antialias, uint8_t* dst, int64_t dst_stride, ResampleScratch* s) {
-  const bool need_h = out_w != src.width || box[0] != 0 || box[2] != out_w;
-  const bool need_v = out_h != src.height || box[1] != 0 || box[3] != out_h;
+  const ResampleGeometry g{src.width, src.height, {box[0], box[1], box[2], box[3]}, out_w, out_h, filter, antialias};
+  ResampleWindow(src, 0, 0, g, PixelRect{0, 0, out_w, out_h}, dst, dst_stride, s);
+}
+
+PixelRect ResampleSourceRegion(const ResampleGeometry& g, const PixelRect& win, ResampleScratch* s) {
+  PixelRect r = win;  // a dimension that is not resampled is copied
+  if (g.filter == Interpolation::kNearest) {
+    NearestTaps(g, &s->bx, &s->by);
+    if (NeedsHorizontal(g)) r.x = s->bx[win.x], r.width = s->bx[win.x + win.width - 1] + 1 - r.x;
+    if (NeedsVertical(g)) r.y = s->by[win.y], r.height = s->by[win.y + win.height - 1] + 1 - r.y;
+    return r;
+  }
+  const Filter f = FilterOf(g.filter);
+  int first, end;
+  if (NeedsHorizontal(g)) {
+    PrecomputeCoeffs(g.src_width, g.box[0], g.box[2], g.out_width, f, g.antialias, &s->weights, &s->bx, &s->kx);
+    TapRange(s->bx, win.x, win.width, &first, &end);
+    r.x = first, r.width = end - first;
+  }
+  if (NeedsVertical(g)) {
+    PrecomputeCoeffs(g.src_height, g.box[1], g.box[3], g.out_height, f, g.antialias, &s->weights, &s->by, &s->ky);
+    TapRange(s->by, win.y, win.height, &first, &end);
+    r.y = first, r.height = end - first;
+  }
+  return r;
+}
+
+// Every output pixel depends only on its own taps, and the coefficients of
+// an output column or row depend only on its index, so computing a window
+// of the output (with PIL's pass order for the whole resample) gives the
+// whole resample's values there.
+void ResampleWindow(const ImageView& src, int origin_x, int origin_y, const ResampleGeometry& g,
+                    const PixelRect& win, uint8_t* dst, int64_t dst_stride, ResampleScratch* s) {
+  const bool need_h = NeedsHorizontal(g), need_v = NeedsVertical(g);
+  // The input from column x0 and row y0 on (x0, y0 in input coordinates).
+  auto from = [&](int x0, int y0, int w, int h) {
+    return ImageView{src.data + int64_t{y0 - origin_y} * src.stride + int64_t{x0 - origin_x} * 3, w, h, src.stride};
+  };
   if (!need_h && !need_v) {  // PIL copies
-    Copy(src, out_w, out_h, dst, dst_stride);
+    Copy(from(win.x, win.y, win.width, win.height), win.width, win.height, dst, dst_stride);
     return;
   }
-  if (filter == Interpolation::kNearest) {
-    Nearest(src, box, out_w, out_h, dst, dst_stride, &s->bx);
+  if (g.filter == Interpolation::kNearest) {
+    Nearest(src, origin_x, origin_y, g, win, dst, dst_stride, s);
     return;
   }
-  const Filter f = FilterOf(filter);
+  const Filter f = FilterOf(g.filter);
   const int ksize_v =
-      PrecomputeCoeffs(src.height, box[1], box[3], out_h, f, antialias, &s->weights, &s->by, &s->ky);
+      need_v ? PrecomputeCoeffs(g.src_height, g.box[1], g.box[3], g.out_height, f, g.antialias, &s->weights, &s->by,
+                                &s->ky)
+             : 0;
   const int ksize_h =
-      need_h ? PrecomputeCoeffs(src.width, box[0], box[2], out_w, f, antialias, &s->weights, &s->bx, &s->kx) : 0;
-  if (need_h && need_v && out_h < src.height && src.height - out_h > 2 * (src.width - out_w)) {
+      need_h ? PrecomputeCoeffs(g.src_width, g.box[0], g.box[2], g.out_width, f, g.antialias, &s->weights, &s->bx,
+                                &s->kx)
+             : 0;
+  // The window's taps, made relative to the first input column / row read.
+  int* bx = need_h ? s->bx.data() + 2 * win.x : nullptr;
+  int* by = need_v ? s->by.data() + 2 * win.y : nullptr;
+  const int32_t* kx = need_h ? s->kx.data() + static_cast<size_t>(win.x) * ksize_h : nullptr;
+  const int32_t* ky = need_v ? s->ky.data() + static_cast<size_t>(win.y) * ksize_v : nullptr;
+  auto rebase = [](int* bounds, int n, int first) {
+    for (int i = 0; i < n; ++i) bounds[2 * i] -= first;
+  };
+  int x0 = win.x, x1 = win.x + win.width, y0 = win.y, y1 = win.y + win.height;
+  if (need_h) TapRange(s->bx, win.x, win.width, &x0, &x1);
+  if (need_v) TapRange(s->by, win.y, win.height, &y0, &y1);
+  if (!need_v) {
+    rebase(bx, win.width, x0);
+    HorizontalPass(from(x0, y0, x1 - x0, y1 - y0), 0, win.height, win.width, ksize_h, bx, kx, dst, dst_stride, s);
+    return;
+  }
+  if (!need_h) {
+    rebase(by, win.height, y0);
+    VerticalPass(from(x0, y0, x1 - x0, y1 - y0), win.height, ksize_v, by, ky, dst, dst_stride, s);
+    return;
+  }
+  rebase(bx, win.width, x0);
+  rebase(by, win.height, y0);
+  const ImageView in = from(x0, y0, x1 - x0, y1 - y0);
+  if (g.out_height < g.src_height && g.src_height - g.out_height > 2 * (g.src_width - g.out_width)) {
     // Pillow 13 (python-pillow/Pillow#9549) resamples vertically first when
     // the height shrinks by more than twice as many pixels as the width; the
     // vertical pass only needs the columns the horizontal one reads.
-    const int first = s->bx[0];
-    const int last = s->bx[2 * out_w - 2] + s->bx[2 * out_w - 1];
-    for (int i = 0; i < out_w; ++i) s->bx[2 * i] -= first;
-    const int cols = last - first;
-    const int64_t temp_stride = int64_t{cols} * 3;
-    s->temp.resize(static_cast<size_t>(temp_stride * out_h));
-    VerticalPass(ImageView{src.data + int64_t{first} * 3, cols, src.height, src.stride}, out_h, ksize_v,
-                 s->by.data(), s->ky.data(), s->temp.data(), temp_stride, s);
-    HorizontalPass(ImageView{s->temp.data(), cols, out_h, temp_stride}, 0, out_h, out_w, ksize_h, s->bx.data(),
-                   s->kx.data(), dst, dst_stride, s);
+    const int64_t temp_stride = int64_t{in.width} * 3;
+    s->temp.resize(static_cast<size_t>(temp_stride * win.height));
+    VerticalPass(in, win.height, ksize_v, by, ky, s->temp.data(), temp_stride, s);
+    HorizontalPass(ImageView{s->temp.data(), in.width, win.height, temp_stride}, 0, win.height, win.width, ksize_h,
+                   bx, kx, dst, dst_stride, s);
     return;
   }
   // Otherwise horizontally first, over the rows the vertical pass reads.
-  ImageView vin = src;
-  if (need_h) {
-    const int first = s->by[0];
-    const int last = s->by[2 * out_h - 2] + s->by[2 * out_h - 1];
-    for (int i = 0; i < out_h; ++i) s->by[2 * i] -= first;
-    const int rows = last - first;
-    const int64_t temp_stride = int64_t{out_w} * 3;
-    s->temp.resize(static_cast<size_t>(temp_stride * std::max(rows, 1)));
-    HorizontalPass(src, first, rows, out_w, ksize_h, s->bx.data(), s->kx.data(), s->temp.data(), temp_stride, s);
-    vin = ImageView{s->temp.data(), out_w, rows, temp_stride};
-  }
-  if (need_v) {
-    VerticalPass(vin, out_h, ksize_v, s->by.data(), s->ky.data(), dst, dst_stride, s);
-  } else {
-    Copy(vin, out_w, out_h, dst, dst_stride);
-  }
+  const int64_t temp_stride = int64_t{win.width} * 3;
+  s->temp.resize(static_cast<size_t>(temp_stride * in.height));
+  HorizontalPass(in, 0, in.height, win.width, ksize_h, bx, kx, s->temp.data(), temp_stride, s);
+  VerticalPass(ImageView{s->temp.data(), win.width, in.height, temp_stride}, win.height, ksize_v, by, ky, dst,
+               dst_stride, s);
 }
 
 }  // namespace hdmlp

@@ -50,6 +50,9 @@ struct TransformPipeline::Plan {
     bool hflip = false, vflip = false;  // pad-crop: flips of the view it reads
     Interpolation interpolation = Interpolation::kBilinear;
     bool antialias = true;
+    // resample: the part of its w x h output to compute, when a crop follows
+    // it (width 0: all of it); the result is then this rectangle.
+    PixelRect window;
   };
   std::vector<Action> actions;
   std::vector<RandomDraw> draws;
@@ -58,6 +61,7 @@ struct TransformPipeline::Plan {
   int reduce = 1;              // JPEG DCT scaling (draft)
   int first_resample = -1;     // index in actions; -1: nothing is resampled
   int src_x = 0, src_y = 0, src_w = 0, src_h = 0;  // region of the full image it resamples
+  int image_width = 0, image_height = 0;           // the image MakePlan was given
   // What the decoder must deliver, in the decoded (1/reduce) image's
   // coordinates: the pixels the actions before the first resample read.
   PixelRect region;
@@ -678,6 +682,20 @@ void TransformPipeline::MakePlan(int width, int height, bool is_jpeg, uint64_t s
   plan->height = rh;
   plan->hflip = hf;
   plan->vflip = vf;
+  plan->image_width = width;
+  plan->image_height = height;
+  // A resample followed by crops computes only what the last crop keeps
+  // (each crop's rectangle lies in the one before).
+  for (size_t i = 0; i < plan->actions.size(); ++i) {
+    if (plan->actions[i].kind != Action::kResample) continue;
+    size_t j = i + 1;
+    while (j < plan->actions.size() && plan->actions[j].kind == Action::kCrop) ++j;
+    if (j == i + 1) continue;
+    const Action& last = plan->actions[j - 1];
+    plan->actions[i].window = PixelRect{last.x, last.y, last.w, last.h};
+    plan->actions.erase(plan->actions.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                        plan->actions.begin() + static_cast<std::ptrdiff_t>(j));
+  }
   // Draft: decode the JPEG at 1/d when the first resample still shrinks the
   // reduced image (never upsamples it).
   if (draft_ && is_jpeg && resampled && only_crops) {
@@ -711,6 +729,14 @@ void TransformPipeline::MakePlan(int width, int height, bool is_jpeg, uint64_t s
     plan->reduced_box[3] = static_cast<float>(y1 - hy0);
   } else if (only_crops && resampled) {
     plan->region = PixelRect{plan->src_x, plan->src_y, plan->src_w, plan->src_h};
+    const Action& a = plan->actions[plan->first_resample];
+    if (a.window.width > 0) {  // only the input that the window's taps read
+      const ResampleGeometry g{plan->src_w, plan->src_h,
+                               {0, 0, static_cast<float>(plan->src_w), static_cast<float>(plan->src_h)},
+                               a.w, a.h, a.interpolation, a.antialias};
+      const PixelRect r = ResampleSourceRegion(g, a.window, &ThreadScratch().resample);
+      plan->region = PixelRect{plan->src_x + r.x, plan->src_y + r.y, r.width, r.height};
+    }
   } else if (only_crops) {
     plan->region = PixelRect{rx, ry, rw, rh};  // nothing resampled: the final view
   } else {
@@ -792,37 +818,44 @@ void TransformPipeline::Execute(const Plan& plan, const ImageView& decoded, cons
                                 const OutputShape& shape, uint8_t* dst) const {
   Scratch& t = ThreadScratch();
   const int d = plan.reduce;
-  ImageView base = decoded;
-  ImageView cur = base;
+  // `data` holds the current image's pixels from (dx, dy) on; `view` is the
+  // rectangle of the current image that the chain looks at.
+  ImageView data = decoded;
+  int dx = origin.x, dy = origin.y;
+  PixelRect view{0, 0, plan.image_width, plan.image_height};
+  auto visible = [&] { return SubView(data, PixelRect{view.x - dx, view.y - dy, view.width, view.height}); };
   int next = 0;
   using Action = Plan::Action;
   for (int ai = 0; ai < static_cast<int>(plan.actions.size()); ++ai) {
     const Action& a = plan.actions[ai];
     if (d > 1 && ai < plan.first_resample) continue;  // folded into the reduced resample
-    const bool before_resample = plan.first_resample < 0 || ai < plan.first_resample;
     switch (a.kind) {
       case Action::kCrop:
-        // Crops before the first resample are in the coordinates of the
-        // whole image, of which `decoded` starts at `origin`.
-        cur = SubView(base, before_resample ? PixelRect{a.x - origin.x, a.y - origin.y, a.w, a.h}
-                                            : PixelRect{a.x, a.y, a.w, a.h});
+        view = PixelRect{a.x, a.y, a.w, a.h};
         break;
       case Action::kResample: {
+        const PixelRect win = a.window.width > 0 ? a.window : PixelRect{0, 0, a.w, a.h};
         auto& out = t.buf[next];
-        out.resize(static_cast<size_t>(a.w) * a.h * 3);
+        out.resize(static_cast<size_t>(win.width) * win.height * 3);
         if (d > 1 && ai == plan.first_resample) {
-          // `decoded` is the region the reduced crop covers (MakePlan).
-          Resample(base, plan.reduced_box, a.w, a.h, a.interpolation, a.antialias, out.data(), int64_t{a.w} * 3,
-                   &t.resample);
+          // `data` is the region the reduced crop covers (MakePlan).
+          const ResampleGeometry g{data.width,          data.height,         {plan.reduced_box[0], plan.reduced_box[1],
+                                   plan.reduced_box[2], plan.reduced_box[3]}, a.w, a.h, a.interpolation, a.antialias};
+          ResampleWindow(data, 0, 0, g, win, out.data(), int64_t{win.width} * 3, &t.resample);
         } else {
-          const float box[4] = {0, 0, static_cast<float>(cur.width), static_cast<float>(cur.height)};
-          Resample(cur, box, a.w, a.h, a.interpolation, a.antialias, out.data(), int64_t{a.w} * 3, &t.resample);
+          const ResampleGeometry g{view.width, view.height,
+                                   {0, 0, static_cast<float>(view.width), static_cast<float>(view.height)},
+                                   a.w, a.h, a.interpolation, a.antialias};
+          ResampleWindow(data, dx - view.x, dy - view.y, g, win, out.data(), int64_t{win.width} * 3, &t.resample);
         }
-        base = cur = ImageView{out.data(), a.w, a.h, int64_t{a.w} * 3};
+        data = ImageView{out.data(), win.width, win.height, int64_t{win.width} * 3};
+        dx = dy = 0;
+        view = PixelRect{0, 0, win.width, win.height};
         next ^= 1;
         break;
       }
       case Action::kPadCrop: {
+        const ImageView cur = visible();
         auto& out = t.buf[next];
         out.assign(static_cast<size_t>(a.w) * a.h * 3, 0);
         const int cw = std::min(cur.width - a.sx, a.w - a.x), ch = std::min(cur.height - a.sy, a.h - a.y);
@@ -835,13 +868,15 @@ void TransformPipeline::Execute(const Plan& plan, const ImageView& decoded, cons
             std::memcpy(o + 3 * x, s + 3 * (a.hflip ? cur.width - 1 - vx : vx), 3);
           }
         }
-        base = cur = ImageView{out.data(), a.w, a.h, int64_t{a.w} * 3};
+        data = ImageView{out.data(), a.w, a.h, int64_t{a.w} * 3};
+        dx = dy = 0;
+        view = PixelRect{0, 0, a.w, a.h};
         next ^= 1;
         break;
       }
     }
   }
-  WriteOutput(cur, plan.hflip, plan.vflip, shape, lut_, dst);
+  WriteOutput(visible(), plan.hflip, plan.vflip, shape, lut_, dst);
 }
 
 }  // namespace hdmlp

@@ -67,6 +67,31 @@ void SetAvx2AllowedForTesting(bool allowed);
 void Resample(const ImageView& src, const float box[4], int out_w, int out_h, Interpolation filter,
               bool antialias, uint8_t* dst, int64_t dst_stride, ResampleScratch* scratch);
 
+// One resample: the input's size, PIL's box on it, the output's size and
+// the filter.
+struct ResampleGeometry {
+  int src_width = 0;
+  int src_height = 0;
+  float box[4] = {};
+  int out_width = 0;
+  int out_height = 0;
+  Interpolation filter = Interpolation::kBilinear;
+  bool antialias = true;
+};
+
+// The input pixels that the output pixels in `window` (a rectangle of the
+// out_width x out_height result) read.
+PixelRect ResampleSourceRegion(const ResampleGeometry& g, const PixelRect& window, ResampleScratch* scratch);
+
+// Computes only the output pixels in `window`, with the values Resample
+// gives them (so a resize followed by a crop can skip the rest, and the
+// decoder can skip the input the window does not read). `src` shows the
+// input from pixel (origin_x, origin_y) on and must cover
+// ResampleSourceRegion(g, window); dst gets window.height rows of
+// window.width pixels, dst_stride bytes apart.
+void ResampleWindow(const ImageView& src, int origin_x, int origin_y, const ResampleGeometry& g,
+                    const PixelRect& window, uint8_t* dst, int64_t dst_stride, ResampleScratch* scratch);
+
 }  // namespace hdmlp
 
 #endif  // HDMLP_TRANSFORMS_RESAMPLE_H_
