@@ -30,6 +30,7 @@
 #include "hdmlp/transforms/jpeg_decode.h"
 #include "hdmlp/transforms/resample.h"
 #include "hdmlp/transforms/transform_pipeline.h"
+#include "test_util.h"
 
 namespace hdmlp {
 namespace {
@@ -163,14 +164,7 @@ TEST(JpegDecodeTest, RegionsEqualTheWholeDecodeForEverySubsamplingAndScale) {
                                       {std::min(17, dw - 1), std::min(17, dh - 1), dw - std::min(17, dw - 1),
                                        dh - std::min(17, dh - 1)}};
       Rng rng(static_cast<uint64_t>(reduce) * 1000 + static_cast<uint64_t>(&e - kEncodings));
-      for (int i = 0; i < 40; ++i) {
-        PixelRect r;
-        r.width = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(dw)));
-        r.height = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(dh)));
-        r.x = static_cast<int>(rng.Uniform(static_cast<uint64_t>(dw - r.width + 1)));
-        r.y = static_cast<int>(rng.Uniform(static_cast<uint64_t>(dh - r.height + 1)));
-        rects.push_back(r);
-      }
+      for (int i = 0; i < 40; ++i) rects.push_back(testing::RandomRect(rng, dw, dh));
       for (const PixelRect& r : rects) {
         ASSERT_EQ(DecodeJpegRegion(jpeg.data(), static_cast<int64_t>(jpeg.size()), w, h, reduce, r, "t.jpg",
                                    &scratch, &view),
@@ -206,11 +200,7 @@ TEST(JpegDecodeTest, RealPhotosRegionsEqualTheWholeDecode) {
     ImageView view;
     Rng rng(7);
     for (int i = 0; i < 20; ++i) {
-      PixelRect r;
-      r.width = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(whole.cols)));
-      r.height = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(whole.rows)));
-      r.x = static_cast<int>(rng.Uniform(static_cast<uint64_t>(whole.cols - r.width + 1)));
-      r.y = static_cast<int>(rng.Uniform(static_cast<uint64_t>(whole.rows - r.height + 1)));
+      const PixelRect r = testing::RandomRect(rng, whole.cols, whole.rows);
       if (DecodeJpegRegion(jpeg.data(), static_cast<int64_t>(jpeg.size()), header.width, header.height, 1, r, path,
                            &scratch, &view) != JpegDecodeStatus::kDecoded) {
         break;  // a CMYK photo: OpenCV's

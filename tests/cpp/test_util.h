@@ -1,4 +1,5 @@
-// Helpers shared by the C++ tests: temporary folders and small files.
+// Helpers shared by the C++ tests: temporary folders, small files, random
+// rectangles.
 #ifndef HDMLP_TESTS_CPP_TEST_UTIL_H_
 #define HDMLP_TESTS_CPP_TEST_UTIL_H_
 
@@ -10,6 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include "hdmlp/plan/random.h"
+#include "hdmlp/transforms/image_view.h"
 
 namespace hdmlp::testing {
 
@@ -53,6 +57,17 @@ inline void AgeTree(const std::string& root) {
   for (auto& e : std::filesystem::recursive_directory_iterator(root)) {
     if (e.is_directory()) AgeDirectory(e.path().string());
   }
+}
+
+// A rectangle inside a width x height image, every size and place equally
+// likely.
+inline PixelRect RandomRect(Rng& rng, int width, int height) {
+  PixelRect r;
+  r.width = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(width)));
+  r.height = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(height)));
+  r.x = static_cast<int>(rng.Uniform(static_cast<uint64_t>(width - r.width + 1)));
+  r.y = static_cast<int>(rng.Uniform(static_cast<uint64_t>(height - r.height + 1)));
+  return r;
 }
 
 }  // namespace hdmlp::testing

@@ -25,6 +25,7 @@
 #include "hdmlp/transforms/decode.h"
 #include "hdmlp/transforms/resample.h"
 #include "hdmlp/transforms/transform_pipeline.h"
+#include "test_util.h"
 
 namespace hdmlp {
 namespace {
@@ -653,11 +654,7 @@ TEST(TransformOpsTest, ResampleWindowEqualsTheWholeResampleCropped) {
       Bytes full(static_cast<size_t>(g.out_width) * g.out_height * 3);
       Resample(whole, g.box, g.out_width, g.out_height, g.filter, g.antialias, full.data(), g.out_width * 3, &s);
       for (int w = 0; w < 3; ++w) {
-        PixelRect win;
-        win.width = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(g.out_width)));
-        win.height = 1 + static_cast<int>(rng.Uniform(static_cast<uint64_t>(g.out_height)));
-        win.x = static_cast<int>(rng.Uniform(static_cast<uint64_t>(g.out_width - win.width + 1)));
-        win.y = static_cast<int>(rng.Uniform(static_cast<uint64_t>(g.out_height - win.height + 1)));
+        const PixelRect win = testing::RandomRect(rng, g.out_width, g.out_height);
         const PixelRect src = ResampleSourceRegion(g, win, &s);
         ASSERT_GE(src.x, 0);
         ASSERT_GE(src.y, 0);

@@ -416,10 +416,6 @@ void Copy(const ImageView& src, int w, int h, uint8_t* dst, int64_t dst_stride) 
   }
 }
 
-}  // namespace
-
-namespace {
-
 bool NeedsHorizontal(const ResampleGeometry& g) {
   return g.out_width != g.src_width || g.box[0] != 0 || g.box[2] != g.out_width;
 }

@@ -244,7 +244,6 @@ Scratch& ThreadScratch() {
   return scratch;
 }
 
-
 inline void FloatPixel(const uint8_t* p, const float (*lut)[256], float* r, float* g, float* b, int x) {
   r[x] = lut[0][p[2]];
   g[x] = lut[1][p[1]];
@@ -839,8 +838,9 @@ void TransformPipeline::Execute(const Plan& plan, const ImageView& decoded, cons
         out.resize(static_cast<size_t>(win.width) * win.height * 3);
         if (d > 1 && ai == plan.first_resample) {
           // `data` is the region the reduced crop covers (MakePlan).
-          const ResampleGeometry g{data.width,          data.height,         {plan.reduced_box[0], plan.reduced_box[1],
-                                   plan.reduced_box[2], plan.reduced_box[3]}, a.w, a.h, a.interpolation, a.antialias};
+          const float* box = plan.reduced_box;
+          const ResampleGeometry g{data.width, data.height, {box[0], box[1], box[2], box[3]}, a.w, a.h,
+                                   a.interpolation, a.antialias};
           ResampleWindow(data, 0, 0, g, win, out.data(), int64_t{win.width} * 3, &t.resample);
         } else {
           const ResampleGeometry g{view.width, view.height,
