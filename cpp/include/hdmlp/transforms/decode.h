@@ -92,10 +92,11 @@ struct DecodedImage {
 
 // Decodes `region` (inside DecodedBounds(header, reduce)) to 8-bit BGR: the
 // exact pixels a decode of the whole image has there. reduce (1, 2, 4 or 8;
-// JPEG only, else 1) asks libjpeg for a DCT-domain downscale. A JPEG (but a
-// CMYK one) is decoded by libjpeg-turbo directly, doing only the work the
-// region needs (jpeg_decode.h); other formats are decoded whole by OpenCV
-// (PBM/PGM/PPM by hdmlp) and the region is a view of the result. `header`
+// JPEG only, else 1) asks libjpeg for a DCT-domain downscale. A JPEG is
+// decoded by libjpeg-turbo directly, doing only the work the region needs
+// (jpeg_decode.h). CMYK and YCCK JPEGs and the other formats are decoded
+// whole by OpenCV (PBM/PGM/PPM by hdmlp), and the region is a view of the
+// result. `header`
 // must come from ReadImageHeader on the same bytes. Throws DecodeError when
 // the decoder fails or yields another size than the header's.
 void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce, const PixelRect& region,
