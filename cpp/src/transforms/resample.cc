@@ -424,10 +424,30 @@ bool NeedsVertical(const ResampleGeometry& g) {
   return g.out_height != g.src_height || g.box[1] != 0 || g.box[3] != g.out_height;
 }
 
-// The input range [first, end) that outputs [o, o + n) read, from their taps.
-void TapRange(const std::vector<int>& bounds, int o, int n, int* first, int* end) {
-  *first = bounds[2 * o];
-  *end = bounds[2 * (o + n - 1)] + bounds[2 * (o + n - 1) + 1];
+// The filter taps of every output column (s->bx, s->kx) and row (s->by,
+// s->ky) of a dimension that is resampled; their kernel sizes, 0 for a
+// dimension copied as is.
+void PrecomputeTaps(const ResampleGeometry& g, ResampleScratch* s, int* ksize_h, int* ksize_v) {
+  const Filter f = FilterOf(g.filter);
+  *ksize_h = NeedsHorizontal(g) ? PrecomputeCoeffs(g.src_width, g.box[0], g.box[2], g.out_width, f, g.antialias,
+                                                   &s->weights, &s->bx, &s->kx)
+                                : 0;
+  *ksize_v = NeedsVertical(g) ? PrecomputeCoeffs(g.src_height, g.box[1], g.box[3], g.out_height, f, g.antialias,
+                                                 &s->weights, &s->by, &s->ky)
+                              : 0;
+}
+
+// The input rectangle that the taps of the outputs in `win` read (taps from
+// PrecomputeTaps; bounds are (first tap, count) and non-decreasing).
+PixelRect TapRegion(const ResampleGeometry& g, const ResampleScratch& s, const PixelRect& win) {
+  PixelRect r = win;  // a dimension that is not resampled is copied
+  auto range = [](const std::vector<int>& b, int o, int n, int* first, int* size) {
+    *first = b[2 * o];
+    *size = b[2 * (o + n - 1)] + b[2 * (o + n - 1) + 1] - *first;
+  };
+  if (NeedsHorizontal(g)) range(s.bx, win.x, win.width, &r.x, &r.width);
+  if (NeedsVertical(g)) range(s.by, win.y, win.height, &r.y, &r.height);
+  return r;
 }
 
 }  // namespace
@@ -446,19 +466,9 @@ PixelRect ResampleSourceRegion(const ResampleGeometry& g, const PixelRect& win, 
     if (NeedsVertical(g)) r.y = s->by[win.y], r.height = s->by[win.y + win.height - 1] + 1 - r.y;
     return r;
   }
-  const Filter f = FilterOf(g.filter);
-  int first, end;
-  if (NeedsHorizontal(g)) {
-    PrecomputeCoeffs(g.src_width, g.box[0], g.box[2], g.out_width, f, g.antialias, &s->weights, &s->bx, &s->kx);
-    TapRange(s->bx, win.x, win.width, &first, &end);
-    r.x = first, r.width = end - first;
-  }
-  if (NeedsVertical(g)) {
-    PrecomputeCoeffs(g.src_height, g.box[1], g.box[3], g.out_height, f, g.antialias, &s->weights, &s->by, &s->ky);
-    TapRange(s->by, win.y, win.height, &first, &end);
-    r.y = first, r.height = end - first;
-  }
-  return r;
+  int ksize_h, ksize_v;
+  PrecomputeTaps(g, s, &ksize_h, &ksize_v);
+  return TapRegion(g, *s, win);
 }
 
 // Every output pixel depends only on its own taps, and the coefficients of
@@ -468,27 +478,22 @@ PixelRect ResampleSourceRegion(const ResampleGeometry& g, const PixelRect& win, 
 void ResampleWindow(const ImageView& src, int origin_x, int origin_y, const ResampleGeometry& g,
                     const PixelRect& win, uint8_t* dst, int64_t dst_stride, ResampleScratch* s) {
   const bool need_h = NeedsHorizontal(g), need_v = NeedsVertical(g);
-  // The input from column x0 and row y0 on (x0, y0 in input coordinates).
-  auto from = [&](int x0, int y0, int w, int h) {
-    return ImageView{src.data + int64_t{y0 - origin_y} * src.stride + int64_t{x0 - origin_x} * 3, w, h, src.stride};
+  // Rectangle r of the input (in input coordinates).
+  auto from = [&](const PixelRect& r) {
+    return ImageView{src.data + int64_t{r.y - origin_y} * src.stride + int64_t{r.x - origin_x} * 3, r.width,
+                     r.height, src.stride};
   };
   if (!need_h && !need_v) {  // PIL copies
-    Copy(from(win.x, win.y, win.width, win.height), win.width, win.height, dst, dst_stride);
+    Copy(from(win), win.width, win.height, dst, dst_stride);
     return;
   }
   if (g.filter == Interpolation::kNearest) {
     Nearest(src, origin_x, origin_y, g, win, dst, dst_stride, s);
     return;
   }
-  const Filter f = FilterOf(g.filter);
-  const int ksize_v =
-      need_v ? PrecomputeCoeffs(g.src_height, g.box[1], g.box[3], g.out_height, f, g.antialias, &s->weights, &s->by,
-                                &s->ky)
-             : 0;
-  const int ksize_h =
-      need_h ? PrecomputeCoeffs(g.src_width, g.box[0], g.box[2], g.out_width, f, g.antialias, &s->weights, &s->bx,
-                                &s->kx)
-             : 0;
+  int ksize_h, ksize_v;
+  PrecomputeTaps(g, s, &ksize_h, &ksize_v);
+  const PixelRect in_rect = TapRegion(g, *s, win);
   // The window's taps, made relative to the first input column / row read.
   int* bx = need_h ? s->bx.data() + 2 * win.x : nullptr;
   int* by = need_v ? s->by.data() + 2 * win.y : nullptr;
@@ -497,22 +502,17 @@ void ResampleWindow(const ImageView& src, int origin_x, int origin_y, const Resa
   auto rebase = [](int* bounds, int n, int first) {
     for (int i = 0; i < n; ++i) bounds[2 * i] -= first;
   };
-  int x0 = win.x, x1 = win.x + win.width, y0 = win.y, y1 = win.y + win.height;
-  if (need_h) TapRange(s->bx, win.x, win.width, &x0, &x1);
-  if (need_v) TapRange(s->by, win.y, win.height, &y0, &y1);
+  if (need_h) rebase(bx, win.width, in_rect.x);
+  if (need_v) rebase(by, win.height, in_rect.y);
+  const ImageView in = from(in_rect);
   if (!need_v) {
-    rebase(bx, win.width, x0);
-    HorizontalPass(from(x0, y0, x1 - x0, y1 - y0), 0, win.height, win.width, ksize_h, bx, kx, dst, dst_stride, s);
+    HorizontalPass(in, 0, win.height, win.width, ksize_h, bx, kx, dst, dst_stride, s);
     return;
   }
   if (!need_h) {
-    rebase(by, win.height, y0);
-    VerticalPass(from(x0, y0, x1 - x0, y1 - y0), win.height, ksize_v, by, ky, dst, dst_stride, s);
+    VerticalPass(in, win.height, ksize_v, by, ky, dst, dst_stride, s);
     return;
   }
-  rebase(bx, win.width, x0);
-  rebase(by, win.height, y0);
-  const ImageView in = from(x0, y0, x1 - x0, y1 - y0);
   if (g.out_height < g.src_height && g.src_height - g.out_height > 2 * (g.src_width - g.out_width)) {
     // Pillow 13 (python-pillow/Pillow#9549) resamples vertically first when
     // the height shrinks by more than twice as many pixels as the width; the
