@@ -87,6 +87,15 @@ def main():
             os._exit(0)  # a peer is stuck: do not wait for it in MPI_Finalize
         epochs.append(seen)
     result.update(epochs=epochs, metrics=job.metrics())
+    if opts.get("lockstep_close"):
+        # As a training loop's last collective would: no rank closes (and so
+        # stops serving its cache) before every rank has read its last batch.
+        open(os.path.join(out, f"done{job.rank}"), "w").close()
+        deadline = time.monotonic() + 60
+        while not all(os.path.exists(os.path.join(out, f"done{r}")) for r in range(job.world_size)):
+            if time.monotonic() > deadline:
+                raise TimeoutError("lockstep_close: a rank did not finish within 60 s")
+            time.sleep(0.01)
     t = time.monotonic()
     job.close()
     result["close_seconds"] = time.monotonic() - t

@@ -85,12 +85,16 @@ def test_seed_from_rank_zero_and_reproducible(dataset, tmp_path):
 @pytest.mark.parametrize("scheme", ["uniform", "partial_local"])
 def test_peers_serve_and_the_pfs_is_read_once(dataset, tmp_path, scheme):
     """Aggregate storage holds the dataset (each rank's RAM class 60% of it): over all
-    epochs and ranks the PFS serves the dataset about once, peers serve the rest."""
+    epochs and ranks the PFS serves the dataset about once, peers serve the rest.
+
+    The ranks close together, as after a training loop's last collective: a rank that
+    closes stops serving, and a peer still reading then falls back to the PFS (correct
+    bytes, but more PFS reads; this worker's loop alone lets a rank run an epoch ahead)."""
     root, by_path, total = dataset
     cfg = tmp_path / "agg.cfg"
     cfg.write_text("storage_classes = ( { capacity = 0.05; threads = 2; },\n"
                    f"  {{ backend = \"memory\"; capacity = {0.6 * total / 2**20}; threads = 2; }} );\n")
-    proc = mpirun(2, "plain", root, tmp_path, epochs=4,
+    proc = mpirun(2, "plain", root, tmp_path, epochs=4, lockstep_close=True,
                   job={"seed": 3, "config_path": str(cfg), "distr_scheme": scheme, "exchange_fraction": 0.3})
     assert proc.returncode == 0, proc.stderr
     res = results(tmp_path, 2)
