@@ -466,8 +466,7 @@ void DecodeWhole(const uint8_t* data, int64_t size, const ImageHeader& header, i
 void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce, const PixelRect& region,
                  const std::string& path, DecodedImage* out) {
   const PixelRect bounds = DecodedBounds(header, reduce);
-  if (region.x < 0 || region.y < 0 || region.width < 1 || region.height < 1 ||
-      region.x + region.width > bounds.width || region.y + region.height > bounds.height) {
+  if (!IsInside(region, bounds.width, bounds.height)) {
     throw std::logic_error("DecodeImage: region outside the image");
   }
   if (header.format == ImageFormat::kJpeg &&

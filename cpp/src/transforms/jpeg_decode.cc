@@ -56,8 +56,7 @@ JpegDecodeStatus DecodeJpegRegion(const uint8_t* data, int64_t size, int width, 
     throw std::logic_error("DecodeJpegRegion: reduce must be 1, 2, 4 or 8");
   }
   const int out_w = (width + reduce - 1) / reduce, out_h = (height + reduce - 1) / reduce;
-  if (region.x < 0 || region.y < 0 || region.width < 1 || region.height < 1 ||
-      region.x + region.width > out_w || region.y + region.height > out_h) {
+  if (!IsInside(region, out_w, out_h)) {
     throw std::logic_error("DecodeJpegRegion: region outside the image");
   }
   jpeg_decompress_struct cinfo;

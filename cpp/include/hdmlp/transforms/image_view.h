@@ -29,6 +29,12 @@ struct PixelRect {
   int height = 0;
 };
 
+// Whether r is a non-empty rectangle inside a width x height image.
+inline bool IsInside(const PixelRect& r, int width, int height) {
+  return r.x >= 0 && r.y >= 0 && r.width >= 1 && r.height >= 1 && r.x + r.width <= width &&
+         r.y + r.height <= height;
+}
+
 // The part of v that r names (r must lie inside v).
 inline ImageView SubView(const ImageView& v, const PixelRect& r) {
   return ImageView{v.data + r.y * v.stride + int64_t{r.x} * 3, r.width, r.height, v.stride};
