@@ -101,6 +101,12 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+# The run's MemorySampler. _consume samples it once per epoch while the loader
+# is mid-epoch, so short-lived DataLoader workers are counted even when the
+# sampler thread, on a busy machine, does not wake up during their lifetime.
+_memory: MemorySampler | None = None
+
+
 def _consume(loader, step_s: float) -> tuple[float, float, int]:
     """One epoch: (seconds, seconds waiting for batches, samples)."""
     start = time.perf_counter()
@@ -115,6 +121,8 @@ def _consume(loader, step_s: float) -> tuple[float, float, int]:
             stall += time.perf_counter() - t
             break
         stall += time.perf_counter() - t
+        if samples == 0 and _memory is not None:
+            _memory.sample()  # not timed as a stall: the loader's workers run on meanwhile
         samples += len(batch[1])
         if step_s:
             time.sleep(step_s)
@@ -232,7 +240,9 @@ def main() -> None:
     cpu0 = _cpu_seconds()
     wall0 = time.perf_counter()
     status, error = "ok", None
+    global _memory
     with MemorySampler() as mem:
+        _memory = mem
         try:
             result = run_hdmlp(spec) if spec["kind"].startswith("hdmlp") else run_torch(spec)
         except Exception as e:  # reported in the table, e.g. a system this build does not have
