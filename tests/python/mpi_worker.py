@@ -84,6 +84,11 @@ def main():
         except Exception as e:
             result.update(error=type(e).__name__, message=str(e), failed_epoch=epoch)
             write(out, result["rank"], result)
+            # A rank that leaves without MPI_Finalize makes mpirun kill the
+            # others, possibly before they have written what they saw: leave
+            # once every rank has (in the scenarios where every rank can).
+            if scenario not in ("freeze", "die"):
+                wait_for_files(out, [f"rank{r}.json" for r in range(job.world_size)], 30)
             os._exit(0)  # a peer is stuck: do not wait for it in MPI_Finalize
         epochs.append(seen)
     result.update(epochs=epochs, metrics=job.metrics())
@@ -91,11 +96,8 @@ def main():
         # As a training loop's last collective would: no rank closes (and so
         # stops serving its cache) before every rank has read its last batch.
         open(os.path.join(out, f"done{job.rank}"), "w").close()
-        deadline = time.monotonic() + 60
-        while not all(os.path.exists(os.path.join(out, f"done{r}")) for r in range(job.world_size)):
-            if time.monotonic() > deadline:
-                raise TimeoutError("lockstep_close: a rank did not finish within 60 s")
-            time.sleep(0.01)
+        if not wait_for_files(out, [f"done{r}" for r in range(job.world_size)], 60):
+            raise TimeoutError("lockstep_close: a rank did not finish within 60 s")
     t = time.monotonic()
     job.close()
     result["close_seconds"] = time.monotonic() - t
@@ -109,6 +111,16 @@ def main():
         libmpi.MPI_Finalize()
         return
     write(out, result["rank"], result)
+
+
+def wait_for_files(out, names, timeout_s):
+    """Waits until every file exists in out; False after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while not all(os.path.exists(os.path.join(out, n)) for n in names):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def write(out, rank, result):
