@@ -144,11 +144,11 @@ TEST(CountRankAccessesTest, SparseShareAndManyEpochs) {
   }
 }
 
-TEST(CountRankAccessesTest, RankWithoutReadsAndSingleSample) {
-  // Batch 4 over 8 ranks: one sample per rank and batch, ranks 4..7 read nothing.
-  const AccessPlan plan(Options(40, 4, 3, 8, false));
+TEST(CountRankAccessesTest, OneSamplePerStepAndSingleSample) {
+  // Batch 8 over 8 ranks: one sample per rank and step.
+  const AccessPlan plan(Options(40, 8, 3, 8, false));
   for (const PlanningOptions& o : CountingVariants()) {
-    EXPECT_TRUE(CountRankAccesses(plan, 5, o).empty()) << Describe(o);
+    ExpectSameUses(CountRankAccesses(plan, 5, o), ReferenceUses(plan, 5), Describe(o));
     ExpectSameUses(CountRankAccesses(plan, 2, o), ReferenceUses(plan, 2), Describe(o));
   }
   const AccessPlan one(Options(1, 1, 4, 1, false));

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <set>
 
@@ -263,6 +264,193 @@ TEST(PartialLocalSchemeTest, ExchangesTheConfiguredShare) {
   }
   PlanOptions bad = SchemeOptions(DistributionScheme::kPartialLocal, 2, false, 1.5);
   EXPECT_THROW(AccessPlan{bad}, InvalidArgumentError);
+}
+
+}  // namespace
+}  // namespace hdmlp
+
+namespace hdmlp {
+namespace {
+
+// The global batch rule of access_plan.h, written out independently: the
+// sizes of an epoch's global batches.
+std::vector<int64_t> ExpectedGlobalBatches(int64_t n, int64_t b, int world, bool drop_last) {
+  std::vector<int64_t> sizes(static_cast<size_t>(n / b), b);
+  const int64_t r = n % b;
+  if (drop_last || r == 0) return sizes;
+  if (r >= world) {
+    sizes.push_back(r);
+  } else {
+    sizes.back() += r;  // too few for one per rank: joins the batch before
+  }
+  return sizes;
+}
+
+bool PlanIsRefused(int64_t n, int64_t b, int world, bool drop_last) {
+  return b < world || n < world || (drop_last && n < b);
+}
+
+// Checks every promise of the plan for one combination; returns "" or what broke.
+std::string CheckPlan(const PlanOptions& o) {
+  const AccessPlan plan(o);
+  const int world = o.world_size;
+  const int64_t n = o.num_samples;
+  const auto expected = ExpectedGlobalBatches(n, o.batch_size, world, o.drop_last);
+  if (plan.BatchesPerEpoch() != static_cast<int64_t>(expected.size())) return "wrong number of global batches";
+  PlanOptions single = o;
+  single.world_size = 1;
+  single.scheme = DistributionScheme::kUniform;
+  const AccessPlan one(single);
+  int64_t kept = 0;
+  for (int64_t h = 0; h < plan.BatchesPerEpoch(); ++h) {
+    if (plan.GlobalBatchBegin(h) != kept) return "global batches do not tile the epoch";
+    const int64_t size = plan.GlobalBatchEnd(h) - plan.GlobalBatchBegin(h);
+    if (size != expected[static_cast<size_t>(h)]) return "global batch " + std::to_string(h) + " has a wrong size";
+    int64_t lo = INT64_MAX, hi = 0, begin = plan.GlobalBatchBegin(h);
+    for (int r = 0; r < world; ++r) {
+      const PositionRange slice = plan.RankSlice(r, h);
+      if (slice.begin != begin) return "rank slices are not contiguous in rank order";
+      if (slice.size != plan.LocalBatchSize(r, h)) return "LocalBatchSize disagrees with RankSlice";
+      lo = std::min(lo, slice.size);
+      hi = std::max(hi, slice.size);
+      begin += slice.size;
+    }
+    if (begin != plan.GlobalBatchEnd(h)) return "rank slices do not cover their global batch";
+    if (lo < 1) return "a rank has an empty step";
+    if (hi - lo > 1) return "local batches of one step differ by more than one sample";
+    kept += size;
+  }
+  if (kept != (o.drop_last ? n - n % o.batch_size : n)) return "the epoch does not hold every kept sample";
+  for (int e = 0; e < o.epochs; ++e) {
+    std::vector<int> reads(static_cast<size_t>(n), 0);
+    const std::vector<int64_t> global = one.RankEpochSamples(0, e);
+    for (int r = 0; r < world; ++r) {
+      const std::vector<int64_t> ids = plan.RankEpochSamples(r, e);
+      int64_t total = 0;
+      for (int64_t h = 0; h < plan.BatchesPerEpoch(); ++h) total += plan.LocalBatchSize(r, h);
+      if (static_cast<int64_t>(ids.size()) != total || plan.RankEpochSize(r) != total) {
+        return "rank " + std::to_string(r) + " reads a different number of samples than its steps hold";
+      }
+      for (size_t j = 0; j < ids.size(); ++j) {
+        const int64_t id = ids[j];
+        if (id < 0 || id >= n) return "sample id out of range";
+        ++reads[static_cast<size_t>(id)];
+        if (o.scheme == DistributionScheme::kUniform) {
+          // The global order does not depend on the number of ranks: rank r's
+          // j-th sample sits at its position in the one-rank order.
+          const int64_t pos = plan.GlobalPosition(r, static_cast<int64_t>(j));
+          if (global[static_cast<size_t>(pos)] != id) return "the global order changed with the rank count";
+          if (!o.shuffle && id != pos) return "shuffle=false is not the index order";
+        }
+        if (e == 0 && plan.FirstEpochReader(id) != r) return "FirstEpochReader disagrees with the plan";
+      }
+      if (!o.shuffle && o.scheme == DistributionScheme::kLocal && !std::is_sorted(ids.begin(), ids.end())) {
+        return "local without shuffle is not in index order";
+      }
+    }
+    int64_t once = 0;
+    for (int c : reads) {
+      if (c > 1) return "a sample was read twice in epoch " + std::to_string(e);
+      once += c;
+    }
+    if (once != kept) return "samples were lost in epoch " + std::to_string(e);
+  }
+  return "";
+}
+
+TEST(AccessPlanPropertyTest, EqualStepsEvenSlicesExactlyOnceForThousandsOfShapes) {
+  // Every (samples, batch, ranks) of a small grid plus random larger ones,
+  // in every scheme, with and without drop-last and shuffle.
+  std::vector<std::array<int64_t, 3>> shapes;
+  for (int64_t n = 1; n <= 40; ++n)
+    for (int64_t b = 1; b <= 12; ++b)
+      for (int64_t w = 1; w <= 6; ++w) shapes.push_back({n, b, w});
+  Rng rng(2024);
+  for (int i = 0; i < 60; ++i) {
+    const int64_t w = 1 + static_cast<int64_t>(rng.Uniform(16));
+    const int64_t b = w + static_cast<int64_t>(rng.Uniform(100));
+    shapes.push_back({static_cast<int64_t>(rng.Uniform(1000)) + w, b, w});
+  }
+  int64_t checked = 0, refused = 0;
+  for (const auto& [n, b, w] : shapes) {
+    for (const DistributionScheme scheme :
+         {DistributionScheme::kUniform, DistributionScheme::kLocal, DistributionScheme::kPartialLocal}) {
+      for (const bool drop_last : {false, true}) {
+        PlanOptions o;
+        o.num_samples = n;
+        o.batch_size = b;
+        o.world_size = static_cast<int>(w);
+        o.drop_last = drop_last;
+        o.scheme = scheme;
+        o.exchange_fraction = 0.4;
+        o.seed = static_cast<uint64_t>(n * 1000 + b * 10 + w);
+        o.epochs = 2;
+        o.shuffle = (n + b + w) % 4 != 0;  // a quarter of the shapes read in index order
+        const std::string what = std::string(DistributionSchemeName(scheme)) + " n=" + std::to_string(n) + " B=" +
+                                 std::to_string(b) + " N=" + std::to_string(w) +
+                                 (drop_last ? " drop_last" : "") + (o.shuffle ? "" : " no-shuffle");
+        if (PlanIsRefused(n, b, static_cast<int>(w), drop_last)) {
+          EXPECT_THROW(AccessPlan{o}, InvalidArgumentError) << what;
+          ++refused;
+          continue;
+        }
+        ASSERT_EQ(CheckPlan(o), "") << what;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 10000);
+  EXPECT_GT(refused, 1000);
+}
+
+TEST(AccessPlanPropertyTest, TheIssuesShapes) {
+  // 600 samples, global batch 64, 2 ranks: 10 steps on both ranks, the last
+  // of 24 samples split 12 / 12 (was 10 steps on rank 0, 9 on rank 1).
+  PlanOptions o;
+  o.num_samples = 600;
+  o.batch_size = 64;
+  o.world_size = 2;
+  AccessPlan plan(o);
+  EXPECT_EQ(plan.BatchesPerEpoch(), 10);
+  EXPECT_EQ(plan.LocalBatchSize(0, 9), 12);
+  EXPECT_EQ(plan.LocalBatchSize(1, 9), 12);
+  // 129 samples, 64, 3 ranks: a remainder of 1 cannot feed 3 ranks, so it
+  // joins the batch before: 2 steps, the second of 65 = 22 + 22 + 21.
+  o.num_samples = 129;
+  o.world_size = 3;
+  AccessPlan merged(o);
+  EXPECT_EQ(merged.BatchesPerEpoch(), 2);
+  EXPECT_EQ(merged.GlobalBatchEnd(1), 129);
+  EXPECT_EQ(merged.LocalBatchSize(0, 1), 22);
+  EXPECT_EQ(merged.LocalBatchSize(2, 1), 21);
+  // 100 samples, 32, 3 ranks: the remainder of 4 is its own step, 2 + 1 + 1.
+  o.num_samples = 100;
+  o.batch_size = 32;
+  o.world_size = 3;
+  AccessPlan three(o);
+  EXPECT_EQ(three.BatchesPerEpoch(), 4);
+  EXPECT_EQ(three.LocalBatchSize(0, 0), 11);
+  EXPECT_EQ(three.LocalBatchSize(2, 0), 10);
+  EXPECT_EQ(three.LocalBatchSize(0, 3), 2);
+  EXPECT_EQ(three.LocalBatchSize(2, 3), 1);
+  // The refusals name the numbers.
+  o.num_samples = 5;
+  o.batch_size = 4;
+  o.world_size = 8;
+  try {
+    AccessPlan refused(o);
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch_size 4 is smaller than the world size 8"), std::string::npos)
+        << e.what();
+  }
+  o.batch_size = 8;
+  try {
+    AccessPlan refused(o);
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("5 samples, fewer than the 8 ranks"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

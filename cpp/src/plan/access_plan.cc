@@ -29,37 +29,74 @@ const char* DistributionSchemeName(DistributionScheme scheme) {
 }
 
 AccessPlan::AccessPlan(const PlanOptions& options) : options_(options) {
-  if (options.num_samples < 1) throw InvalidArgumentError("the dataset has no samples");
-  if (options.batch_size < 1) {
-    throw InvalidArgumentError("batch_size must be at least 1, got " + std::to_string(options.batch_size));
-  }
+  const int64_t n = options.num_samples, b = options.batch_size;
+  const int world = options.world_size;
+  if (n < 1) throw InvalidArgumentError("the dataset has no samples");
+  if (b < 1) throw InvalidArgumentError("batch_size must be at least 1, got " + std::to_string(b));
   if (options.epochs < 1) throw InvalidArgumentError("epochs must be at least 1, got " + std::to_string(options.epochs));
-  if (options.world_size < 1) {
-    throw InvalidArgumentError("world_size must be at least 1, got " + std::to_string(options.world_size));
-  }
+  if (world < 1) throw InvalidArgumentError("world_size must be at least 1, got " + std::to_string(world));
   if (!(options.exchange_fraction >= 0 && options.exchange_fraction <= 1)) {
     throw InvalidArgumentError("exchange_fraction must be in [0, 1], got " + std::to_string(options.exchange_fraction));
   }
-  local_batch_ = (options.batch_size + options.world_size - 1) / options.world_size;
-  full_batches_ = options.num_samples / options.batch_size;
-  remainder_ = options.num_samples % options.batch_size;  // for the shards: without drop-last
+  if (b < world) {
+    throw InvalidArgumentError("the global batch_size " + std::to_string(b) + " is smaller than the world size " +
+                               std::to_string(world) +
+                               ": every rank needs at least one sample of every global batch; give a global "
+                               "batch_size of at least " + std::to_string(world) +
+                               " (or batch_size_per_rank >= 1), or use fewer ranks");
+  }
+  if (n < world) {
+    throw InvalidArgumentError("the dataset has " + std::to_string(n) + " samples, fewer than the " +
+                               std::to_string(world) +
+                               " ranks: every rank needs at least one sample in every step; use at most " +
+                               std::to_string(n) + " ranks or a larger dataset");
+  }
+  if (options.drop_last && n < b) {
+    throw InvalidArgumentError("the global batch_size " + std::to_string(b) + " is larger than the dataset (" +
+                               std::to_string(n) +
+                               " samples) and drop_last is set: every epoch would be empty; use a smaller "
+                               "batch_size or drop_last=False");
+  }
+  cut_ = CutEpoch(n, b, world, options.drop_last);
   if (options.scheme != DistributionScheme::kUniform) {
-    const auto n = static_cast<size_t>(options.world_size);
-    shard_size_.resize(n);
-    shard_start_.resize(n + 1, 0);
-    exchange_.resize(n, 0);
-    pool_start_.resize(n + 1, 0);
-    for (size_t r = 0; r < n; ++r) {
-      shard_size_[r] = RankEpochSize(static_cast<int>(r));
+    // Shards are cut without drop-last: with it, a rank reads a prefix of its shard's epoch order.
+    const Cut whole = CutEpoch(n, b, world, /*drop_last=*/false);
+    const auto ranks = static_cast<size_t>(world);
+    shard_size_.resize(ranks);
+    shard_start_.resize(ranks + 1, 0);
+    exchange_.resize(ranks, 0);
+    pool_start_.resize(ranks + 1, 0);
+    for (size_t r = 0; r < ranks; ++r) {
+      shard_size_[r] = EpochSize(whole, static_cast<int>(r));
       shard_start_[r + 1] = shard_start_[r] + shard_size_[r];
-      if (options.scheme == DistributionScheme::kPartialLocal) {
+      // Without a shuffle nothing is exchanged: partial_local is local.
+      if (options.scheme == DistributionScheme::kPartialLocal && options.shuffle) {
         exchange_[r] = static_cast<int64_t>(options.exchange_fraction * static_cast<double>(shard_size_[r]));
       }
       pool_start_[r + 1] = pool_start_[r] + exchange_[r];
     }
-    pool_size_ = pool_start_[n];
+    pool_size_ = pool_start_[ranks];
   }
-  if (options.drop_last) remainder_ = 0;
+}
+
+AccessPlan::Cut AccessPlan::CutEpoch(int64_t num_samples, int64_t batch_size, int world_size, bool drop_last) {
+  const int64_t full = num_samples / batch_size, remainder = num_samples % batch_size;
+  if (drop_last || remainder == 0) return Cut{full, batch_size};
+  if (remainder >= world_size) return Cut{full + 1, remainder};
+  // Too few for one sample per rank: the remainder joins the previous batch
+  // (there is one: the constructor refuses num_samples < world_size).
+  return Cut{full, batch_size + remainder};
+}
+
+PositionRange AccessPlan::Share(int rank, int64_t batch_samples) const {
+  const int64_t world = options_.world_size;
+  const int64_t q = batch_samples / world, m = batch_samples % world;
+  const auto r = static_cast<int64_t>(rank);
+  return PositionRange{r * q + std::min(r, m), q + (r < m ? 1 : 0)};
+}
+
+int64_t AccessPlan::EpochSize(const Cut& cut, int rank) const {
+  return (cut.batches - 1) * Share(rank, options_.batch_size).size + Share(rank, cut.last).size;
 }
 
 uint64_t AccessPlan::Key(std::initializer_list<uint64_t> words) const {
@@ -69,25 +106,29 @@ uint64_t AccessPlan::Key(std::initializer_list<uint64_t> words) const {
   return k;
 }
 
+IndexPermutation AccessPlan::Permutation(uint64_t n, uint64_t key) const {
+  return options_.shuffle ? IndexPermutation(n, key) : IndexPermutation::Identity(n);
+}
+
 EpochOrder::EpochOrder(const AccessPlan* plan, int rank, int epoch)
     : plan_(plan), rank_(rank), epoch_(epoch),
       global_(plan->options_.scheme == DistributionScheme::kUniform
                   ? plan->EpochPermutation(epoch)
-                  : IndexPermutation(static_cast<uint64_t>(plan->pool_size_),
-                                     plan->Key({0x706f6f6cULL, static_cast<uint64_t>(epoch)}))),
+                  : plan->Permutation(static_cast<uint64_t>(plan->pool_size_),
+                                      plan->Key({0x706f6f6cULL, static_cast<uint64_t>(epoch)}))),
       rank_order_(plan->options_.scheme == DistributionScheme::kUniform
                       ? IndexPermutation(0, 0)
-                      : IndexPermutation(static_cast<uint64_t>(plan->shard_size_[static_cast<size_t>(rank)]),
-                                         plan->Key({0x6f72646572ULL, static_cast<uint64_t>(epoch),
-                                                    static_cast<uint64_t>(rank)}))),
+                      : plan->Permutation(static_cast<uint64_t>(plan->shard_size_[static_cast<size_t>(rank)]),
+                                          plan->Key({0x6f72646572ULL, static_cast<uint64_t>(epoch),
+                                                     static_cast<uint64_t>(rank)}))),
       shards_(plan->options_.scheme == DistributionScheme::kUniform
                   ? IndexPermutation(0, 0)
-                  : IndexPermutation(static_cast<uint64_t>(plan->options_.num_samples), plan->Key({0x7368617264ULL}))),
+                  : plan->Permutation(static_cast<uint64_t>(plan->options_.num_samples), plan->Key({0x7368617264ULL}))),
       own_pick_(plan->options_.scheme == DistributionScheme::kUniform
                     ? IndexPermutation(0, 0)
-                    : IndexPermutation(static_cast<uint64_t>(plan->shard_size_[static_cast<size_t>(rank)]),
-                                       plan->Key({0x7069636bULL, static_cast<uint64_t>(epoch),
-                                                  static_cast<uint64_t>(rank)}))) {}
+                    : plan->Permutation(static_cast<uint64_t>(plan->shard_size_[static_cast<size_t>(rank)]),
+                                        plan->Key({0x7069636bULL, static_cast<uint64_t>(epoch),
+                                                   static_cast<uint64_t>(rank)}))) {}
 
 int64_t EpochOrder::ShardSample(int rank, int64_t i) const {
   return static_cast<int64_t>(shards_.At(static_cast<uint64_t>(plan_->shard_start_[static_cast<size_t>(rank)] + i)));
@@ -105,8 +146,9 @@ int64_t EpochOrder::At(int64_t j) const {
   auto pick = [&](int q, int64_t i) {
     // The i-th sample of rank q's shard in this epoch's set-aside-first order.
     if (q == rank_) return ShardSample(q, static_cast<int64_t>(own_pick_.At(static_cast<uint64_t>(i))));
-    const IndexPermutation order(static_cast<uint64_t>(p.shard_size_[static_cast<size_t>(q)]),
-                                 p.Key({0x7069636bULL, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(q)}));
+    const IndexPermutation order =
+        p.Permutation(static_cast<uint64_t>(p.shard_size_[static_cast<size_t>(q)]),
+                      p.Key({0x7069636bULL, static_cast<uint64_t>(epoch_), static_cast<uint64_t>(q)}));
     return ShardSample(q, static_cast<int64_t>(order.At(static_cast<uint64_t>(i))));
   };
   if (k < kept) return pick(rank_, p.exchange_[r] + k);
@@ -120,28 +162,30 @@ int64_t EpochOrder::At(int64_t j) const {
 int AccessPlan::FirstEpochReader(int64_t sample) const {
   const int64_t n = options_.num_samples;
   if (sample < 0 || sample >= n) return -1;
-  auto rank_of_uniform_position = [&](int64_t pos) {
-    const int64_t kept = full_batches_ * options_.batch_size + remainder_;
-    if (pos >= kept) return -1;  // dropped by drop-last
-    return static_cast<int>((pos % options_.batch_size) / local_batch_);
-  };
   if (options_.scheme == DistributionScheme::kUniform) {
-    return rank_of_uniform_position(static_cast<int64_t>(EpochPermutation(0).Inverse(static_cast<uint64_t>(sample))));
+    const auto pos = static_cast<int64_t>(EpochPermutation(0).Inverse(static_cast<uint64_t>(sample)));
+    if (pos >= GlobalBatchEnd(cut_.batches - 1)) return -1;  // dropped by drop-last
+    const int64_t h = std::min(pos / options_.batch_size, cut_.batches - 1);
+    const int64_t offset = pos - GlobalBatchBegin(h);
+    // The first m ranks take q + 1 positions, the others q (q >= 1: B >= N).
+    const int64_t size = GlobalBatchEnd(h) - GlobalBatchBegin(h);
+    const int64_t q = size / options_.world_size, m = size % options_.world_size;
+    return static_cast<int>(offset < m * (q + 1) ? offset / (q + 1) : m + (offset - m * (q + 1)) / q);
   }
-  const IndexPermutation shards(static_cast<uint64_t>(n), Key({0x7368617264ULL}));
+  const IndexPermutation shards = Permutation(static_cast<uint64_t>(n), Key({0x7368617264ULL}));
   const int64_t s = static_cast<int64_t>(shards.Inverse(static_cast<uint64_t>(sample)));
   const auto owner_it = std::upper_bound(shard_start_.begin(), shard_start_.end(), s);
   const int q = static_cast<int>(owner_it - shard_start_.begin()) - 1;
   const auto qs = static_cast<size_t>(q);
-  const IndexPermutation order(static_cast<uint64_t>(shard_size_[qs]),
-                               Key({0x7069636bULL, 0, static_cast<uint64_t>(q)}));
+  const IndexPermutation order =
+      Permutation(static_cast<uint64_t>(shard_size_[qs]), Key({0x7069636bULL, 0, static_cast<uint64_t>(q)}));
   const int64_t i = static_cast<int64_t>(order.Inverse(static_cast<uint64_t>(s - shard_start_[qs])));
   int reader = q;
   int64_t slot;  // its slot k in the reader's epoch order
   if (i >= exchange_[qs]) {
     slot = i - exchange_[qs];
   } else {
-    const IndexPermutation pool(static_cast<uint64_t>(pool_size_), Key({0x706f6f6cULL, 0}));
+    const IndexPermutation pool = Permutation(static_cast<uint64_t>(pool_size_), Key({0x706f6f6cULL, 0}));
     const int64_t p = static_cast<int64_t>(pool.Inverse(static_cast<uint64_t>(pool_start_[qs] + i)));
     const auto it = std::upper_bound(pool_start_.begin(), pool_start_.end(), p);
     reader = static_cast<int>(it - pool_start_.begin()) - 1;
@@ -149,36 +193,45 @@ int AccessPlan::FirstEpochReader(int64_t sample) const {
     slot = shard_size_[rs] - exchange_[rs] + (p - pool_start_[rs]);
   }
   const auto rs = static_cast<size_t>(reader);
-  const IndexPermutation rank_order(static_cast<uint64_t>(shard_size_[rs]),
-                                    Key({0x6f72646572ULL, 0, static_cast<uint64_t>(reader)}));
+  const IndexPermutation rank_order = Permutation(static_cast<uint64_t>(shard_size_[rs]),
+                                                  Key({0x6f72646572ULL, 0, static_cast<uint64_t>(reader)}));
   const int64_t j = static_cast<int64_t>(rank_order.Inverse(static_cast<uint64_t>(slot)));
   return j < RankEpochSize(reader) ? reader : -1;
 }
 
-int64_t AccessPlan::Share(int rank, int64_t batch_samples) const {
-  return std::clamp<int64_t>(batch_samples - static_cast<int64_t>(rank) * local_batch_, 0, local_batch_);
+int64_t AccessPlan::BatchesPerEpoch() const { return cut_.batches; }
+
+int64_t AccessPlan::GlobalBatchBegin(int64_t h) const { return h * options_.batch_size; }
+
+int64_t AccessPlan::GlobalBatchEnd(int64_t h) const {
+  return h + 1 < cut_.batches ? (h + 1) * options_.batch_size : h * options_.batch_size + cut_.last;
 }
 
-int64_t AccessPlan::BatchesPerEpoch() const { return full_batches_ + (remainder_ > 0 ? 1 : 0); }
-
-int64_t AccessPlan::RankEpochSize(int rank) const {
-  return full_batches_ * Share(rank, options_.batch_size) + Share(rank, remainder_);
+PositionRange AccessPlan::RankSlice(int rank, int64_t h) const {
+  const int64_t begin = GlobalBatchBegin(h);
+  const PositionRange share = Share(rank, GlobalBatchEnd(h) - begin);
+  return PositionRange{begin + share.begin, share.size};
 }
 
-int64_t AccessPlan::LocalBatchSize(int rank, int64_t batch) const {
-  return batch < full_batches_ ? Share(rank, options_.batch_size) : Share(rank, remainder_);
-}
+int64_t AccessPlan::RankEpochSize(int rank) const { return EpochSize(cut_, rank); }
+
+int64_t AccessPlan::NominalLocalBatchSize(int rank) const { return Share(rank, options_.batch_size).size; }
 
 int64_t AccessPlan::GlobalPosition(int rank, int64_t j) const {
-  const int64_t per_batch = Share(rank, options_.batch_size);
-  const int64_t offset = static_cast<int64_t>(rank) * local_batch_;
-  if (j < full_batches_ * per_batch) return (j / per_batch) * options_.batch_size + offset + j % per_batch;
-  return full_batches_ * options_.batch_size + offset + (j - full_batches_ * per_batch);
+  // Every global batch but the last has batch_size positions, so the rank's
+  // slice has the same size in each of them.
+  const int64_t per_batch = NominalLocalBatchSize(rank);  // >= 1: batch_size >= world_size
+  const int64_t before_last = (cut_.batches - 1) * per_batch;
+  if (j < before_last) {
+    const int64_t h = j / per_batch;
+    return RankSlice(rank, h).begin + j % per_batch;
+  }
+  return RankSlice(rank, cut_.batches - 1).begin + (j - before_last);
 }
 
 IndexPermutation AccessPlan::EpochPermutation(int epoch) const {
-  return IndexPermutation(static_cast<uint64_t>(options_.num_samples),
-                          DeriveKey({options_.seed, static_cast<uint64_t>(epoch), 0x65706f6368ULL}));
+  return Permutation(static_cast<uint64_t>(options_.num_samples),
+                     DeriveKey({options_.seed, static_cast<uint64_t>(epoch), 0x65706f6368ULL}));
 }
 
 int64_t AccessPlan::SampleAt(int rank, int epoch, int64_t j) const { return Epoch(rank, epoch).At(j); }

@@ -24,6 +24,12 @@ IndexPermutation::IndexPermutation(uint64_t n, uint64_t key) : n_(n) {
   for (int r = 0; r < kRounds; ++r) round_keys_[r] = DeriveKey({key, static_cast<uint64_t>(r), 0x7065726dULL});
 }
 
+IndexPermutation IndexPermutation::Identity(uint64_t n) {
+  IndexPermutation p(n, 0);
+  p.identity_ = true;
+  return p;
+}
+
 uint64_t IndexPermutation::Encrypt(uint64_t x) const {
   // (l, r) in [0, a) x [0, b); the radices swap every round and are back in
   // place after an even number of rounds.
@@ -59,6 +65,7 @@ uint64_t IndexPermutation::Decrypt(uint64_t x) const {
 }
 
 uint64_t IndexPermutation::Inverse(uint64_t x) const {
+  if (identity_) return x;
   if (n_ <= 1) return 0;
   // Cycle walking backwards: the inverse walk leaves [0, n) exactly where the
   // forward one entered it.
@@ -68,6 +75,7 @@ uint64_t IndexPermutation::Inverse(uint64_t x) const {
 }
 
 uint64_t IndexPermutation::At(uint64_t i) const {
+  if (identity_) return i;
   if (n_ <= 1) return 0;
   uint64_t x = Encrypt(i);
   while (x >= n_) x = Encrypt(x);

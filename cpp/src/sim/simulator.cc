@@ -383,31 +383,32 @@ class Engine {
     auto it = assignments_.find(epoch);
     if (it != assignments_.end()) return it->second;
     const IndexPermutation perm = plan_.EpochPermutation(epoch);
-    const int64_t batch = w_.batch_size;
-    const int64_t local = (batch + w_.nodes - 1) / w_.nodes;
-    int64_t positions = 0;
-    for (int i = 0; i < w_.nodes; ++i) positions += plan_.RankEpochSize(i);
-    std::vector<uint32_t> out(static_cast<size_t>(std::max<int64_t>(positions, 1)));
+    const int64_t batches = plan_.BatchesPerEpoch();
+    std::vector<uint32_t> out(static_cast<size_t>(std::max<int64_t>(plan_.GlobalBatchEnd(batches - 1), 1)));
     std::vector<int64_t> used(static_cast<size_t>(w_.nodes));
+    std::vector<PositionRange> slices(static_cast<size_t>(w_.nodes));
     std::vector<uint32_t> rest;
-    for (int64_t start = 0; start < positions; start += batch) {
-      const int64_t size = std::min(batch, positions - start);
+    for (int64_t h = 0; h < batches; ++h) {
       std::fill(used.begin(), used.end(), 0);
       rest.clear();
-      auto capacity = [&](int i) { return std::clamp<int64_t>(size - i * local, 0, local); };
-      for (int64_t p = start; p < start + size; ++p) {
+      for (int i = 0; i < w_.nodes; ++i) slices[static_cast<size_t>(i)] = plan_.RankSlice(i, h);
+      auto place = [&](int i, uint32_t s) {
+        const auto at = static_cast<size_t>(i);
+        out[static_cast<size_t>(slices[at].begin + used[at]++)] = s;
+      };
+      auto has_room = [&](int i) { return used[static_cast<size_t>(i)] < slices[static_cast<size_t>(i)].size; };
+      for (int64_t p = plan_.GlobalBatchBegin(h); p < plan_.GlobalBatchEnd(h); ++p) {
         const auto s = static_cast<uint32_t>(perm.At(static_cast<uint64_t>(p)));
         const int owner = holder_[s];
-        if (owner >= 0 && used[static_cast<size_t>(owner)] < capacity(owner)) {
-          out[static_cast<size_t>(start + owner * local + used[static_cast<size_t>(owner)]++)] = s;
+        if (owner >= 0 && has_room(owner)) {
+          place(owner, s);
         } else {
           rest.push_back(s);
         }
       }
       size_t k = 0;
       for (int i = 0; i < w_.nodes && k < rest.size(); ++i)
-        while (used[static_cast<size_t>(i)] < capacity(i) && k < rest.size())
-          out[static_cast<size_t>(start + i * local + used[static_cast<size_t>(i)]++)] = rest[k++];
+        while (has_room(i) && k < rest.size()) place(i, rest[k++]);
     }
     return assignments_.emplace(epoch, std::move(out)).first->second;
   }

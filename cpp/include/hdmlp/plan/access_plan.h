@@ -1,24 +1,42 @@
 // AccessPlan: which sample every rank reads, at every step of every epoch.
 //
 // The plan is a pure function of (seed, epoch, dataset size, batch size,
-// number of ranks, drop-last): every rank can compute any rank's samples of
-// any epoch without running the loader and without talking to the others.
-// This is hdmlp's clairvoyance; caches, peers and the simulator all build on
-// it.
+// number of ranks, drop-last, shuffle): every rank can compute any rank's
+// samples of any epoch without running the loader and without talking to
+// the others. This is hdmlp's clairvoyance; caches, peers and the simulator
+// all build on it.
+//
+// Global batches (every scheme). An epoch's n samples are cut into global
+// batches of B = batch_size positions of the epoch's global order: global
+// batch h is positions [GlobalBatchBegin(h), GlobalBatchEnd(h)), and these
+// two functions are the only place the cut is made. With drop-last the
+// n mod B remainder is never read. Without drop-last a remainder of R
+// samples is its own, last global batch when R >= N (the number of ranks);
+// when 0 < R < N it is merged into the previous global batch (which then
+// holds B + R), so that every rank has at least one sample in every step
+// and nothing is lost or duplicated. That merge is the only place N enters
+// the boundaries: otherwise they depend on (n, B, drop-last) alone, so the
+// remaining global batches of an epoch can be re-cut for another rank count.
+// A plan with fewer samples than ranks, or B < N, is refused (some rank
+// would have an empty step); so is drop-last with n < B (no batch at all).
+//
+// Rank slices. Global batch h of S samples is split as evenly as possible
+// over the N ranks, in rank order: the first S mod N ranks take ceil(S/N)
+// contiguous positions, the others floor(S/N) (RankSlice). So every rank
+// takes BatchesPerEpoch() steps, each of at least one sample, and the local
+// batches of one step differ by at most one sample, as PyTorch's
+// DistributedSampler users expect.
 //
 // Scheme "uniform" (a true global shuffle, as in PyTorch's DistributedSampler
 // but without padding): epoch e visits the samples in the order of an
-// IndexPermutation keyed by (seed, e). Global batch h is positions
-// [h*B, (h+1)*B) of that order; rank r takes the contiguous slice
-// [h*B + r*L, h*B + (r+1)*L) of it, L = ceil(B / world_size). Without
-// drop-last the final global batch is the remainder (ranks past its end get
-// fewer or no samples); with drop-last the remainder is never read. Each
-// sample is therefore read exactly once per epoch across all ranks.
+// IndexPermutation keyed by (seed, e); rank r reads its slice of every global
+// batch. Each sample is therefore read exactly once per epoch across all
+// ranks (per the drop-last rule).
 //
 // Schemes "local" and "partial_local" (seed 004): the dataset is split once
 // into fixed shards, shard r = positions [start_r, start_r + T_r) of a
 // permutation keyed by the seed alone, T_r = the samples rank r reads per
-// epoch under "uniform" without drop-last (so batch sizes are the same as
+// epoch under "uniform" without drop-last (so the local batch sizes are
 // uniform's). "local": every epoch, rank r reads its own shard in the order
 // of a permutation keyed by (seed, epoch, r). "partial_local" with exchange
 // fraction Q: every epoch, each rank sets aside X_r = floor(Q * T_r) samples
@@ -28,6 +46,12 @@
 // a global shuffle. A rank then reads what it kept plus what it received,
 // in a random order. With drop-last, a rank reads only the first S_r of its
 // epoch's T_r (S_r as in uniform), so the dropped samples change per epoch.
+//
+// shuffle = false (validation): every permutation is the identity. Uniform
+// then reads the dataset in index order, cut into global batches and rank
+// slices as above; local and partial_local (no exchange without a shuffle)
+// give every rank a contiguous block of the dataset, read in index order.
+// The step counts and local batch sizes are the same as with a shuffle.
 //
 // Nothing is materialised: memory is O(world size), independent of epochs
 // and samples; SampleAt is O(1) (O(log world size) for partial_local).
@@ -58,6 +82,13 @@ struct PlanOptions {
   int world_size = 1;
   DistributionScheme scheme = DistributionScheme::kUniform;
   double exchange_fraction = 0.1;  // partial_local only, in [0, 1]
+  bool shuffle = true;             // false: every epoch in index order
+};
+
+// Positions [begin, begin + size) of an epoch's global order.
+struct PositionRange {
+  int64_t begin = 0;
+  int64_t size = 0;
 };
 
 class AccessPlan;
@@ -90,17 +121,28 @@ class AccessPlan {
 
   // Global batches per epoch: the same number on every rank.
   int64_t BatchesPerEpoch() const;
+  // Global batch h (0 <= h < BatchesPerEpoch()) is positions
+  // [GlobalBatchBegin(h), GlobalBatchEnd(h)) of the epoch's global order.
+  int64_t GlobalBatchBegin(int64_t h) const;
+  int64_t GlobalBatchEnd(int64_t h) const;
+  // Rank's contiguous part of global batch h: never empty, and the parts of
+  // one batch differ in size by at most one.
+  PositionRange RankSlice(int rank, int64_t h) const;
   // Samples rank `rank` reads in one epoch (the same every epoch).
   int64_t RankEpochSize(int rank) const;
   // Size of rank's local batch `batch` (0 <= batch < BatchesPerEpoch()).
-  int64_t LocalBatchSize(int rank, int64_t batch) const;
+  int64_t LocalBatchSize(int rank, int64_t batch) const { return RankSlice(rank, batch).size; }
+  // Rank's share of a global batch of exactly batch_size samples: its local
+  // batch in every step but a merged or partial last one.
+  int64_t NominalLocalBatchSize(int rank) const;
   // The j-th sample rank reads in epoch (0 <= j < RankEpochSize(rank)).
   int64_t SampleAt(int rank, int epoch, int64_t j) const;
-  // Position in the epoch's global order of rank's j-th sample.
+  // Position in the epoch's global order of rank's j-th sample (uniform).
   int64_t GlobalPosition(int rank, int64_t j) const;
   // All samples of a rank's epoch, in reading order.
   std::vector<int64_t> RankEpochSamples(int rank, int epoch) const;
-  // The permutation that orders epoch `epoch` (uniform scheme).
+  // The permutation that orders epoch `epoch` (uniform scheme; the identity
+  // without shuffle).
   IndexPermutation EpochPermutation(int epoch) const;
   // A rank's epoch order with its permutations built once.
   EpochOrder Epoch(int rank, int epoch) const { return EpochOrder(this, rank, epoch); }
@@ -111,13 +153,22 @@ class AccessPlan {
 
  private:
   friend class EpochOrder;
-  int64_t Share(int rank, int64_t batch_samples) const;
+  // How an epoch is cut: `batches` global batches, each of batch_size
+  // positions but the last, which holds `last` (B, B + R or R).
+  struct Cut {
+    int64_t batches = 0;
+    int64_t last = 0;
+  };
+  static Cut CutEpoch(int64_t num_samples, int64_t batch_size, int world_size, bool drop_last);
+  // Rank's part of a global batch of `batch_samples` (evenly, in rank order).
+  PositionRange Share(int rank, int64_t batch_samples) const;
+  int64_t EpochSize(const Cut& cut, int rank) const;
   uint64_t Key(std::initializer_list<uint64_t> words) const;
+  // A permutation keyed by `key`, or the identity without shuffle.
+  IndexPermutation Permutation(uint64_t n, uint64_t key) const;
 
   PlanOptions options_;
-  int64_t local_batch_ = 0;   // L = ceil(B / world_size)
-  int64_t full_batches_ = 0;  // global batches with B samples
-  int64_t remainder_ = 0;     // samples in the last, partial global batch (0 with drop-last)
+  Cut cut_;  // this plan's (drop-last as asked)
   // local / partial_local: shard sizes T_r, starts, set-aside counts X_r and pool starts.
   std::vector<int64_t> shard_size_, shard_start_, exchange_, pool_start_;
   int64_t pool_size_ = 0;

@@ -15,6 +15,9 @@
 // multiply. The result depends only on (n, key): the same on every compiler
 // and platform.
 //
+// Identity(n) is the permutation that keeps every position (an unshuffled
+// order, Job's shuffle=False) behind the same interface.
+//
 // Thread-safety: immutable after construction; At() may be called from any
 // number of threads.
 #ifndef HDMLP_PLAN_PERMUTATION_H_
@@ -29,6 +32,7 @@ class IndexPermutation {
   static constexpr int kRounds = 6;
 
   IndexPermutation(uint64_t n, uint64_t key);
+  static IndexPermutation Identity(uint64_t n);
 
   uint64_t size() const { return n_; }
   // The element at position i (i < size()).
@@ -41,6 +45,7 @@ class IndexPermutation {
   uint64_t Decrypt(uint64_t x) const;
 
   uint64_t n_;
+  bool identity_ = false;
   uint64_t a_ = 1;  // radix of the left half (l)
   uint64_t b_ = 1;  // radix of the right half (r)
   uint64_t round_keys_[kRounds];
