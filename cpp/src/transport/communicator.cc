@@ -13,6 +13,7 @@ namespace {
 
 std::mutex g_init_mu;
 bool g_we_initialized = false;
+std::vector<MPI_Comm> g_retired;  // closed jobs' communicators, guarded by g_init_mu
 
 // Polls a nonblocking collective until it completes or timeout_s passes.
 void WaitUntil(MPI_Request* request, double timeout_s, int rank, const std::string& what) {
@@ -109,9 +110,14 @@ Communicator::Communicator(MPI_Comm comm, double timeout_s) : comm_(comm), timeo
 }
 
 Communicator::~Communicator() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&comm_);
+  // Not MPI_Comm_free: a late message of this job (a peer's bye sent while
+  // this rank's servers were stopping, a reply whose asker gave up) may
+  // still be on its way, and MPI reuses a freed communicator's context for
+  // the next one, where it would be taken for a message of the next job in
+  // this process (measured: wrong replies and hangs when jobs follow each
+  // other). The handle stays valid and unused until MPI is finalised.
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  g_retired.push_back(comm_);
 }
 
 void Communicator::Wait(MPI_Request* request, const std::string& what) {

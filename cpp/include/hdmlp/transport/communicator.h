@@ -11,6 +11,11 @@
 // application's. A thread level below MPI_THREAD_MULTIPLE is refused with a
 // clear error.
 //
+// Destroying a Communicator retires its MPI communicator instead of freeing
+// it: MPI would reuse its context for the next job's, and a late message of
+// the closed job could then be matched there. One communicator per Job is
+// kept until MPI is finalised.
+//
 // Collectives wait at most timeout_s: a rank that never arrives (crashed,
 // hung, or stuck before the call) makes the others raise an IOError naming
 // the ranks that did not arrive, instead of hanging.
