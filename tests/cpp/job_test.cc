@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "hdmlp/errors.h"
 #include "hdmlp/job/job.h"
@@ -158,6 +162,152 @@ TEST_F(JobTest, RejectsBadArguments) {
   EXPECT_THROW(job.BeginEpoch(3), InvalidArgumentError);
   job.BeginEpoch(1);
   EXPECT_THROW(job.BeginEpoch(0), InvalidArgumentError);
+}
+
+// Every rank's string from each rank's own, for jobs on threads of one
+// process (as torch.distributed's all_gather_object does across processes).
+class InProcessGather {
+ public:
+  explicit InProcessGather(int ranks) : views_(static_cast<size_t>(ranks)) {}
+  std::vector<std::string> Gather(int rank, const std::string& mine) {
+    std::unique_lock<std::mutex> lock(mu_);
+    views_[static_cast<size_t>(rank)] = mine;
+    if (++arrived_ == static_cast<int>(views_.size())) cv_.notify_all();
+    cv_.wait(lock, [&] { return arrived_ == static_cast<int>(views_.size()); });
+    return views_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> views_;
+  int arrived_ = 0;
+};
+
+TEST_F(JobTest, LauncherRanksWithoutMpiReadTheirSliceInEqualSteps) {
+  // 57 samples, global batch 8, 3 ranks: the remainder of 1 joins the last
+  // full batch (9 = 3 + 3 + 3), so every rank takes 7 steps.
+  std::vector<std::unique_ptr<Job>> ranks;
+  for (int r = 0; r < 3; ++r) {
+    JobOptions o = Options();
+    o.use_mpi = false;
+    o.launcher_rank = r;
+    o.launcher_world_size = 3;
+    ranks.push_back(std::make_unique<Job>(o));
+    EXPECT_EQ(ranks.back()->rank(), r);
+    EXPECT_EQ(ranks.back()->world_size(), 3);
+    EXPECT_STREQ(ranks.back()->transport(), "none");
+  }
+  for (int e = 0; e < 3; ++e) {
+    std::vector<std::vector<size_t>> sizes(3);
+    std::multiset<int64_t> seen;
+    for (int r = 0; r < 3; ++r) {
+      ranks[static_cast<size_t>(r)]->BeginEpoch(e);
+      Batch batch;
+      while (Next(*ranks[static_cast<size_t>(r)], &batch) == Job::Next::kBatch) {
+        sizes[static_cast<size_t>(r)].push_back(batch.ids.size());
+        seen.insert(batch.ids.begin(), batch.ids.end());
+      }
+    }
+    EXPECT_EQ(seen.size(), 57u);
+    EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 57u) << "a sample was read twice";
+    for (int r = 0; r < 3; ++r) ASSERT_EQ(sizes[static_cast<size_t>(r)].size(), 7u) << "rank " << r;
+    for (size_t h = 0; h < 7; ++h) {
+      const auto [lo, hi] = std::minmax({sizes[0][h], sizes[1][h], sizes[2][h]});
+      EXPECT_GE(lo, 1u);
+      EXPECT_LE(hi - lo, 1u) << "step " << h;
+    }
+    EXPECT_EQ(sizes[0].back(), 3u);
+  }
+}
+
+TEST_F(JobTest, GatherHookChecksAgreementAndSharesRankZerosSeed) {
+  InProcessGather gather(2);
+  std::unique_ptr<Job> jobs[2];
+  std::thread threads[2];
+  for (int r = 0; r < 2; ++r) {
+    threads[r] = std::thread([&, r] {
+      JobOptions o = Options();
+      o.use_mpi = false;
+      o.has_seed = false;  // each draws one; rank 0's wins
+      o.launcher_rank = r;
+      o.launcher_world_size = 2;
+      o.gather = [&gather, r](const std::string& mine) { return gather.Gather(r, mine); };
+      jobs[r] = std::make_unique<Job>(o);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(jobs[0]->seed(), jobs[1]->seed());
+  EXPECT_EQ(jobs[0]->plan().RankEpochSamples(1, 0), jobs[1]->plan().RankEpochSamples(1, 0));
+
+  InProcessGather disagree(2);
+  std::string errors[2];
+  for (int r = 0; r < 2; ++r) {
+    threads[r] = std::thread([&, r] {
+      JobOptions o = Options();
+      o.use_mpi = false;
+      o.batch_size = r == 0 ? 8 : 16;
+      o.launcher_rank = r;
+      o.launcher_world_size = 2;
+      o.gather = [&disagree, r](const std::string& mine) { return disagree.Gather(r, mine); };
+      try {
+        Job job(o);
+      } catch (const InvalidArgumentError& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors[0], errors[1]);
+  EXPECT_NE(errors[0].find("ranks disagree on batch_size: rank 0 has 8, rank 1 has 16"), std::string::npos)
+      << errors[0];
+}
+
+TEST_F(JobTest, BatchSizePerRankAndWorkers) {
+  JobOptions o = Options();
+  o.use_mpi = false;
+  o.batch_size = 0;
+  o.batch_size_per_rank = 5;
+  o.launcher_rank = 1;
+  o.launcher_world_size = 3;
+  o.staging_threads = 2;
+  Job job(o);
+  EXPECT_EQ(job.plan().options().batch_size, 15);
+  EXPECT_EQ(job.plan().NominalLocalBatchSize(1), 5);
+  EXPECT_EQ(job.config().storage_classes[0].threads, 2);
+  o.batch_size = 8;  // both
+  EXPECT_THROW(Job{o}, InvalidArgumentError);
+  o.batch_size = 0;
+  o.batch_size_per_rank = 0;  // neither
+  EXPECT_THROW(Job{o}, InvalidArgumentError);
+  o = Options();
+  o.launcher_rank = 3;
+  o.launcher_world_size = 3;
+  EXPECT_THROW(Job{o}, InvalidArgumentError);
+  o = Options();
+  o.use_mpi = false;
+  o.launcher_world_size = 64;  // more ranks than the 57 samples
+  try {
+    Job job_too_wide(o);
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch_size 8 is smaller than the world size 64"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(JobTest, UnshuffledEpochsAreInIndexOrder) {
+  JobOptions o = Options();
+  o.shuffle = false;
+  Job job(o);
+  for (int e = 0; e < 2; ++e) {
+    job.BeginEpoch(e);
+    std::vector<int64_t> ids;
+    Batch batch;
+    while (Next(job, &batch) == Job::Next::kBatch) ids.insert(ids.end(), batch.ids.begin(), batch.ids.end());
+    ASSERT_EQ(ids.size(), 57u);
+    for (size_t i = 0; i < ids.size(); ++i) ASSERT_EQ(ids[i], static_cast<int64_t>(i));
+  }
 }
 
 }  // namespace

@@ -111,13 +111,15 @@ TEST_F(JobTransformsTest, RowsAreThePipelinesOutputWhateverTheThreadCount) {
   }
 }
 
-TEST_F(JobTransformsTest, SkipKeepsBatchesFullAndDeliversEveryGoodSampleOnce) {
+TEST_F(JobTransformsTest, SkipKeepsEveryStepAndDeliversEveryGoodSampleOnce) {
   WriteFile(root_ + "/c0/bad_empty.jpg", "");
   WriteFile(root_ + "/c1/bad_text.png", "not a png");
   WriteFile(root_ + "/c2/bad_truncated.jpg", ReadAll(root_ + "/c0/img0.jpg").substr(0, 200));
   JobOptions o = Options(2);
+  o.batch_size = 5;  // 33 samples: 6 batches of 5 and a last of 3
   o.skip_bad_samples = true;
   Job job(o);
+  ASSERT_EQ(job.BatchesPerEpoch(), 7);
   std::set<int64_t> good;
   for (int64_t i = 0; i < job.index().size(); ++i) {
     if (job.index().relpaths[static_cast<size_t>(i)].find("bad_") == std::string::npos) good.insert(i);
@@ -139,7 +141,14 @@ TEST_F(JobTransformsTest, SkipKeepsBatchesFullAndDeliversEveryGoodSampleOnce) {
     }
     EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()), good);
     EXPECT_EQ(seen.size(), good.size()) << "a sample was delivered twice";
-    for (size_t i = 0; i + 1 < sizes.size(); ++i) EXPECT_EQ(sizes[i], 4u) << "batch " << i;
+    // Every step is taken and none is empty; a batch before the last is short
+    // only once the last one is down to one sample.
+    ASSERT_EQ(sizes.size(), 7u) << "epoch " << e;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_GE(sizes[i], 1u);
+      if (i + 1 < sizes.size() && sizes[i] < 5) EXPECT_EQ(sizes.back(), 1u) << "batch " << i << " epoch " << e;
+    }
+    EXPECT_LE(sizes.back(), 3u);
     for (const auto& [batch, copy] : held) {
       EXPECT_EQ(std::memcmp(batch.images.get(), copy.data(), copy.size()), 0) << "memory reused while held";
     }
@@ -147,6 +156,75 @@ TEST_F(JobTransformsTest, SkipKeepsBatchesFullAndDeliversEveryGoodSampleOnce) {
   EXPECT_EQ(job.skipped_samples(), 6);
   EXPECT_EQ(job.SkippedFiles().size(), 3u);
   EXPECT_EQ(job.Metrics()[1].skipped, 3);
+}
+
+TEST_F(JobTransformsTest, SkipDeliversShorterBatchesOnceTheLastIsDownToOneAndRaisesOnAnEmptyOne) {
+  // Index order (no shuffle) puts the bad files first: batch 0 of 2 is all
+  // bad, batch 1 half; 33 samples in batches of 2 leave a last batch of 1,
+  // which must keep its sample, so no hole can be filled.
+  WriteFile(root_ + "/c0/aaa_bad1.jpg", "");
+  WriteFile(root_ + "/c0/aaa_bad2.jpg", "not a jpeg");
+  WriteFile(root_ + "/c0/aaa_bad3.jpg", "");
+  JobOptions o = Options(2);
+  o.batch_size = 2;
+  o.epochs = 1;
+  o.shuffle = false;
+  o.skip_bad_samples = true;
+  Job job(o);
+  ASSERT_EQ(job.BatchesPerEpoch(), 17);
+  job.BeginEpoch(0);
+  Batch b;
+  try {
+    Next(job, &b);
+    FAIL() << "an empty batch was delivered";
+  } catch (const InvalidArgumentError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("rank 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("epoch 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("aaa_bad1.jpg"), std::string::npos) << what;
+    EXPECT_NE(what.find("aaa_bad2.jpg"), std::string::npos) << what;
+  }
+  std::vector<size_t> sizes;
+  std::set<int64_t> seen;
+  while (Next(job, &b) == Job::Next::kBatch) {
+    sizes.push_back(b.ids.size());
+    seen.insert(b.ids.begin(), b.ids.end());
+  }
+  ASSERT_EQ(sizes.size(), 16u);  // the other steps of the epoch
+  EXPECT_EQ(sizes.front(), 1u);   // half bad, delivered shorter
+  EXPECT_EQ(sizes.back(), 1u);
+  EXPECT_EQ(seen.size(), 30u);   // every good sample
+}
+
+TEST_F(JobTransformsTest, ShorterBatchesCloseUpTheirRows) {
+  // A hole nothing fills moves the rows after it up: row k of the batch is
+  // the transform of its k-th id.
+  WriteFile(root_ + "/c0/img0a_bad.jpg", "");  // sorts right after c0/img0.jpg
+  JobOptions o = Options(1);
+  o.batch_size = 5;  // 31 samples: 6 batches of 5 and a last of 1, which keeps it
+  o.epochs = 1;
+  o.shuffle = false;
+  o.skip_bad_samples = true;
+  Job job(o);
+  TransformPipeline pipeline(o.transforms);
+  const int64_t row = pipeline.output().bytes();
+  job.BeginEpoch(0);
+  Batch b;
+  int batches = 0;
+  while (Next(job, &b) == Job::Next::kBatch) {
+    ++batches;
+    if (batches == 1) EXPECT_EQ(b.ids.size(), 4u);  // the hole at row 1, not filled
+    for (size_t r = 0; r < b.ids.size(); ++r) {
+      const std::string file = ReadAll(job.index().Path(b.ids[r]));
+      std::vector<uint8_t> expected(static_cast<size_t>(row));
+      pipeline.Apply(reinterpret_cast<const uint8_t*>(file.data()), static_cast<int64_t>(file.size()), "x", 9, 0,
+                     b.ids[r], expected.data());
+      EXPECT_EQ(std::memcmp(expected.data(), b.images.get() + r * static_cast<size_t>(row),
+                            static_cast<size_t>(row)), 0)
+          << "batch " << batches - 1 << " row " << r;
+    }
+  }
+  EXPECT_EQ(batches, 7);
 }
 
 TEST_F(JobTransformsTest, RaiseNamesTheBadFile) {

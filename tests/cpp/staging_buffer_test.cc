@@ -141,3 +141,31 @@ TEST(StagingBufferTest, TakeTimesOut) {
 
 }  // namespace
 }  // namespace hdmlp
+
+namespace hdmlp {
+namespace {
+
+TEST(StagingBufferTest, SetCapacityBoundsLaterClaims) {
+  // Items of 100 bytes: 10 fit in 1000; after shrinking to 250, a claim
+  // waits until the bytes in flight are below it; growing wakes it.
+  StagingBuffer buffer(1000, 100);
+  const auto hundred = [](int64_t) { return int64_t{100}; };
+  int64_t item;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(buffer.Claim(hundred, &item));
+  buffer.SetCapacity(250);
+  EXPECT_EQ(buffer.capacity_bytes(), 250);
+  std::atomic<bool> claimed{false};
+  std::thread worker([&] {
+    int64_t next;
+    if (buffer.Claim(hundred, &next)) claimed = true;
+  });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(claimed.load()) << "claimed past the new capacity";
+  buffer.SetCapacity(1000);
+  worker.join();
+  EXPECT_TRUE(claimed.load());
+  buffer.Close();
+}
+
+}  // namespace
+}  // namespace hdmlp

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <random>
 
 #include <unistd.h>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/job/process_budget.h"
 
 namespace hdmlp {
 namespace {
@@ -20,10 +22,30 @@ double SecondsSince(Clock::time_point start) {
 
 // Runs before any member that depends on the arguments is built.
 const JobOptions& Validated(const JobOptions& options) {
-  if (options.batch_size < 1) {
+  if (options.batch_size_per_rank < 0) {
+    throw InvalidArgumentError("batch_size_per_rank must be at least 1, got " +
+                               std::to_string(options.batch_size_per_rank));
+  }
+  if (options.batch_size_per_rank > 0 && options.batch_size != 0) {
+    throw InvalidArgumentError("give exactly one of batch_size (the global batch) and batch_size_per_rank, got "
+                               "batch_size=" + std::to_string(options.batch_size) +
+                               " and batch_size_per_rank=" + std::to_string(options.batch_size_per_rank));
+  }
+  if (options.batch_size_per_rank == 0 && options.batch_size < 1) {
     throw InvalidArgumentError("batch_size must be at least 1, got " + std::to_string(options.batch_size));
   }
   if (options.epochs < 1) throw InvalidArgumentError("epochs must be at least 1, got " + std::to_string(options.epochs));
+  if (options.staging_threads < 0 || options.staging_threads > 1024) {
+    throw InvalidArgumentError("num_workers (the staging threads) must be from 1 to 1024, got " +
+                               std::to_string(options.staging_threads));
+  }
+  if (options.launcher_world_size < 0 ||
+      (options.launcher_world_size > 0 &&
+       (options.launcher_rank < 0 || options.launcher_rank >= options.launcher_world_size))) {
+    throw InvalidArgumentError("rank " + std::to_string(options.launcher_rank) + " of world size " +
+                               std::to_string(options.launcher_world_size) + " from " + options.launcher_name +
+                               " is impossible: the rank must be in [0, world size)");
+  }
   ParseDistributionScheme(options.distr_scheme);
   if (options.config_path.empty()) throw InvalidArgumentError("config_path is empty: give a configuration file");
   return options;
@@ -44,6 +66,7 @@ std::string Signature(const JobOptions& o, const ImageFolderIndex& index, const 
   std::string s = "samples=" + std::to_string(index.size()) + "\nfingerprint=" + std::to_string(index.Fingerprint()) +
                   "\nbatch_size=" + std::to_string(o.batch_size) + "\nepochs=" + std::to_string(o.epochs) +
                   "\ndistr_scheme=" + o.distr_scheme + "\ndrop_last_batch=" + (o.drop_last ? "true" : "false") +
+                  "\nshuffle=" + (o.shuffle ? "true" : "false") +
                   "\nexchange_fraction=" + std::to_string(o.exchange_fraction) + "\nstorage classes=";
   for (const auto& c : config.storage_classes) s += c.backend + " ";
   s += "\ntransforms=";
@@ -78,6 +101,12 @@ std::string FirstDifference(const std::string& a, const std::string& b, int rank
   }
 }
 
+// N of a percent capacity ("25%"), or 0 for one in MB.
+double PercentOf(const StorageClassConfig& c) {
+  if (c.capacity_spec.empty() || c.capacity_spec.back() != '%') return 0;
+  return std::strtod(c.capacity_spec.c_str(), nullptr);  // the config loader checked the format
+}
+
 }  // namespace
 
 Job::Job(const JobOptions& options)
@@ -85,60 +114,71 @@ Job::Job(const JobOptions& options)
       comm_(options.use_mpi ? Communicator::Create(options.timeout_s) : nullptr),
       env_(options.env != nullptr ? options.env : Env::Default()),
       metrics_(options.epochs) {
-  // Under MPI a rank that cannot start must still take part in the check
-  // below, or the others would wait for it until their timeout.
+  if (comm_) {
+    rank_ = comm_->rank();
+    world_size_ = comm_->size();
+  } else if (options.launcher_world_size > 0) {
+    rank_ = options.launcher_rank;
+    world_size_ = options.launcher_world_size;
+  }
+  // A rank that cannot start must still take part in the check below, or
+  // the others would wait for it until their timeout.
+  const bool ranks_talk = comm_ != nullptr || static_cast<bool>(options.gather);
   std::string local_error;
   std::exception_ptr local_exception;
   try {
+    if (comm_ && options.launcher_world_size > 0 &&
+        (options.launcher_rank != rank_ || options.launcher_world_size != world_size_)) {
+      throw InvalidArgumentError("MPI says this process is rank " + std::to_string(rank_) + " of " +
+                                 std::to_string(world_size_) + ", but according to " + options.launcher_name +
+                                 " it is rank " + std::to_string(options.launcher_rank) + " of " +
+                                 std::to_string(options.launcher_world_size) +
+                                 ": start the job with one launcher (mpirun/srun, or torchrun without MPI), or "
+                                 "give torch.distributed MPI's rank and world size");
+    }
     config_ = Config::LoadFile(options.config_path);
+    if (options.staging_threads > 0) config_.storage_classes.at(0).threads = options.staging_threads;
     // An impossible chain is refused here, before anything is read.
     if (!options.transforms.empty()) pipeline_ = std::make_unique<TransformPipeline>(options.transforms);
     index_ = ScanImageFolder(env_, options.dataset_path, options.scan);
   } catch (const std::exception& e) {
-    if (!comm_) throw;
+    if (!ranks_talk) throw;
     local_error = e.what();
     local_exception = std::current_exception();
   }
+  if (options.batch_size_per_rank > 0) options_.batch_size = options.batch_size_per_rank * world_size_;
   seed_ = options.has_seed ? options.seed : DrawSeed();
-  if (comm_) {
+  if (ranks_talk) {
     try {
       CheckRanksAgree(local_error);
     } catch (...) {
       if (local_exception) std::rethrow_exception(local_exception);  // this rank's own error, as it was
       throw;
     }
+  } else if (options.launcher_local_world_size > 0) {
+    ranks_on_this_node_ = options.launcher_local_world_size;
   }
-
-  // Percent capacities are shares of this node: split them between its ranks.
-  if (ranks_on_this_node_ > 1) {
-    for (auto& c : config_.storage_classes) {
-      if (!c.capacity_spec.empty() && c.capacity_spec.back() == '%') c.capacity_mb /= ranks_on_this_node_;
-    }
-  }
+  // The ranks gathered what they needed: the hook may hold the caller's
+  // objects (a Python function), which are not ours to keep.
+  options_.gather = nullptr;
 
   PlanOptions plan;
   plan.num_samples = index_.size();
-  plan.batch_size = options.batch_size;
+  plan.batch_size = options_.batch_size;
   plan.epochs = options.epochs;
   plan.seed = seed_;
   plan.drop_last = options.drop_last;
+  plan.shuffle = options.shuffle;
   plan.world_size = world_size();
   plan.scheme = ParseDistributionScheme(options.distr_scheme);
   plan.exchange_fraction = options.exchange_fraction;
-  plan_ = std::make_unique<AccessPlan>(plan);
-  epoch_size_ = plan_->RankEpochSize(rank());
-  if (epoch_size_ == 0) {
-    if (options.drop_last) {
-      throw InvalidArgumentError("batch_size " + std::to_string(options.batch_size) + " is larger than the dataset ('" +
-                                 options.dataset_path + "', " + std::to_string(index_.size()) +
-                                 " samples) and drop_last_batch is set: every epoch would be empty");
-    }
-    throw InvalidArgumentError("rank " + std::to_string(rank()) + " of " + std::to_string(world_size()) +
-                               " would get no sample of '" + options.dataset_path + "' (" +
-                               std::to_string(index_.size()) + " samples, global batch_size " +
-                               std::to_string(options.batch_size) +
-                               "): use a smaller batch size or fewer ranks, so every rank has a share of a batch");
+  try {
+    plan_ = std::make_unique<AccessPlan>(plan);
+  } catch (const InvalidArgumentError& e) {
+    throw InvalidArgumentError("'" + options.dataset_path + "': " + e.what());
   }
+  epoch_size_ = plan_->RankEpochSize(rank());
+  ShareCapacities();
 
   batch_start_.assign(static_cast<size_t>(plan_->BatchesPerEpoch() + 1), 0);
   int64_t largest_batch = 0;
@@ -162,10 +202,23 @@ Job::Job(const JobOptions& options)
                                             options.local_env != nullptr ? options.local_env : Env::Default(),
                                             comm_.get(), staging.threads + 1);
   cache_->Start();
+  // What the classes really hold is what this job keeps of the process's budgets.
+  const std::vector<ClassStatus> statuses = cache_->Status();
+  for (size_t j = 1; j < config_.storage_classes.size(); ++j) {
+    const StorageClassConfig& c = config_.storage_classes[j];
+    if (PercentOf(c) > 0) {
+      budget_->Hold(c.backend == "filesystem" ? "filesystem:" + c.path : c.name,
+                    static_cast<double>(statuses.at(j - 1).planned_bytes) / (1024.0 * 1024.0));
+    }
+  }
 
   // MB in configs are MiB (docs/config.md).
   const auto capacity = static_cast<int64_t>(staging.capacity_mb * 1024 * 1024);
   staging_ = std::make_unique<StagingBuffer>(capacity, ItemOf(options.epochs, 0));
+  if (const double percent = PercentOf(staging); percent > 0) {
+    budget_->JoinStaging(percent, staging.capacity_mb * 100 / percent,
+                         [this](int64_t bytes) { staging_->SetCapacity(bytes); });
+  }
   workers_.reserve(static_cast<size_t>(staging.threads));
   for (int t = 0; t < staging.threads; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
 }
@@ -176,7 +229,12 @@ void Job::CheckRanksAgree(const std::string& local_error) {
   const std::string mine = local_error.empty() ? "ok\n" + std::to_string(seed_) + "\n" + HostName() + "\n" +
                                                      Signature(options_, index_, config_)
                                                : "error\n" + local_error;
-  const std::vector<std::string> all = comm_->AllGather(mine, "the start-up check of the job's arguments");
+  const std::vector<std::string> all = comm_ ? comm_->AllGather(mine, "the start-up check of the job's arguments")
+                                             : options_.gather(mine);
+  if (static_cast<int>(all.size()) != world_size_) {
+    throw InvalidArgumentError("the start-up check gathered " + std::to_string(all.size()) + " ranks' views, but " +
+                               options_.launcher_name + " says the world size is " + std::to_string(world_size_));
+  }
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r].compare(0, 6, "error\n") == 0) {
       throw InvalidArgumentError("rank " + std::to_string(r) + " could not start the job: " + all[r].substr(6));
@@ -202,10 +260,27 @@ void Job::CheckRanksAgree(const std::string& local_error) {
   for (const auto& s : all) ranks_on_this_node_ += line(s, 2) == HostName() ? 1 : 0;
 }
 
+void Job::ShareCapacities() {
+  budget_ = std::make_unique<BudgetMember>();
+  for (size_t j = 0; j < config_.storage_classes.size(); ++j) {
+    StorageClassConfig& c = config_.storage_classes[j];
+    const double percent = PercentOf(c);
+    if (percent <= 0) continue;
+    // A percent is a share of this node: split it between its ranks.
+    if (ranks_on_this_node_ > 1) c.capacity_mb /= ranks_on_this_node_;
+    // The staging buffer joins once it exists (it is resized later).
+    if (j == 0) continue;
+    const std::string key = c.backend == "filesystem" ? "filesystem:" + c.path : c.name;
+    c.capacity_mb = budget_->ClaimCache(key, percent, c.capacity_mb * 100 / percent);
+  }
+}
+
 Job::~Job() { Close(); }
 
 void Job::Close() {
   if (closed_.exchange(true)) return;
+  // First, so that the process's other jobs get their share back at once.
+  if (budget_) budget_->Leave();
   if (staging_) staging_->Close();
   // Wakes workers waiting for a prefetch, joins the prefetch threads and
   // removes on-disk classes; the classes' memory lives until the destructor.
@@ -342,6 +417,7 @@ void Job::BeginEpoch(int epoch) {
   epoch_end_ = epoch_size_;
   moved_from_item_.store(INT64_MAX);
   pending_ = Batch();
+  pending_bad_.clear();
   pending_stall_ = 0;
   if (pipeline_) DropBatchesBelow(epoch, 0);
   staging_->SkipTo(ItemOf(epoch, 0));
@@ -362,22 +438,24 @@ std::vector<std::string> Job::SkippedFiles() const {
   return skipped_files_;
 }
 
-bool Job::FillFromEpochEnd(int64_t j, int64_t row) {
-  for (;;) {
-    if (epoch_end_ - 1 <= j) return false;  // nothing undelivered after j
+bool Job::FillFromEpochEnd(int64_t min_position) {
+  while (epoch_end_ - 1 >= min_position) {
     const int64_t t = --epoch_end_;
     moved_from_item_.store(ItemOf(epoch_, t));
     const int64_t sample = epoch_order_->At(t);
     try {
       const SampleBuffer bytes = ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
+      const auto row = static_cast<int64_t>(pending_.ids.size());
       TransformInto(epoch_, sample, bytes, pending_.images.get() + row * sample_bytes_);
       pending_.ids.push_back(sample);
       pending_.labels.push_back(index_.labels[static_cast<size_t>(sample)]);
       return true;
     } catch (const InvalidArgumentError& e) {
       RecordSkip(e.what());  // bad too: try the one before it
+      pending_bad_.push_back(e.what());
     }
   }
+  return false;
 }
 
 void Job::ThrowAndTellPeers(const CapturedError& error) {
@@ -390,12 +468,14 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
   if (epoch_ < 0) throw InvalidArgumentError("no epoch has been started: call BeginEpoch first");
   const std::string peer_error = cache_->PeerAbortMessage();
   if (!peer_error.empty()) throw IOError(peer_error + " (reported to rank " + std::to_string(rank()) + ")");
-  if (batch_ >= plan_->BatchesPerEpoch() || batch_start_[static_cast<size_t>(batch_)] >= epoch_end_) {
-    return Next::kEndOfEpoch;
-  }
+  const int64_t batches = plan_->BatchesPerEpoch();
+  if (batch_ >= batches) return Next::kEndOfEpoch;
 
   const int64_t start = batch_start_[static_cast<size_t>(batch_)];
   const int64_t nominal = batch_start_[static_cast<size_t>(batch_ + 1)] - start;
+  // skip_bad_samples: a hole takes a sample from the epoch's end only while
+  // every later batch keeps at least one (so every rank takes every step).
+  const int64_t last_batch_start = batch_start_[static_cast<size_t>(batches - 1)];
   if (pending_.ids.empty() && pending_.samples.empty() && !pending_.images) {
     pending_.epoch = epoch_;
     pending_.index = batch_;
@@ -409,7 +489,7 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
     }
   }
   const auto deadline = Clock::now() + max_wait;
-  // The batch ends early when its last samples were moved into holes.
+  // The last batch ends early when its last samples were moved into holes.
   while (next_j_ < std::min(start + nominal, epoch_end_)) {
     const int64_t j = next_j_;
     SampleBuffer bytes;
@@ -425,9 +505,9 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
       case StagingBuffer::TakeResult::kFailed: {
         if (pipeline_ && options_.skip_bad_samples && error.IsInvalidArgument()) {
           RecordSkip(error.message());
-          const bool filled = FillFromEpochEnd(j, j - start);
+          pending_bad_.push_back(error.message());
+          FillFromEpochEnd(start == last_batch_start ? j + 1 : last_batch_start + 1);
           ++next_j_;
-          if (!filled) epoch_end_ = std::min(epoch_end_, j);  // the hole was the last undelivered sample
           continue;
         }
         // Skip the rest of the batch so the next call starts a whole batch.
@@ -438,6 +518,7 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
         metrics_.AddDelivered(epoch_, 0, pending_stall_);
         if (pipeline_) DropBatchesBelow(epoch_, batch_);
         pending_ = Batch();
+        pending_bad_.clear();
         pending_stall_ = 0;
         ThrowAndTellPeers(error);
       }
@@ -445,6 +526,15 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
         break;
     }
     const int64_t sample = epoch_order_->At(j);
+    if (pipeline_) {
+      // Rows left by holes nothing could fill close up: the batch's rows
+      // are its first ids.size() rows.
+      const int64_t row = j - start, to = static_cast<int64_t>(pending_.ids.size());
+      if (row != to) {
+        std::memmove(pending_.images.get() + to * sample_bytes_, pending_.images.get() + row * sample_bytes_,
+                     static_cast<size_t>(sample_bytes_));
+      }
+    }
     pending_.ids.push_back(sample);
     pending_.labels.push_back(index_.labels[static_cast<size_t>(sample)]);
     if (!pipeline_) pending_.samples.push_back(std::move(bytes));
@@ -454,11 +544,29 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
   metrics_.AddDelivered(epoch_, size, pending_stall_);
   ++batch_;
   if (pipeline_) DropBatchesBelow(epoch_, batch_);  // the memory now belongs to *out alone
+  pending_stall_ = 0;
+  if (size == 0) {
+    // Every sample of this batch was bad, and taking one from a later batch
+    // would have emptied that one: an empty step would desynchronise the
+    // ranks' collectives, so this is an error, as without skip.
+    std::string files;
+    for (const auto& why : pending_bad_) files += (files.empty() ? "" : "; ") + why;
+    const std::string message =
+        "rank " + std::to_string(rank()) + ": every sample of batch " + std::to_string(batch_ - 1) + " of epoch " +
+        std::to_string(epoch_) + " is bad, and no later sample of the epoch can take their place without "
+        "emptying a later batch (on_error=\"skip\" keeps every step non-empty so that the ranks stay in step): " +
+        files + "; remove or fix these files, or use a larger batch size";
+    pending_ = Batch();
+    pending_bad_.clear();
+    try {
+      throw InvalidArgumentError(message);
+    } catch (...) {
+      ThrowAndTellPeers(CapturedError::FromCurrentException());
+    }
+  }
   *out = std::move(pending_);
   pending_ = Batch();
-  pending_stall_ = 0;
-  // Empty only when every sample left in the epoch was bad.
-  if (size == 0) return Next::kEndOfEpoch;
+  pending_bad_.clear();
   return Next::kBatch;
 }
 

@@ -120,6 +120,17 @@ void StagingBuffer::Close() {
   consumer_cv_.notify_all();
 }
 
+void StagingBuffer::SetCapacity(int64_t capacity_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  capacity_ = std::max<int64_t>(capacity_bytes, 0);
+  producers_cv_.notify_all();
+}
+
+int64_t StagingBuffer::capacity_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capacity_;
+}
+
 int64_t StagingBuffer::peak_bytes_in_flight() const {
   std::lock_guard<std::mutex> lock(mu_);
   return peak_bytes_;

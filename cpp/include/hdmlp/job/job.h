@@ -10,10 +10,19 @@
 //
 // Several ranks (under mpirun): the ranks check at start-up that they agree
 // on the dataset (size and fingerprint), batch size, epochs, scheme,
-// drop-last and configuration shape, and take rank 0's seed; a rank that
-// fails to start or disagrees makes every rank raise the same error. Ranks
-// on one node (same host name) split the configuration's percent capacities
-// ("25%" of the node's memory is 12.5% per rank with two ranks there).
+// drop-last, shuffle and configuration shape, and take rank 0's seed; a rank
+// that fails to start or disagrees makes every rank raise the same error.
+// Ranks on one node (same host name) split the configuration's percent
+// capacities ("25%" of the node's memory is 12.5% per rank with two ranks
+// there), and the live Jobs of one process split them again
+// (job/process_budget.h).
+//
+// Without MPI, a launcher such as torchrun gives the rank and world size
+// (JobOptions::launcher_*): the job plans the same global order and reads
+// this rank's slice; peers do not serve each other (transport() is "none"),
+// and the start-up check and rank 0's seed go through `gather` when the
+// caller has one (torch.distributed). Under MPI, a launcher whose rank or
+// world size differs from MPI's is an error on every rank.
 //
 // Transforms: with a transform chain (transforms/transform_pipeline.h) the
 // staging workers decode and transform every sample straight into its row
@@ -31,12 +40,16 @@
 // IOError naming this rank and the file), and the job may go on.
 // With skip_bad_samples, a sample the pipeline rejects (a corrupt, truncated,
 // empty, unsupported or oversized image, or one of another size) is left
-// out instead and counted: its row is filled by the last sample of this
-// rank's epoch not yet delivered, so every batch stays full except the
-// epoch's last, which is shorter by the number skipped (an epoch can end a
-// batch early when more samples are skipped than its last batch holds).
-// Every other sample is still delivered exactly once. Storage errors
-// (missing file, failing reads) are raised in both modes.
+// out instead and counted. Every rank still takes BatchesPerEpoch() steps,
+// none empty: a bad sample's row is filled by the last sample of this rank's
+// epoch not yet delivered, as long as every later batch of the epoch keeps
+// at least one sample (so only the epoch's last batch gets shorter, down to
+// one sample); after that, a batch with a bad sample is delivered shorter.
+// A batch none of whose samples is good raises InvalidArgumentError naming
+// the rank, epoch and files, and the other ranks are told, as for a bad
+// sample without skip_bad_samples. Every other sample is still delivered
+// exactly once. Storage errors (missing file, failing reads) are raised in
+// both modes.
 //
 // Lifetime: Close() (also run by the destructor) stops and joins every
 // thread within one read's time; it is safe to call more than once.
@@ -48,6 +61,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -60,6 +74,7 @@
 #include "hdmlp/config/config.h"
 #include "hdmlp/env/env.h"
 #include "hdmlp/job/metrics.h"
+#include "hdmlp/job/process_budget.h"
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/source/image_folder.h"
 #include "hdmlp/staging/batch_pool.h"
@@ -71,16 +86,29 @@ namespace hdmlp {
 
 struct JobOptions {
   std::string dataset_path;
-  int64_t batch_size = 1;
+  int64_t batch_size = 1;           // global, over all ranks; 0 when batch_size_per_rank is given
+  int64_t batch_size_per_rank = 0;  // > 0: the global batch is this times the world size
   int epochs = 1;
   std::string distr_scheme = "uniform";
   bool drop_last = false;
+  bool shuffle = true;      // false: every epoch in index order (validation)
   bool has_seed = false;
   uint64_t seed = 0;
   std::string config_path;  // required: the Python package passes its default
   double exchange_fraction = 0.1;  // partial_local only
   double timeout_s = 300;   // how long to wait for other ranks before failing
   bool use_mpi = true;      // join the MPI job when there is one
+  int staging_threads = 0;  // > 0: the staging workers, instead of the config's class 0 threads
+  // A launcher without MPI (torchrun's RANK and WORLD_SIZE, or an initialised
+  // torch.distributed): this process's rank of launcher_world_size (0: no
+  // launcher), its ranks on this node (0: unknown), and where they came from.
+  int launcher_rank = 0;
+  int launcher_world_size = 0;
+  int launcher_local_world_size = 0;
+  std::string launcher_name = "the launcher";
+  // Without MPI: every rank's string from each rank's own (the start-up
+  // check and rank 0's seed); empty: the ranks cannot talk at start-up.
+  std::function<std::vector<std::string>(const std::string&)> gather;
   Env* env = nullptr;       // storage of the dataset; nullptr: Env::Default()
   Env* local_env = nullptr; // storage of the filesystem classes; nullptr: Env::Default()
   ScanOptions scan;
@@ -114,8 +142,10 @@ class Job {
   const AccessPlan& plan() const { return *plan_; }
   const Config& config() const { return config_; }
   uint64_t seed() const { return seed_; }
-  int rank() const { return comm_ ? comm_->rank() : 0; }
-  int world_size() const { return comm_ ? comm_->size() : 1; }
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  // "mpi" when peers serve each other's caches, else "none".
+  const char* transport() const { return comm_ && comm_->size() > 1 ? "mpi" : "none"; }
   int64_t BatchesPerEpoch() const { return plan_->BatchesPerEpoch(); }
   int current_epoch() const { return epoch_; }
   int64_t staging_capacity_bytes() const { return staging_->capacity_bytes(); }
@@ -158,17 +188,22 @@ class Job {
   int64_t BatchOfPosition(int64_t j) const;
   // The output shape for a chain that is not fixed: the first readable image's.
   OutputShape FirstImageShape();
-  // skip_bad_samples: fills row `row` of the pending batch with the last
-  // undelivered sample of the epoch; false when none is left after j.
-  bool FillFromEpochEnd(int64_t j, int64_t row);
+  // skip_bad_samples: fills the pending batch's next row with the last
+  // undelivered sample of the epoch, at a position >= min_position; false
+  // when none is left.
+  bool FillFromEpochEnd(int64_t min_position);
   void RecordSkip(const std::string& message);
   [[noreturn]] void ThrowAndTellPeers(const CapturedError& error);
   // Every rank's view of the job must agree; throws the same error on every rank.
   void CheckRanksAgree(const std::string& local_error);
+  // Sizes the storage classes for this rank and this process's live jobs.
+  void ShareCapacities();
   int64_t ItemOf(int epoch, int64_t j) const { return static_cast<int64_t>(epoch) * epoch_size_ + j; }
 
   JobOptions options_;
   std::unique_ptr<Communicator> comm_;
+  int rank_ = 0;
+  int world_size_ = 1;
   Env* env_;
   Config config_;
   ImageFolderIndex index_;
@@ -181,6 +216,9 @@ class Job {
   std::unique_ptr<StagingBuffer> staging_;
   std::vector<std::thread> workers_;
   std::atomic<bool> closed_{false};
+  // This job's share of the process's percent capacities; declared after
+  // staging_ so that it leaves (and stops resizing it) before that goes.
+  std::unique_ptr<BudgetMember> budget_;
 
   // Transforms.
   std::unique_ptr<TransformPipeline> pipeline_;
@@ -205,6 +243,7 @@ class Job {
   int64_t next_j_ = 0;         // next sample of the epoch
   int64_t epoch_end_ = 0;      // positions from here on were moved into holes
   Batch pending_;              // the batch being assembled across timeouts
+  std::vector<std::string> pending_bad_;  // skip_bad_samples: why each of its samples was left out
   double pending_stall_ = 0;
 };
 

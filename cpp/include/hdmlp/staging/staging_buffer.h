@@ -17,6 +17,10 @@
 // not yet claimed below it are never read, those in flight are dropped when
 // they complete.
 //
+// SetCapacity() changes the bound at any time (several jobs of a process
+// share one budget, job/process_budget.h): a smaller bound delays new claims
+// until the bytes in flight are below it; nothing in flight is dropped.
+//
 // Thread-safety: Claim/Complete/Fail from any number of worker threads,
 // Take/SkipTo from one consumer thread, Close from any thread. Close wakes
 // every waiter; afterwards Claim returns false and Take returns kClosed.
@@ -73,7 +77,8 @@ class StagingBuffer {
 
   void Close();
 
-  int64_t capacity_bytes() const { return capacity_; }
+  void SetCapacity(int64_t capacity_bytes);
+  int64_t capacity_bytes() const;
   // Largest number of bytes ever held in flight (for tests of the bound).
   int64_t peak_bytes_in_flight() const;
   int64_t next_item() const;
@@ -91,7 +96,7 @@ class StagingBuffer {
   void Release(int64_t bytes);
   void SkipToLocked(int64_t item);
 
-  const int64_t capacity_;
+  int64_t capacity_;  // guarded by mu_
   const int64_t end_item_;
   const int64_t window_;
   mutable std::mutex mu_;
