@@ -157,10 +157,6 @@ class SmallCNN(nn.Module):
         return self.fc2(x)
 
 
-def count_images(root: str) -> int:
-    return sum(len(os.listdir(os.path.join(root, c))) for c in os.listdir(root))
-
-
 def labels_of(classes: list[str]) -> torch.Tensor:
     """Fashion-MNIST label per loader class index: the folder names start with it."""
     return torch.tensor([int(c.split("_", 1)[0]) for c in classes], dtype=torch.int64)
@@ -180,10 +176,11 @@ class HdmlpLoader:
 
     transform_where = "C++, hdmlp's staging workers"
 
-    def __init__(self, root: str, batch_size: int, epochs: int, seed: int, *, drop_last: bool) -> None:
+    def __init__(self, root: str, batch_size: int, epochs: int, seed: int, *, drop_last: bool,
+                 shuffle: bool = True) -> None:
         start = time.perf_counter()
         self.job = hdmlp.Job(root, batch_size=batch_size, epochs=epochs, seed=seed, drop_last_batch=drop_last,
-                             transforms=[T.ImgDecode(), T.ToTensor(), T.Normalize(MEAN, STD)])
+                             shuffle=shuffle, transforms=[T.ImgDecode(), T.ToTensor(), T.Normalize(MEAN, STD)])
         self.loader = HDMLPDataLoader(HDMLPImageFolder(root, self.job))
         self.classes = self.job.classes
         self.startup_s = time.perf_counter() - start
@@ -309,11 +306,10 @@ def train(args: argparse.Namespace, loader_name: str, workers: int, rank: int, w
     train_dir, test_dir = os.path.join(args.data, "train"), os.path.join(args.data, "test")
     if loader_name == "hdmlp":
         train_loader: Any = HdmlpLoader(train_dir, args.batch_size, args.epochs, args.seed, drop_last=True)
-        # The test job shuffles too (the order does not matter), each image once per epoch over the
-        # ranks. A global batch is cut into per-rank slices of batch/world: keep every rank's share of
-        # the folder non-empty.
-        per_rank = min(EVAL_BATCH, -(-count_images(test_dir) // world))
-        test_loader: Any = HdmlpLoader(test_dir, per_rank * world, args.epochs, args.seed, drop_last=False)
+        # Evaluation in index order, each image once per epoch over the ranks; every rank takes the
+        # same number of steps (a last global batch too small for every rank joins the one before).
+        test_loader: Any = HdmlpLoader(test_dir, EVAL_BATCH * world, args.epochs, args.seed, drop_last=False,
+                                       shuffle=False)
     else:
         train_loader = TorchLoader(train_dir, args.batch_size, args.seed, workers, rank, world, shuffle=True,
                                    drop_last=True)

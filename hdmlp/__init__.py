@@ -10,9 +10,33 @@ Entry points:
     hdmlp.torch               HDMLPImageFolder and HDMLPDataLoader for PyTorch
     hdmlp.datasets            a generator of ImageNet-like demo folders
 """
-from hdmlp.job import (AccessPlan, ConfigError, Job, ThrottledStorage, default_config_path, init_mpi,
-                       user_cache_dir)
-
-__all__ = ["AccessPlan", "ConfigError", "Job", "ThrottledStorage", "default_config_path", "init_mpi",
-           "user_cache_dir"]
 __version__ = "0.1.0"
+
+
+def _import_core() -> None:
+    """Loads the C++ extension first, so that a missing one says what to do."""
+    import os
+
+    try:
+        from hdmlp import _core  # noqa: F401
+    except ImportError as e:
+        here = os.path.dirname(os.path.abspath(__file__))
+        if os.path.isfile(os.path.join(here, os.pardir, "CMakeLists.txt")):
+            raise ImportError(
+                f"hdmlp is being imported from its source checkout ({here}), where the C++ extension hdmlp._core "
+                "is not built. Install hdmlp (pip install . , or scripts/dev.sh setup for a development .venv) and "
+                "run Python from another directory: the checkout's hdmlp/ folder shadows the installed package "
+                "when the checkout is the current directory or on sys.path.") from e
+        raise ImportError(
+            f"hdmlp's C++ extension hdmlp._core cannot be loaded: {e}. Reinstall hdmlp (pip install .); if a "
+            "shared library is missing, install the system packages README.md lists (Open MPI, OpenCV, "
+            "libconfig++, libjpeg-turbo).") from e
+
+
+_import_core()
+
+from hdmlp.job import (AccessPlan, ConfigError, Job, ThrottledStorage, build_info, default_config_path,  # noqa: E402
+                       example_configs, init_mpi, user_cache_dir)
+
+__all__ = ["AccessPlan", "ConfigError", "Job", "ThrottledStorage", "build_info", "default_config_path",
+           "example_configs", "init_mpi", "user_cache_dir"]

@@ -115,13 +115,37 @@ def _demo_chain(name: str) -> list | None:
 def _plan(args: argparse.Namespace) -> int:
     from hdmlp.job import AccessPlan
 
-    plan = AccessPlan(args.samples, args.batch_size, args.epoch + 1, args.seed, args.drop_last, args.world_size)
+    plan = AccessPlan(args.samples, args.batch_size, args.epoch + 1, args.seed, args.drop_last, args.world_size,
+                      args.scheme, shuffle=not args.no_shuffle)
     print(" ".join(map(str, plan.samples(args.epoch, args.rank))))
     return 0
 
 
+def version_text() -> str:
+    """``hdmlp --version``: the version, then each library this build was compiled against."""
+    from hdmlp.job import build_info
+    info = build_info()
+    lines = [f"hdmlp {info.pop('hdmlp')}", "built with:"]
+    lines += [f"  {name}: {version}" for name, version in info.items()]
+    return "\n".join(lines)
+
+
+class _VersionAction(argparse.Action):
+    """Prints version_text() as it is (argparse's "version" action would re-wrap its lines)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hdmlp", description="hdmlp: a clairvoyant data loader for deep learning.")
+    parser.add_argument("--version", action=_VersionAction,
+                        help="print hdmlp's version and what it was built with, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="make a small ImageNet-like dataset (once) and load it for a few epochs",
@@ -148,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--rank", type=int, default=0)
     plan.add_argument("--world-size", type=int, default=1)
     plan.add_argument("--drop-last", action="store_true")
+    plan.add_argument("--scheme", choices=["uniform", "local", "partial_local"], default="uniform")
+    plan.add_argument("--no-shuffle", action="store_true", help="index order (a validation job's shuffle=False)")
     plan.set_defaults(func=_plan)
 
     from hdmlp.simulate import add_subcommands as add_simulator_subcommands

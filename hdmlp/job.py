@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from hdmlp import _core
+from hdmlp import launcher as _launcher
 
 ConfigError = _core.ConfigError
 
@@ -64,6 +65,23 @@ def default_config_path() -> str:
     ``docs/config.md``.
     """
     return str(importlib.resources.files("hdmlp") / "configs" / "default.cfg")
+
+
+def example_configs() -> dict[str, str]:
+    """The example configurations installed with hdmlp, by name (``"laptop"``, ``"gpu_node_nvme"``, ...).
+
+    Pass one as ``config_path``, or copy it and put in your machine's numbers
+    (``hdmlp calibrate`` measures them); every key is in docs/config.md.
+    """
+    folder = importlib.resources.files("hdmlp") / "configs"
+    return {entry.name[:-len(".cfg")]: str(entry) for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+            if entry.name.endswith(".cfg")}
+
+
+def build_info() -> dict[str, str]:
+    """hdmlp's version and what it was compiled against (MPI, libjpeg-turbo, OpenCV, ...)."""
+    from hdmlp import __version__
+    return {"hdmlp": __version__, **dict(_core.build_info())}
 
 
 def user_cache_dir() -> str:
@@ -132,7 +150,7 @@ class AccessPlan:
 
     def __init__(self, num_samples: int, batch_size: int, epochs: int, seed: int,
                  drop_last_batch: bool = False, world_size: int = 1, distr_scheme: str = "uniform",
-                 exchange_fraction: float = 0.1) -> None:
+                 exchange_fraction: float = 0.1, shuffle: bool = True) -> None:
         _positive_int("num_samples", num_samples)
         _positive_int("batch_size", batch_size)
         _positive_int("epochs", epochs)
@@ -140,11 +158,23 @@ class AccessPlan:
         self.epochs = epochs
         self.world_size = world_size
         self._plan = _core.AccessPlan(num_samples, batch_size, epochs, seed, drop_last_batch, world_size, distr_scheme,
-                                      exchange_fraction)
+                                      exchange_fraction, shuffle)
 
     def batches_per_epoch(self) -> int:
         """Global batches per epoch (the same on every rank)."""
         return self._plan.batches_per_epoch()
+
+    def global_batch(self, batch: int) -> tuple[int, int]:
+        """Positions ``[begin, end)`` of the epoch's global order that global batch ``batch`` holds."""
+        return self._plan.global_batch_range(batch)
+
+    def rank_slice(self, batch: int, rank: int = 0) -> tuple[int, int]:
+        """Positions ``[begin, end)`` of global batch ``batch`` that ``rank`` reads."""
+        return self._plan.rank_slice(rank, batch)
+
+    def rank_epoch_size(self, rank: int = 0) -> int:
+        """Samples ``rank`` reads per epoch."""
+        return self._plan.rank_epoch_size(rank)
 
     def samples(self, epoch: int, rank: int = 0) -> list[int]:
         """Sample ids rank ``rank`` reads in ``epoch``, in order."""
@@ -157,18 +187,34 @@ class AccessPlan:
         return self._plan.local_batch_size(rank, batch)
 
 
+_warned_without_peers = False
+
+
+def _warn_without_peers(job: "Job") -> None:
+    """Once per process: several ranks without MPI read without each other's caches."""
+    global _warned_without_peers
+    if job.world_size > 1 and job.transport == "none" and not _warned_without_peers:
+        _warned_without_peers = True
+        warnings.warn(f"hdmlp: peer serving is off: no MPI (rank {job.rank} of {job.world_size} from the launcher); "
+                      "each rank reads its own samples from the dataset's storage and caches them itself. Start "
+                      "the job with mpirun or srun --mpi=pmix for peer caches", RuntimeWarning, stacklevel=3)
+
+
 class Job:
     """One job's data loading on this rank.
 
     Args:
         dataset_path: a folder ``root/<class>/<file>`` as torchvision's ImageFolder reads it.
-        batch_size: samples per (global) batch.
-        epochs: number of epochs the job will run.
+        batch_size: samples per global batch, over all ranks (each rank reads an even share:
+            per-rank batches differ by at most one sample). Give this or ``batch_size_per_rank``.
+        epochs: number of epochs the job will run (required).
         distr_scheme: how samples are spread over ranks and epochs: ``"uniform"`` (a true
             global shuffle), ``"local"`` (each rank shuffles its own fixed shard) or
             ``"partial_local"`` (each epoch a share ``exchange_fraction`` of every shard moves
             to random ranks); see docs/architecture.md.
-        drop_last_batch: drop the last, incomplete batch of each epoch, as PyTorch does.
+        drop_last_batch: drop the last, incomplete batch of each epoch, as PyTorch does. Without
+            it every sample is read once per epoch; a last global batch too small to give every rank
+            a sample joins the one before it, so every rank takes ``len(loader)`` steps.
         transforms: a list of :mod:`hdmlp.transforms` objects (e.g. ``[ImgDecode(),
             RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(), Normalize(mean, std)]``)
             run in C++ by the staging workers, which write each result into its row of the
@@ -180,8 +226,10 @@ class Job:
             transforms: ``"raise"`` (default) raises ValueError naming the file when the
             training loop reaches it, and every other rank raises too; ``"skip"`` leaves it
             out, logs it once and counts it in ``metrics()["skipped_samples"]``; its place is
-            taken by the last undelivered sample of this rank's epoch, so only the epoch's
-            last batch is shorter.
+            taken by the last undelivered sample of this rank's epoch while every later batch
+            keeps at least one sample (otherwise the batch is delivered shorter), so every rank
+            still takes every step; a batch with no good sample left raises ValueError naming
+            the rank, epoch and files (and the other ranks raise too).
         pin_memory: allocate the batch buffers page-locked (CUDA pinned memory) so that
             ``.cuda(non_blocking=True)`` copies asynchronously; needs torch with a CUDA
             device (otherwise a warning, and ordinary memory).
@@ -193,9 +241,21 @@ class Job:
             raising an error naming it.
         storage: a :class:`ThrottledStorage` to slow down or break the dataset's storage.
         index_cache: keep the dataset's scan in the user cache directory.
+        batch_size_per_rank: samples per rank and step, instead of ``batch_size`` (the global
+            batch is then this times the world size), as a script with a per-process
+            ``DataLoader(batch_size=...)`` gives it.
+        shuffle: False reads every epoch in index order (for validation): the uniform scheme cuts
+            it into global batches and rank slices as with a shuffle; local and partial_local give
+            every rank a contiguous block. Prefetching and caching work as for training.
+        num_workers: the staging workers (threads that read and transform ahead of the loop),
+            instead of the configuration's ``threads`` of storage class 0.
 
-    Under ``mpirun`` every rank creates the same Job; they check that they agree, take rank
-    0's seed, and serve each other's caches.
+    Under ``mpirun`` (or ``srun --mpi=pmix``) every rank creates the same Job; they check that
+    they agree, take rank 0's seed, and serve each other's caches. Under ``torchrun`` without
+    MPI the rank and world size come from an initialised ``torch.distributed`` or the
+    ``RANK``/``WORLD_SIZE`` environment (see :mod:`hdmlp.launcher`): each rank reads its
+    slice of the same global order, peers do not serve each other (``metrics()["transport"]``
+    is ``"none"``), and without ``torch.distributed`` a ``seed`` must be given.
 
     Raises:
         FileNotFoundError / NotADirectoryError: the dataset path is missing, empty or not a folder.
@@ -203,16 +263,32 @@ class Job:
         ConfigError: a bad configuration file (a ValueError naming the key, file and line).
     """
 
-    def __init__(self, dataset_path: str | os.PathLike[str], batch_size: int, epochs: int,
-                 distr_scheme: str = "uniform", drop_last_batch: bool = False, transforms: Any = None,
-                 seed: int | None = None, config_path: str | os.PathLike[str] | None = None, *,
+    def __init__(self, dataset_path: str | os.PathLike[str], batch_size: int | None = None,
+                 epochs: int | None = None, distr_scheme: str = "uniform", drop_last_batch: bool = False,
+                 transforms: Any = None, seed: int | None = None,
+                 config_path: str | os.PathLike[str] | None = None, *,
                  exchange_fraction: float = 0.1, timeout_s: float = 300.0,
                  storage: ThrottledStorage | None = None, index_cache: bool = True,
-                 on_error: str = "raise", pin_memory: bool = False) -> None:
+                 on_error: str = "raise", pin_memory: bool = False, batch_size_per_rank: int | None = None,
+                 shuffle: bool = True, num_workers: int | None = None) -> None:
         self._core: Any = None
         self.dataset_path = os.path.expanduser(os.fspath(dataset_path))
-        self.batch_size = _positive_int("batch_size", batch_size)
+        if (batch_size is None) == (batch_size_per_rank is None):
+            raise ValueError("give exactly one of batch_size (the global batch, over all ranks) and "
+                             f"batch_size_per_rank, got batch_size={batch_size!r} and "
+                             f"batch_size_per_rank={batch_size_per_rank!r}")
+        if batch_size is not None:
+            _positive_int("batch_size", batch_size)
+        if batch_size_per_rank is not None:
+            _positive_int("batch_size_per_rank", batch_size_per_rank)
+        if epochs is None:
+            raise TypeError("epochs is required: the number of epochs the job will run")
         self.epochs = _positive_int("epochs", epochs)
+        if not isinstance(shuffle, bool):
+            raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
+        self.shuffle = shuffle
+        if num_workers is not None:
+            _positive_int("num_workers", num_workers)
         if not isinstance(distr_scheme, str) or distr_scheme not in _SCHEMES:
             raise ValueError(f"unknown distr_scheme {distr_scheme!r}: supported schemes are {', '.join(map(repr, _SCHEMES))}")
         self.distr_scheme = distr_scheme
@@ -252,13 +328,29 @@ class Job:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
             raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         storage = storage or ThrottledStorage()
-        self._core = _core.Job(self.dataset_path, batch_size, epochs, distr_scheme, drop_last_batch, seed,
+        world = _launcher.detect()
+        if world is not None and world.world_size > 1 and world.gather is None and seed is None \
+                and not _core.in_mpi_job():
+            raise ValueError(f"seed is None, but this job runs on {world.world_size} ranks (from {world.source}) "
+                             "without MPI or an initialised torch.distributed, so the ranks cannot agree on a drawn "
+                             "seed: pass the same seed=... on every rank, or call "
+                             "torch.distributed.init_process_group() before creating the Job")
+        self._core = _core.Job(self.dataset_path, batch_size or 0, epochs, distr_scheme, drop_last_batch, seed,
                                self.config_path, storage.latency_s, storage.mbps, list(storage.failing_paths),
                                index_cache, "", self.exchange_fraction, float(timeout_s), specs,
-                               on_error == "skip", cuda_host_alloc, cuda_free_host)
+                               on_error == "skip", cuda_host_alloc, cuda_free_host,
+                               batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
+                               staging_threads=num_workers or 0,
+                               launcher_rank=world.rank if world else 0,
+                               launcher_world_size=world.world_size if world else 0,
+                               launcher_local_world_size=world.local_world_size if world else 0,
+                               launcher_name=world.source if world else "the launcher",
+                               gather=world.gather if world else None)
+        self.batch_size: int = self._core.batch_size
         self._started_epoch = -1
         self._warned: set[str] = set()
         self._emit_warnings()
+        _warn_without_peers(self)
 
     # -- what the job reads -------------------------------------------------
     @property
@@ -308,7 +400,28 @@ class Job:
 
     @property
     def batches_per_epoch(self) -> int:
+        """Global batches per epoch: the steps every rank takes."""
         return self._job.batches_per_epoch
+
+    @property
+    def batch_size_per_rank(self) -> int:
+        """This rank's share of a full global batch (its local batch but in a merged last step)."""
+        return self._job.local_batch_size_nominal
+
+    @property
+    def rank_epoch_size(self) -> int:
+        """Samples this rank reads per epoch."""
+        return self._job.rank_epoch_size
+
+    @property
+    def num_workers(self) -> int:
+        """The staging workers."""
+        return self._job.staging_threads
+
+    @property
+    def transport(self) -> str:
+        """``"mpi"`` when the ranks serve each other's caches, else ``"none"``."""
+        return self._job.transport
 
     @property
     def index_from_cache(self) -> bool:
@@ -398,6 +511,7 @@ class Job:
             "seed": job.seed,
             "rank": job.rank,
             "world_size": job.world_size,
+            "transport": job.transport,
         }
 
     def write_metrics(self, path: str | os.PathLike[str]) -> None:

@@ -28,7 +28,7 @@ import torch
 
 from hdmlp.job import Job
 
-__all__ = ["HDMLPImageFolder", "HDMLPDataLoader"]
+__all__ = ["HDMLPImageFolder", "HDMLPDataLoader", "HDMLPSampler"]
 
 
 def _as_tensor(buffer: Any, dtype: torch.dtype) -> torch.Tensor:
@@ -83,12 +83,45 @@ class HDMLPImageFolder:
         return f"HDMLPImageFolder({self.root!r}, {len(self)} samples, {len(self.classes)} classes)"
 
 
+class HDMLPSampler:
+    """What a script reads from a ``DistributedSampler``, for an :class:`HDMLPDataLoader`.
+
+    ``len(sampler)`` is the samples this rank reads per epoch; iterating it
+    gives this rank's sample indices of the loader's current epoch (the one
+    being delivered, else the next), in reading order, without loading
+    anything. ``set_epoch(e)`` is the loader's.
+    """
+
+    def __init__(self, loader: "HDMLPDataLoader") -> None:
+        self._loader = loader
+
+    @property
+    def epoch(self) -> int:
+        return self._loader.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """See :meth:`HDMLPDataLoader.set_epoch`."""
+        self._loader.set_epoch(epoch)
+
+    def __len__(self) -> int:
+        return self._loader.job.rank_epoch_size
+
+    def __iter__(self) -> Iterator[int]:
+        job = self._loader.job
+        return iter(job.plan(min(self._loader.epoch, job.epochs - 1)))
+
+
 class HDMLPDataLoader:
     """Iterates a job's batches; each full pass over the loader is one epoch.
 
-    ``len(loader)`` is the number of batches per epoch. Iterating after the
-    job's last epoch raises RuntimeError. Breaking out of a pass early is
-    fine: the next pass starts the next epoch and skips the rest unread.
+    What a training script reads from a ``DataLoader`` is here: ``len(loader)``
+    (the steps per epoch: global batches, the same on every rank),
+    ``batch_size`` (this rank's share of a full global batch), ``drop_last``,
+    ``dataset``, ``sampler`` (:class:`HDMLPSampler`), ``num_workers``,
+    ``pin_memory`` and ``set_epoch``. Every rank gets exactly ``len(loader)``
+    non-empty batches per epoch. Iterating after the job's last epoch raises
+    RuntimeError. Breaking out of a pass early is fine: the next pass starts
+    the next epoch and skips the rest unread.
     """
 
     def __init__(self, dataset: HDMLPImageFolder) -> None:
@@ -96,26 +129,81 @@ class HDMLPDataLoader:
             raise TypeError(f"dataset must be an HDMLPImageFolder, got {type(dataset).__name__}")
         self.dataset = dataset
         self.job = dataset.job
+        self.sampler = HDMLPSampler(self)
         self._next_epoch = 0
+        self._begun = -1       # the last epoch started in the job
+        self._active: int | None = None  # the epoch of the pass being delivered
 
     def __len__(self) -> int:
         return self.job.batches_per_epoch
 
     @property
+    def batch_size(self) -> int:
+        """This rank's share of a full global batch (what ``DataLoader(batch_size=...)`` is per process)."""
+        return self.job.batch_size_per_rank
+
+    @property
+    def drop_last(self) -> bool:
+        return self.job.drop_last_batch
+
+    @property
+    def num_workers(self) -> int:
+        """The job's staging workers (C++ threads, not processes)."""
+        return self.job.num_workers
+
+    @property
+    def pin_memory(self) -> bool:
+        return self.job.pin_memory
+
+    @property
     def epoch(self) -> int:
-        """The epoch the next pass will deliver."""
-        return self._next_epoch
+        """The epoch being delivered, else the one the next pass will deliver."""
+        return self._active if self._active is not None else self._next_epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next pass deliver ``epoch``, as ``DistributedSampler.set_epoch`` before a pass.
+
+        The next epoch, and the current one (the last pass started), are a
+        no-op. A later epoch skips ahead at once: the epochs in between are
+        never read. An earlier epoch raises ValueError: hdmlp reads epochs
+        in order and cannot go back.
+        """
+        if isinstance(epoch, bool) or not isinstance(epoch, int):
+            raise TypeError(f"epoch must be an int, got {epoch!r}")
+        if not 0 <= epoch < self.job.epochs:
+            raise ValueError(f"set_epoch({epoch}): the job has epochs 0..{self.job.epochs - 1}; create the "
+                             f"hdmlp.Job with more epochs")
+        if epoch in (self._next_epoch, self._next_epoch - 1):
+            return
+        if epoch < self._next_epoch:
+            raise ValueError(f"set_epoch({epoch}): epoch {self._next_epoch - 1} has already been started, and "
+                             "hdmlp reads epochs in order; it cannot go back to an earlier one (create a new "
+                             "Job to read it again)")
+        # Skip ahead now, so that the workers stop reading the epochs in between.
+        self.job._begin_epoch(epoch)
+        self._begun = epoch
+        self._next_epoch = epoch
 
     def __iter__(self) -> Iterator[tuple[Any, torch.Tensor]]:
         epoch = self._next_epoch
         if epoch >= self.job.epochs:
             raise RuntimeError(f"all {self.job.epochs} epochs of the job have been delivered; "
                                f"create the hdmlp.Job with more epochs to iterate again")
-        self.job._begin_epoch(epoch)
+        if self._begun != epoch:
+            self.job._begin_epoch(epoch)
+            self._begun = epoch
         self._next_epoch += 1
+        self._active = epoch
         return self._batches(epoch)
 
     def _batches(self, epoch: int) -> Iterator[tuple[Any, torch.Tensor]]:
+        try:
+            yield from self._deliver(epoch)
+        finally:
+            if self._active == epoch:
+                self._active = None
+
+    def _deliver(self, epoch: int) -> Iterator[tuple[Any, torch.Tensor]]:
         transform = self.dataset.transform
         target_transform = self.dataset.target_transform
         while True:

@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -129,6 +130,23 @@ py::object NextBatch(PyJob& self) {
                         py::cast(FromInt64(std::move(batch.labels))), samples);
 }
 
+// A Python gather function (every rank's bytes from each rank's own, e.g.
+// over torch.distributed) as the core's hook. The core calls it without the
+// GIL and may drop it on any thread: both take the GIL here.
+std::function<std::vector<std::string>(const std::string&)> GatherThrough(py::object fn) {
+  std::shared_ptr<py::object> held(new py::object(std::move(fn)), [](py::object* f) {
+    py::gil_scoped_acquire acquire;
+    delete f;
+  });
+  return [held](const std::string& mine) {
+    py::gil_scoped_acquire acquire;
+    const py::object all = (*held)(py::bytes(mine));
+    std::vector<std::string> out;
+    for (const py::handle item : all) out.push_back(item.cast<std::string>());
+    return out;
+  };
+}
+
 py::list MetricsToPython(const std::vector<EpochMetrics>& epochs) {
   py::list out;
   for (const auto& e : epochs) {
@@ -184,7 +202,7 @@ void BindJob(py::module_& m) {
 
   py::class_<AccessPlan>(m, "AccessPlan")
       .def(py::init([](int64_t num_samples, int64_t batch_size, int epochs, uint64_t seed, bool drop_last,
-                       int world_size, const std::string& scheme, double exchange_fraction) {
+                       int world_size, const std::string& scheme, double exchange_fraction, bool shuffle) {
              PlanOptions o;
              o.num_samples = num_samples;
              o.batch_size = batch_size;
@@ -194,14 +212,30 @@ void BindJob(py::module_& m) {
              o.world_size = world_size;
              o.scheme = ParseDistributionScheme(scheme);
              o.exchange_fraction = exchange_fraction;
+             o.shuffle = shuffle;
              return std::make_unique<AccessPlan>(o);
            }),
            py::arg("num_samples"), py::arg("batch_size"), py::arg("epochs"), py::arg("seed"),
            py::arg("drop_last") = false, py::arg("world_size") = 1, py::arg("distr_scheme") = "uniform",
-           py::arg("exchange_fraction") = 0.1)
+           py::arg("exchange_fraction") = 0.1, py::arg("shuffle") = true)
       .def("batches_per_epoch", &AccessPlan::BatchesPerEpoch)
       .def("rank_epoch_size", &AccessPlan::RankEpochSize, py::arg("rank"))
       .def("local_batch_size", &AccessPlan::LocalBatchSize, py::arg("rank"), py::arg("batch"))
+      .def("nominal_local_batch_size", &AccessPlan::NominalLocalBatchSize, py::arg("rank"))
+      .def("global_batch_range",
+           [](const AccessPlan& p, int64_t h) {
+             if (h < 0 || h >= p.BatchesPerEpoch()) throw py::value_error("batch out of range");
+             return py::make_tuple(p.GlobalBatchBegin(h), p.GlobalBatchEnd(h));
+           },
+           py::arg("batch"))
+      .def("rank_slice",
+           [](const AccessPlan& p, int rank, int64_t h) {
+             if (rank < 0 || rank >= p.options().world_size) throw py::value_error("rank out of range");
+             if (h < 0 || h >= p.BatchesPerEpoch()) throw py::value_error("batch out of range");
+             const PositionRange r = p.RankSlice(rank, h);
+             return py::make_tuple(r.begin, r.begin + r.size);
+           },
+           py::arg("rank"), py::arg("batch"))
       .def("rank_epoch_samples",
            [](const AccessPlan& p, int rank, int epoch) {
              if (rank < 0 || rank >= p.options().world_size) throw py::value_error("rank out of range");
@@ -216,8 +250,18 @@ void BindJob(py::module_& m) {
                        double pfs_latency_s, double pfs_mbps, std::vector<std::string> failing_paths,
                        bool use_index_cache, const std::string& index_cache_dir, double exchange_fraction,
                        double timeout_s, const std::vector<PySpec>& transforms, bool skip_bad_samples,
-                       uintptr_t cuda_host_alloc, uintptr_t cuda_free_host) {
+                       uintptr_t cuda_host_alloc, uintptr_t cuda_free_host, int64_t batch_size_per_rank,
+                       bool shuffle, int staging_threads, int launcher_rank, int launcher_world_size,
+                       int launcher_local_world_size, const std::string& launcher_name, py::object gather) {
              JobOptions o;
+             o.batch_size_per_rank = batch_size_per_rank;
+             o.shuffle = shuffle;
+             o.staging_threads = staging_threads;
+             o.launcher_rank = launcher_rank;
+             o.launcher_world_size = launcher_world_size;
+             o.launcher_local_world_size = launcher_local_world_size;
+             o.launcher_name = launcher_name;
+             if (!gather.is_none()) o.gather = GatherThrough(std::move(gather));
              for (const auto& [op, args] : transforms) o.transforms.push_back(TransformSpec{op, args});
              o.skip_bad_samples = skip_bad_samples;
              if (cuda_host_alloc != 0 && cuda_free_host != 0) {
@@ -244,11 +288,20 @@ void BindJob(py::module_& m) {
            py::arg("use_index_cache") = true, py::arg("index_cache_dir") = "", py::arg("exchange_fraction") = 0.1,
            py::arg("timeout_s") = 300.0, py::arg("transforms") = std::vector<PySpec>{},
            py::arg("skip_bad_samples") = false, py::arg("cuda_host_alloc") = uintptr_t{0},
-           py::arg("cuda_free_host") = uintptr_t{0})
+           py::arg("cuda_free_host") = uintptr_t{0}, py::arg("batch_size_per_rank") = int64_t{0},
+           py::arg("shuffle") = true, py::arg("staging_threads") = 0, py::arg("launcher_rank") = 0,
+           py::arg("launcher_world_size") = 0, py::arg("launcher_local_world_size") = 0,
+           py::arg("launcher_name") = "the launcher", py::arg("gather") = py::none())
       .def_property_readonly("rank", [](PyJob& j) { return j.job().rank(); })
       .def_property_readonly("world_size", [](PyJob& j) { return j.job().world_size(); })
       .def_property_readonly("seed", [](PyJob& j) { return j.job().seed(); })
       .def_property_readonly("batches_per_epoch", [](PyJob& j) { return j.job().BatchesPerEpoch(); })
+      .def_property_readonly("batch_size", [](PyJob& j) { return j.job().plan().options().batch_size; })
+      .def_property_readonly("local_batch_size_nominal",
+                             [](PyJob& j) { return j.job().plan().NominalLocalBatchSize(j.job().rank()); })
+      .def_property_readonly("rank_epoch_size", [](PyJob& j) { return j.job().plan().RankEpochSize(j.job().rank()); })
+      .def_property_readonly("transport", [](PyJob& j) { return std::string(j.job().transport()); })
+      .def_property_readonly("staging_threads", [](PyJob& j) { return j.job().config().storage_classes.at(0).threads; })
       .def_property_readonly("classes", [](PyJob& j) { return j.job().index().classes; })
       .def_property_readonly("relpaths", [](PyJob& j) { return j.job().index().relpaths; })
       .def_property_readonly("labels", [](PyJob& j) { return j.job().index().labels; })

@@ -6,7 +6,10 @@
 // never imports _core directly.
 #include <pybind11/pybind11.h>
 
+#include <pybind11/stl.h>
+
 #include "bindings.h"
+#include "hdmlp/build_info.h"
 #include "hdmlp/errors.h"
 
 namespace py = pybind11;
@@ -32,6 +35,8 @@ PYBIND11_MODULE(_core, m) {
       py::set_error(PyExc_RuntimeError, e.what());
     }
   });
+
+  m.def("build_info", &hdmlp::BuildInfo, "(component, version) pairs this build was compiled against");
 
   hdmlp::python::BindConfig(m);
   hdmlp::python::BindTools(m);

@@ -30,6 +30,9 @@ def main():
         if world_rank == 1:
             time.sleep(20)
     result = {"scenario": scenario}
+    if scenario == "ddp":
+        ddp(data, out, opts, world_rank)
+        return
     libmpi = None
     if scenario.startswith("external"):
         # The application initialises MPI itself (as mpi4py would), before hdmlp.
@@ -121,6 +124,41 @@ def wait_for_files(out, names, timeout_s):
             return False
         time.sleep(0.01)
     return True
+
+
+def ddp(data, out, opts, world_rank):
+    """DistributedDataParallel (gloo) over hdmlp batches: a backward pass, so a gradient
+    all-reduce, in every step of every run; a rank with a step too few or too many hangs
+    or fails the collective. Records each step's local and all-reduced batch size."""
+    import torch
+    import torch.distributed as dist
+    from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
+
+    world = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(opts["port"])
+    dist.init_process_group("gloo", rank=world_rank, world_size=world)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1, 1))
+    runs = []
+    for run in opts["runs"]:
+        job = hdmlp.Job(data, run["batch_size"], 2, distr_scheme=run["scheme"], drop_last_batch=run["drop_last"],
+                        seed=7, timeout_s=30)
+        loader = HDMLPDataLoader(HDMLPImageFolder(data, job))
+        paths = [p for p, _ in job.samples]
+        epochs = []
+        for epoch in range(2):
+            steps = []
+            for samples, labels in loader:
+                model(labels.float().unsqueeze(1)).sum().backward()  # DDP all-reduces the gradient
+                total = torch.tensor([float(len(labels))])
+                dist.all_reduce(total)
+                steps.append([len(labels), int(total.item())])
+            epochs.append({"steps": steps, "paths": [paths[i] for i in job.plan(epoch)]})
+        runs.append({"len": len(loader), "epochs": epochs, "transport": job.metrics()["transport"]})
+        dist.barrier()  # the ranks close together, after their last collective
+        job.close()
+    dist.destroy_process_group()
+    write(out, world_rank, {"rank": world_rank, "runs": runs})
 
 
 def write(out, rank, result):

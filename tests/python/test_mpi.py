@@ -154,10 +154,11 @@ def test_a_rank_that_never_arrives_is_named(dataset, tmp_path):
 
 def test_a_rank_that_stops_answering_is_named(dataset, tmp_path):
     """Rank 1 freezes (SIGSTOP) in epoch 1; rank 0 still needs samples that only rank 1
-    caches (each rank's RAM holds 60% of the dataset), so its requests time out."""
+    caches (each rank's RAM holds 60% of the dataset), so its requests time out. Its staging
+    buffer (10 kB of the 57 kB dataset) cannot have read epochs 1 and 2 ahead before the freeze."""
     root, _, total = dataset
     cfg = tmp_path / "agg.cfg"
-    cfg.write_text("storage_classes = ( { capacity = 0.05; threads = 2; },\n"
+    cfg.write_text("storage_classes = ( { capacity = 0.01; threads = 2; },\n"
                    f"  {{ backend = \"memory\"; capacity = {0.6 * total / 2**20}; threads = 2; }} );\n")
     try:
         mpirun(2, "freeze", root, tmp_path, timeout=60, epochs=3,
@@ -226,3 +227,54 @@ def test_an_uncaught_exception_on_one_rank_ends_the_whole_job(dataset, tmp_path)
     proc = mpirun(2, "raise", root, tmp_path, timeout=60, epochs=3, job={"seed": 2})
     assert proc.returncode != 0
     assert "KeyError" in proc.stderr and "aborting the MPI job" in proc.stderr
+
+
+DDP_RUNS = [
+    {"batch_size": 8, "scheme": "uniform", "drop_last": False},
+    {"batch_size": 7, "scheme": "local", "drop_last": False},
+    {"batch_size": 22, "scheme": "partial_local", "drop_last": False},
+    {"batch_size": 44, "scheme": "uniform", "drop_last": False},
+    {"batch_size": 4, "scheme": "uniform", "drop_last": True},
+]
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_ddp_all_reduces_in_every_step_with_uneven_sizes(dataset, tmp_path, n):
+    """45 samples: every run has a remainder (merged into the batch before when smaller than
+    the ranks); DDP (gloo) all-reduces in every step, so a rank with a step more or less fails."""
+    root, by_path, _ = dataset
+    proc = mpirun(n, "ddp", root, tmp_path, timeout=180, runs=DDP_RUNS, port=free_port())
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    res = results(tmp_path, n)
+    import hdmlp
+    for k, run in enumerate(DDP_RUNS):
+        plan = hdmlp.AccessPlan(len(by_path), run["batch_size"], 1, 0, run["drop_last"], n, run["scheme"])
+        globals_ = [end - begin for begin, end in map(plan.global_batch, range(plan.batches_per_epoch()))]
+        for e in range(2):
+            steps = [r["runs"][k]["epochs"][e]["steps"] for r in res]
+            for r in res:
+                assert r["runs"][k]["len"] == len(globals_) and r["runs"][k]["transport"] == "mpi"
+            assert [len(s) for s in steps] == [len(globals_)] * n, (run, steps)
+            for h, step in enumerate(zip(*steps)):
+                local = [size for size, _ in step]
+                assert min(local) >= 1 and max(local) - min(local) <= 1, (run, h, local)
+                assert {total for _, total in step} == {sum(local)} == {globals_[h]}
+            seen = [p for r in res for p in r["runs"][k]["epochs"][e]["paths"]]
+            assert len(seen) == len(set(seen)) == sum(globals_)
+
+
+def test_mpi_and_launcher_disagreeing_is_an_error_on_every_rank(dataset, tmp_path, monkeypatch):
+    root, _, _ = dataset
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    proc = mpirun(2, "plain", root, tmp_path, epochs=1, job={"seed": 1})
+    for r in results(tmp_path, 2):
+        assert r.get("error") == "ValueError", r
+        assert "MPI says this process is rank" in r["message"] and "of 3" in r["message"], r["message"]

@@ -234,9 +234,9 @@ def test_each_bad_image_raises_naming_the_file(good_folder, tmp_path, name):
     job.close()
 
 
-def test_skip_leaves_bad_images_out_and_keeps_batches_full(with_bad_images, capfd):
+def test_skip_leaves_bad_images_out_and_keeps_every_step(with_bad_images, capfd):
     root, good, bad_paths = with_bad_images
-    job = hdmlp.Job(root, batch_size=4, epochs=2, transforms=train_chain(), seed=1, index_cache=False,
+    job = hdmlp.Job(root, batch_size=7, epochs=2, transforms=train_chain(), seed=1, index_cache=False,
                     on_error="skip")
     paths = [p for p, _ in job.samples]
     for epoch in range(2):
@@ -247,8 +247,11 @@ def test_skip_leaves_bad_images_out_and_keeps_batches_full(with_bad_images, capf
             delivered += [paths[i] for i in ids]
             sizes.append(len(ids))
         assert sorted(delivered) == sorted(good), f"epoch {epoch}: every valid sample exactly once"
-        # 25 files in batches of 4: 7 batches planned; 5 skipped leaves 20 = 5 full batches.
-        assert all(s == 4 for s in sizes[:-1]) and sizes[-1] <= 4
+        # 25 files in batches of 7: 4 steps (7, 7, 7, 4), all taken and none empty; a hole
+        # takes a sample from the last batch while that keeps one, else its batch is shorter.
+        assert len(sizes) == len(HDMLPDataLoader(HDMLPImageFolder(root, job))) == 4
+        assert all(s >= 1 for s in sizes) and sizes[-1] <= 4
+        assert all(s == 7 or sizes[-1] == 1 for s in sizes[:-1]), sizes
         assert sum(sizes) == 20
     metrics = job.metrics()
     assert metrics["skipped_samples"] == 10

@@ -1,0 +1,20 @@
+// BuildInfo: what this build of hdmlp was compiled against, from the
+// libraries' own version macros at compile time (`hdmlp --version`). A
+// user comparing it with what is installed at run time can tell which
+// system library a wheel expects.
+// Thread-safety: returns a constant.
+#ifndef HDMLP_BUILD_INFO_H_
+#define HDMLP_BUILD_INFO_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hdmlp {
+
+// (component, version) pairs: "mpi", "libjpeg-turbo", "opencv", "libconfig++", "compiler".
+std::vector<std::pair<std::string, std::string>> BuildInfo();
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_BUILD_INFO_H_
