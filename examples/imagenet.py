@@ -2,14 +2,12 @@
 # ported to hdmlp. Only the data loading differs; docs/migrating.md shows the
 # changes as a diff and explains each. Lines marked "hdmlp:" are the port's.
 #
-# Run it as the original (a folder with train/ and val/ in ImageFolder's layout):
 #   torchrun --nproc-per-node 2 examples/imagenet.py --dist-url env:// --dist-backend gloo DATA
-#   mpirun -np 2 python examples/imagenet.py --dist-url env:// ...   (with MASTER_ADDR/PORT, RANK/WORLD_SIZE)
-# and with a tiny model on a generated folder (what CI runs):
+# and with a tiny model on a small folder (what CI runs, on CPU):
 #   torchrun --nproc-per-node 2 examples/imagenet.py --arch tiny --image-size 32 --no-accel \
 #       --dist-url env:// --dist-backend gloo --epochs 2 -b 4 DATA
 #
-# The original's notice (its license is BSD-3-Clause):
+# The original's notice (BSD-3-Clause):
 #   Copyright (c) 2017, Pytorch contributors. All rights reserved.
 #   Redistribution and use in source and binary forms, with or without
 #   modification, are permitted provided that the following conditions are met:
@@ -56,7 +54,7 @@ from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
 
 
 class TinyNet(nn.Module):
-    """hdmlp: a few-thousand-parameter model for a quick run (--arch tiny)."""
+    """hdmlp: a model of a few hundred weights, for a quick run (--arch tiny)."""
 
     def __init__(self, num_classes=1000):
         super().__init__()
@@ -69,52 +67,69 @@ class TinyNet(nn.Module):
 
 
 model_names = sorted(name for name in models.__dict__
-                     if name.islower() and not name.startswith("__")
-                     and callable(models.__dict__[name])) + ["tiny"]
+    if name.islower() and not name.startswith("__")
+    and callable(models.__dict__[name])) + ["tiny"]  # hdmlp: TinyNet
 
-parser = argparse.ArgumentParser(description='PyTorch ImageNet Training (data loading by hdmlp)')
+parser = argparse.ArgumentParser(description='PyTorch ImageNet Training')
 parser.add_argument('data', metavar='DIR', nargs='?', default='imagenet',
                     help='path to dataset (default: imagenet)')
-parser.add_argument('-a', '--arch', metavar='ARCH', default='resnet18', choices=model_names,
-                    help='model architecture: ' + ' | '.join(model_names) + ' (default: resnet18)')
+parser.add_argument('-a', '--arch', metavar='ARCH', default='resnet18',
+                    choices=model_names,
+                    help='model architecture: ' +
+                        ' | '.join(model_names) +
+                        ' (default: resnet18)')
 parser.add_argument('-j', '--workers', default=4, type=int, metavar='N',
                     help='number of data loading workers (default: 4)')
-parser.add_argument('--epochs', default=90, type=int, metavar='N', help='number of total epochs to run')
+parser.add_argument('--epochs', default=90, type=int, metavar='N',
+                    help='number of total epochs to run')
 parser.add_argument('--start-epoch', default=0, type=int, metavar='N',
                     help='manual epoch number (useful on restarts)')
-parser.add_argument('-b', '--batch-size', default=256, type=int, metavar='N',
-                    help='mini-batch size (default: 256), this is the total batch size of all GPUs on the '
-                         'current node when using Data Parallel or Distributed Data Parallel')
-parser.add_argument('--lr', '--learning-rate', default=0.1, type=float, metavar='LR',
-                    help='initial learning rate', dest='lr')
-parser.add_argument('--momentum', default=0.9, type=float, metavar='M', help='momentum')
-parser.add_argument('--wd', '--weight-decay', default=1e-4, type=float, metavar='W',
-                    help='weight decay (default: 1e-4)', dest='weight_decay')
-parser.add_argument('-p', '--print-freq', default=10, type=int, metavar='N', help='print frequency (default: 10)')
+parser.add_argument('-b', '--batch-size', default=256, type=int,
+                    metavar='N',
+                    help='mini-batch size (default: 256), this is the total '
+                         'batch size of all GPUs on the current node when '
+                         'using Data Parallel or Distributed Data Parallel')
+parser.add_argument('--lr', '--learning-rate', default=0.1, type=float,
+                    metavar='LR', help='initial learning rate', dest='lr')
+parser.add_argument('--momentum', default=0.9, type=float, metavar='M',
+                    help='momentum')
+parser.add_argument('--wd', '--weight-decay', default=1e-4, type=float,
+                    metavar='W', help='weight decay (default: 1e-4)',
+                    dest='weight_decay')
+parser.add_argument('-p', '--print-freq', default=10, type=int,
+                    metavar='N', help='print frequency (default: 10)')
 parser.add_argument('--resume', default='', type=str, metavar='PATH',
                     help='path to latest checkpoint (default: none)')
 parser.add_argument('-e', '--evaluate', dest='evaluate', action='store_true',
                     help='evaluate model on validation set')
-parser.add_argument('--pretrained', dest='pretrained', action='store_true', help='use pre-trained model')
-parser.add_argument('--world-size', default=-1, type=int, help='number of nodes for distributed training')
-parser.add_argument('--rank', default=-1, type=int, help='node rank for distributed training')
+parser.add_argument('--pretrained', dest='pretrained', action='store_true',
+                    help='use pre-trained model')
+parser.add_argument('--world-size', default=-1, type=int,
+                    help='number of nodes for distributed training')
+parser.add_argument('--rank', default=-1, type=int,
+                    help='node rank for distributed training')
 parser.add_argument('--dist-url', default='tcp://224.66.41.62:23456', type=str,
                     help='url used to set up distributed training')
-parser.add_argument('--dist-backend', default='nccl', type=str, help='distributed backend')
-parser.add_argument('--seed', default=None, type=int, help='seed for initializing training. ')
-parser.add_argument('--gpu', default=None, type=int, help='GPU id to use.')
-parser.add_argument('--no-accel', action='store_true', help='disables accelerator')
+parser.add_argument('--dist-backend', default='nccl', type=str,
+                    help='distributed backend')
+parser.add_argument('--seed', default=None, type=int,
+                    help='seed for initializing training. ')
+parser.add_argument('--gpu', default=None, type=int,
+                    help='GPU id to use.')
+parser.add_argument('--no-accel', action='store_true',
+                    help='disables accelerator')
 parser.add_argument('--multiprocessing-distributed', action='store_true',
-                    help='Use multi-processing distributed training to launch N processes per node, which has '
-                         'N GPUs. This is the fastest way to use PyTorch for either single node or multi node '
-                         'data parallel training')
-# hdmlp: the image size (224 for ImageNet; small for a quick run) and where the loaders' metrics go.
-parser.add_argument('--image-size', default=224, type=int, help='training crop size (validation resizes to '
-                                                                 'size * 256 / 224 and center-crops size)')
+                    help='Use multi-processing distributed training to launch '
+                         'N processes per node, which has N GPUs. This is the '
+                         'fastest way to use PyTorch for either single node or '
+                         'multi node data parallel training')
+# hdmlp: the crop size (224 for ImageNet; small for a quick run), the loaders' metrics, a config.
+parser.add_argument('--image-size', default=224, type=int,
+                    help='training crop size; validation resizes to size * 256 / 224 and crops size')
 parser.add_argument('--metrics-json', default='', type=str, metavar='PATH',
-                    help='write each rank\'s hdmlp metrics to PATH ({rank} is replaced by the rank)')
+                    help="write each rank's hdmlp metrics to PATH ({rank} becomes the rank)")
 parser.add_argument('--hdmlp-config', default=None, type=str, metavar='PATH',
-                    help='hdmlp storage configuration (default: hdmlp\'s default.cfg)')
+                    help="hdmlp storage configuration (default: hdmlp's default.cfg)")
 
 best_acc1 = 0
 
@@ -127,12 +142,15 @@ def main():
         torch.manual_seed(args.seed)
         cudnn.deterministic = True
         cudnn.benchmark = False
-        warnings.warn('You have chosen to seed training. This will turn on the CUDNN deterministic setting, which '
-                      'can slow down your training considerably! You may see unexpected behavior when restarting '
+        warnings.warn('You have chosen to seed training. '
+                      'This will turn on the CUDNN deterministic setting, '
+                      'which can slow down your training considerably! '
+                      'You may see unexpected behavior when restarting '
                       'from checkpoints.')
 
     if args.gpu is not None:
-        warnings.warn('You have chosen a specific GPU. This will completely disable data parallelism.')
+        warnings.warn('You have chosen a specific GPU. This will completely '
+                      'disable data parallelism.')
 
     if args.dist_url == "env://" and args.world_size == -1:
         args.world_size = int(os.environ["WORLD_SIZE"])
@@ -140,14 +158,18 @@ def main():
     args.distributed = args.world_size > 1 or args.multiprocessing_distributed
 
     use_accel = not args.no_accel and torch.accelerator.is_available()
-    device = torch.accelerator.current_accelerator() if use_accel else torch.device("cpu")
+
+    if use_accel:
+        device = torch.accelerator.current_accelerator()
+    else:
+        device = torch.device("cpu")
+
     print(f"Using device: {device}")
 
-    if device.type == 'cuda':
+    if device.type =='cuda':
         ngpus_per_node = torch.accelerator.device_count()
         if ngpus_per_node == 1 and args.dist_backend == "nccl":
-            warnings.warn("nccl backend >=2.5 requires GPU count>1, see https://github.com/NVIDIA/nccl/issues/103 "
-                          "perhaps use 'gloo'")
+            warnings.warn("nccl backend >=2.5 requires GPU count>1, see https://github.com/NVIDIA/nccl/issues/103 perhaps use 'gloo'")
     else:
         ngpus_per_node = 1
 
@@ -197,7 +219,7 @@ def main_worker(gpu, ngpus_per_node, args):
 
     if not use_accel:
         print('using CPU, this will be slow')
-        if args.distributed:  # hdmlp: gloo on CPU, so that every step all-reduces the gradients
+        if args.distributed:  # hdmlp: gloo on CPU too, so that every step all-reduces the gradients
             model = torch.nn.parallel.DistributedDataParallel(model)
     elif args.distributed:
         # For multiprocessing distributed, DistributedDataParallel constructor
@@ -228,15 +250,17 @@ def main_worker(gpu, ngpus_per_node, args):
     else:
         model.to(device)
 
+
     # define loss function (criterion), optimizer, and learning rate scheduler
     criterion = nn.CrossEntropyLoss().to(device)
 
-    optimizer = torch.optim.SGD(model.parameters(), args.lr, momentum=args.momentum,
+    optimizer = torch.optim.SGD(model.parameters(), args.lr,
+                                momentum=args.momentum,
                                 weight_decay=args.weight_decay)
-
-    # Sets the learning rate to the initial LR decayed by 10 every 30 epochs
+    
+    """Sets the learning rate to the initial LR decayed by 10 every 30 epochs"""
     scheduler = StepLR(optimizer, step_size=30, gamma=0.1)
-
+    
     # optionally resume from a checkpoint
     if args.resume:
         if os.path.isfile(args.resume):
@@ -255,23 +279,24 @@ def main_worker(gpu, ngpus_per_node, args):
             model.load_state_dict(checkpoint['state_dict'])
             optimizer.load_state_dict(checkpoint['optimizer'])
             scheduler.load_state_dict(checkpoint['scheduler'])
-            print("=> loaded checkpoint '{}' (epoch {})".format(args.resume, checkpoint['epoch']))
+            print("=> loaded checkpoint '{}' (epoch {})"
+                  .format(args.resume, checkpoint['epoch']))
         else:
             print("=> no checkpoint found at '{}'".format(args.resume))
 
+
     # Data loading code (hdmlp: the C++ transforms of torchvision's chains, run by the loader's
-    # workers; every rank reads its share of each global batch, so no DistributedSampler)
+    # workers; every rank reads its share of every global batch, so there is no sampler to make)
     traindir = os.path.join(args.data, 'train')
     valdir = os.path.join(args.data, 'val')
     normalize = transforms.Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
-    size = args.image_size
 
     train_job = hdmlp.Job(
         traindir, batch_size_per_rank=args.batch_size, epochs=args.epochs, num_workers=args.workers,
         pin_memory=use_accel, config_path=args.hdmlp_config,
         transforms=[
             transforms.ImgDecode(),
-            transforms.RandomResizedCrop(size),
+            transforms.RandomResizedCrop(args.image_size),
             transforms.RandomHorizontalFlip(),
             transforms.ToTensor(),
             normalize,
@@ -279,12 +304,12 @@ def main_worker(gpu, ngpus_per_node, args):
     train_dataset = HDMLPImageFolder(traindir, train_job)
 
     val_job = hdmlp.Job(
-        valdir, batch_size_per_rank=args.batch_size, epochs=args.epochs, shuffle=False, num_workers=args.workers,
-        pin_memory=use_accel, config_path=args.hdmlp_config,
+        valdir, batch_size_per_rank=args.batch_size, epochs=args.epochs, shuffle=False,
+        num_workers=args.workers, pin_memory=use_accel, config_path=args.hdmlp_config,
         transforms=[
             transforms.ImgDecode(),
-            transforms.Resize(size * 256 // 224),
-            transforms.CenterCrop(size),
+            transforms.Resize(args.image_size * 256 // 224),
+            transforms.CenterCrop(args.image_size),
             transforms.ToTensor(),
             normalize,
         ])
@@ -300,7 +325,7 @@ def main_worker(gpu, ngpus_per_node, args):
         return
 
     for epoch in range(args.start_epoch, args.epochs):
-        train_sampler.set_epoch(epoch)  # hdmlp: also without distributed (it skips ahead on --resume)
+        train_sampler.set_epoch(epoch)  # hdmlp: in every mode (after --resume it skips ahead)
         val_loader.set_epoch(epoch)
 
         # train for one epoch
@@ -308,25 +333,25 @@ def main_worker(gpu, ngpus_per_node, args):
 
         # evaluate on validation set
         acc1 = validate(val_loader, model, criterion, args)
-
+        
         scheduler.step()
-
+        
         # remember best acc@1 and save checkpoint
         is_best = acc1 > best_acc1
         best_acc1 = max(acc1, best_acc1)
 
         if not args.multiprocessing_distributed or (args.multiprocessing_distributed
-                                                    and args.rank % ngpus_per_node == 0):
+                and args.rank % ngpus_per_node == 0):
             save_checkpoint({
                 'epoch': epoch + 1,
                 'arch': args.arch,
                 'state_dict': model.state_dict(),
                 'best_acc1': best_acc1,
-                'optimizer': optimizer.state_dict(),
-                'scheduler': scheduler.state_dict()
+                'optimizer' : optimizer.state_dict(),
+                'scheduler' : scheduler.state_dict()
             }, is_best)
 
-    # hdmlp: where the loaders' time went; then stop their threads (after the last collective)
+    # hdmlp: where the loaders' time went; then their threads stop (after the last collective)
     if args.metrics_json:
         with open(args.metrics_json.replace("{rank}", str(train_job.rank)), "w") as f:
             json.dump({"train": train_job.metrics(), "val": val_job.metrics(),
@@ -336,7 +361,7 @@ def main_worker(gpu, ngpus_per_node, args):
 
 
 def train(train_loader, model, criterion, optimizer, epoch, device, args):
-
+    
     use_accel = not args.no_accel and torch.accelerator.is_available()
 
     batch_time = AverageMeter('Time', use_accel, ':6.3f', Summary.NONE)
@@ -400,7 +425,7 @@ def validate(val_loader, model, criterion, args):
             for i, (images, target) in enumerate(loader):
                 i = base_progress + i
                 if use_accel:
-                    if args.gpu is not None and device.type == 'cuda':
+                    if args.gpu is not None and device.type=='cuda':
                         torch.accelerator.set_device_index(args.gpu)
                         images = images.cuda(args.gpu, non_blocking=True)
                         target = target.cuda(args.gpu, non_blocking=True)
@@ -429,7 +454,7 @@ def validate(val_loader, model, criterion, args):
     losses = AverageMeter('Loss', use_accel, ':.4e', Summary.NONE)
     top1 = AverageMeter('Acc@1', use_accel, ':6.2f', Summary.AVERAGE)
     top5 = AverageMeter('Acc@5', use_accel, ':6.2f', Summary.AVERAGE)
-    # hdmlp: every rank reads its share of every sample once, so no auxiliary loader for a remainder
+    # hdmlp: the ranks read every sample once between them, so no auxiliary loader for a remainder
     progress = ProgressMeter(
         len(val_loader),
         [batch_time, losses, top1, top5],
@@ -453,17 +478,14 @@ def save_checkpoint(state, is_best, filename='checkpoint.pth.tar'):
     if is_best:
         shutil.copyfile(filename, 'model_best.pth.tar')
 
-
 class Summary(Enum):
     NONE = 0
     AVERAGE = 1
     SUM = 2
     COUNT = 3
 
-
 class AverageMeter(object):
     """Computes and stores the average and current value"""
-
     def __init__(self, name, use_accel, fmt=':f', summary_type=Summary.AVERAGE):
         self.name = name
         self.use_accel = use_accel
@@ -483,7 +505,7 @@ class AverageMeter(object):
         self.count += n
         self.avg = self.sum / self.count
 
-    def all_reduce(self):
+    def all_reduce(self):    
         if self.use_accel:
             device = torch.accelerator.current_accelerator()
         else:
@@ -496,7 +518,7 @@ class AverageMeter(object):
     def __str__(self):
         fmtstr = '{name} {val' + self.fmt + '} ({avg' + self.fmt + '})'
         return fmtstr.format(**self.__dict__)
-
+    
     def summary(self):
         fmtstr = ''
         if self.summary_type is Summary.NONE:
@@ -509,7 +531,7 @@ class AverageMeter(object):
             fmtstr = '{name} {count:.3f}'
         else:
             raise ValueError('invalid summary type %r' % self.summary_type)
-
+        
         return fmtstr.format(**self.__dict__)
 
 
@@ -523,7 +545,7 @@ class ProgressMeter(object):
         entries = [self.prefix + self.batch_fmtstr.format(batch)]
         entries += [str(meter) for meter in self.meters]
         print('\t'.join(entries))
-
+        
     def display_summary(self):
         entries = [" *"]
         entries += [meter.summary() for meter in self.meters]
@@ -533,7 +555,6 @@ class ProgressMeter(object):
         num_digits = len(str(num_batches // 1))
         fmt = '{:' + str(num_digits) + 'd}'
         return '[' + fmt + '/' + fmt.format(num_batches) + ']'
-
 
 def accuracy(output, target, topk=(1,)):
     """Computes the accuracy over the k top predictions for the specified values of k"""

@@ -20,13 +20,15 @@ def _import_core() -> None:
     try:
         from hdmlp import _core  # noqa: F401
     except ImportError as e:
+        # From the checkout, Python's own message ("partially initialized module ... circular
+        # import") would point the wrong way: it is replaced, not chained.
         here = os.path.dirname(os.path.abspath(__file__))
         if os.path.isfile(os.path.join(here, os.pardir, "CMakeLists.txt")):
             raise ImportError(
                 f"hdmlp is being imported from its source checkout ({here}), where the C++ extension hdmlp._core "
                 "is not built. Install hdmlp (pip install . , or scripts/dev.sh setup for a development .venv) and "
                 "run Python from another directory: the checkout's hdmlp/ folder shadows the installed package "
-                "when the checkout is the current directory or on sys.path.") from e
+                "when the checkout is the current directory or on sys.path.") from None
         raise ImportError(
             f"hdmlp's C++ extension hdmlp._core cannot be loaded: {e}. Reinstall hdmlp (pip install .); if a "
             "shared library is missing, install the system packages README.md lists (Open MPI, OpenCV, "

