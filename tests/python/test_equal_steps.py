@@ -242,3 +242,24 @@ def _mem_available_mb() -> float:
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) / 1024
     pytest.skip("no MemAvailable in /proc/meminfo")
+
+
+def test_launcher_ranks_cache_for_themselves_alone(monkeypatch, uneven, tmp_path):
+    """Without a communicator each rank plans its classes for the samples it reads, and
+    reads its later epochs from them."""
+    root, digests = uneven
+    cfg = tmp_path / "ram.cfg"
+    cfg.write_text('storage_classes = ( { capacity = 1; threads = 2; }, { backend = "memory"; capacity = 8; threads = 1; } );\n')
+    jobs = launcher_ranks(monkeypatch, root, 2, batch_size=8, epochs=3, seed=9, config_path=str(cfg))
+    for job in jobs:
+        mine = set(i for e in range(3) for i in job.plan(e))
+        assert len(mine) < len(digests)  # a rank does not read everything in 3 epochs of this seed
+        loader = HDMLPDataLoader(HDMLPImageFolder(root, job))
+        for _ in range(3):
+            for _ in loader:
+                pass
+        metrics = job.metrics()
+        assert metrics["classes"][0]["planned_samples"] == len(mine)
+        pfs = sum(e["reads"].get("pfs", {}).get("count", 0) for e in metrics["epochs"])
+        assert metrics["pfs_reads"] == len(mine) and pfs <= len(mine)  # each of its samples read once
+        job.close()

@@ -49,7 +49,10 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
   }
 
   PlanningOptions planning;
-  planning.first_epoch_first = plan.options().world_size > 1;
+  // Only ranks that serve each other gain from caching their first-epoch
+  // samples first (cache_hierarchy.h); alone (or under a launcher without
+  // MPI) the most-read samples win.
+  planning.first_epoch_first = comm != nullptr && comm->size() > 1;
   placement_ = PlanPlacement(plan, rank, index.sizes, capacities, planning);
 
   int64_t slots = 0;
