@@ -362,7 +362,7 @@ TEST(AccessPlanPropertyTest, EqualStepsEvenSlicesExactlyOnceForThousandsOfShapes
   // Every (samples, batch, ranks) of a small grid plus random larger ones,
   // in every scheme, with and without drop-last and shuffle.
   std::vector<std::array<int64_t, 3>> shapes;
-  for (int64_t n = 1; n <= 40; ++n)
+  for (int64_t n = 1; n <= 32; ++n)
     for (int64_t b = 1; b <= 12; ++b)
       for (int64_t w = 1; w <= 6; ++w) shapes.push_back({n, b, w});
   Rng rng(2024);
@@ -384,7 +384,7 @@ TEST(AccessPlanPropertyTest, EqualStepsEvenSlicesExactlyOnceForThousandsOfShapes
         o.scheme = scheme;
         o.exchange_fraction = 0.4;
         o.seed = static_cast<uint64_t>(n * 1000 + b * 10 + w);
-        o.epochs = 2;
+        o.epochs = n % 3 == 0 ? 2 : 1;  // a second epoch for a third of the shapes
         o.shuffle = (n + b + w) % 4 != 0;  // a quarter of the shapes read in index order
         const std::string what = std::string(DistributionSchemeName(scheme)) + " n=" + std::to_string(n) + " B=" +
                                  std::to_string(b) + " N=" + std::to_string(w) +
@@ -399,7 +399,7 @@ TEST(AccessPlanPropertyTest, EqualStepsEvenSlicesExactlyOnceForThousandsOfShapes
       }
     }
   }
-  EXPECT_GT(checked, 10000);
+  EXPECT_GT(checked, 8000);
   EXPECT_GT(refused, 1000);
 }
 

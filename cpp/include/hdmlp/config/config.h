@@ -12,7 +12,8 @@
 // Percent capacities are resolved at load time against this machine's state
 // (MemAvailable, free disk space), per process; a Job then divides them by the
 // number of its ranks on the node (job/job.h), so that the ranks of one node
-// share the percentage instead of each claiming it.
+// share the percentage instead of each claiming it, and shares them with the
+// other live Jobs of its process (job/process_budget.h).
 //
 // Units: bandwidths in MB/s; capacities in MB of 2^20 bytes.
 //
