@@ -50,6 +50,30 @@ OwnedBuffer FromBatchMemory(std::shared_ptr<uint8_t> memory, const OutputShape& 
   return b;
 }
 
+// The buffer-protocol format of an array dtype.
+const char* FormatOf(const std::string& dtype) {
+  static const std::map<std::string, const char*> formats = {
+      {"int8", "b"},   {"uint8", "B"},  {"int16", "h"},   {"uint16", "H"},  {"int32", "i"},
+      {"uint32", "I"}, {"int64", "q"},  {"uint64", "Q"},  {"float32", "f"}, {"float64", "d"}};
+  const auto it = formats.find(dtype);
+  if (it == formats.end()) throw InvalidArgumentError("no buffer format for dtype " + dtype);
+  return it->second;
+}
+
+// An array batch: [n, ...] of the source's dtype, `memory` aliased.
+OwnedBuffer FromArrayMemory(std::shared_ptr<uint8_t> memory, const ArraySpec& spec, int64_t n) {
+  OwnedBuffer b;
+  b.ptr = memory.get();
+  b.owner = std::shared_ptr<void>(memory, memory.get());
+  b.itemsize = static_cast<py::ssize_t>(spec.element_size);
+  b.format = FormatOf(spec.dtype);
+  b.shape.push_back(static_cast<py::ssize_t>(n));
+  for (int64_t d : spec.shape) b.shape.push_back(static_cast<py::ssize_t>(d));
+  b.count = 1;
+  for (py::ssize_t d : b.shape) b.count *= d;
+  return b;
+}
+
 OwnedBuffer FromSample(SampleBuffer&& sample) {
   OwnedBuffer b;
   const int64_t size = sample.size;
@@ -117,6 +141,15 @@ py::object NextBatch(PyJob& self) {
     if (next == Job::Next::kBatch) break;
     // Waiting in slices lets Ctrl-C interrupt a long stall.
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+  if (batch.array != nullptr) {
+    // (epoch, index, ids, labels, arrays, label arrays or None)
+    const auto n = static_cast<int64_t>(batch.ids.size());
+    py::object label_arrays = py::none();
+    if (batch.label_arrays) label_arrays = py::cast(FromArrayMemory(std::move(batch.label_arrays), *batch.label_array, n));
+    py::object arrays = py::cast(FromArrayMemory(std::move(batch.images), *batch.array, n));
+    return py::make_tuple(batch.epoch, batch.index, py::cast(FromInt64(std::move(batch.ids))),
+                          py::cast(FromInt64(std::move(batch.labels))), arrays, label_arrays);
   }
   if (batch.images) {
     const auto n = static_cast<int64_t>(batch.ids.size());
@@ -252,8 +285,11 @@ void BindJob(py::module_& m) {
                        double timeout_s, const std::vector<PySpec>& transforms, bool skip_bad_samples,
                        uintptr_t cuda_host_alloc, uintptr_t cuda_free_host, int64_t batch_size_per_rank,
                        bool shuffle, int staging_threads, int launcher_rank, int launcher_world_size,
-                       int launcher_local_world_size, const std::string& launcher_name, py::object gather) {
+                       int launcher_local_world_size, const std::string& launcher_name, py::object gather, const std::string& source,
+                       const std::map<std::string, std::string>& source_options) {
              JobOptions o;
+             o.source.kind = source;
+             for (const auto& [key, value] : source_options) SetSourceOption(&o.source, key, value);
              o.batch_size_per_rank = batch_size_per_rank;
              o.shuffle = shuffle;
              o.staging_threads = staging_threads;
@@ -291,7 +327,8 @@ void BindJob(py::module_& m) {
            py::arg("cuda_free_host") = uintptr_t{0}, py::arg("batch_size_per_rank") = int64_t{0},
            py::arg("shuffle") = true, py::arg("staging_threads") = 0, py::arg("launcher_rank") = 0,
            py::arg("launcher_world_size") = 0, py::arg("launcher_local_world_size") = 0,
-           py::arg("launcher_name") = "the launcher", py::arg("gather") = py::none())
+           py::arg("launcher_name") = "the launcher", py::arg("gather") = py::none(), py::arg("source") = "",
+           py::arg("source_options") = std::map<std::string, std::string>{})
       .def_property_readonly("rank", [](PyJob& j) { return j.job().rank(); })
       .def_property_readonly("world_size", [](PyJob& j) { return j.job().world_size(); })
       .def_property_readonly("seed", [](PyJob& j) { return j.job().seed(); })
@@ -302,12 +339,26 @@ void BindJob(py::module_& m) {
       .def_property_readonly("rank_epoch_size", [](PyJob& j) { return j.job().plan().RankEpochSize(j.job().rank()); })
       .def_property_readonly("transport", [](PyJob& j) { return std::string(j.job().transport()); })
       .def_property_readonly("staging_threads", [](PyJob& j) { return j.job().config().storage_classes.at(0).threads; })
-      .def_property_readonly("classes", [](PyJob& j) { return j.job().index().classes; })
-      .def_property_readonly("relpaths", [](PyJob& j) { return j.job().index().relpaths; })
-      .def_property_readonly("labels", [](PyJob& j) { return j.job().index().labels; })
-      .def_property_readonly("sizes", [](PyJob& j) { return j.job().index().sizes; })
-      .def_property_readonly("index_from_cache", [](PyJob& j) { return j.job().index().from_cache; })
-      .def_property_readonly("fingerprint", [](PyJob& j) { return j.job().index().Fingerprint(); })
+      .def_property_readonly("classes", [](PyJob& j) { return j.job().source().classes(); })
+      .def_property_readonly("relpaths", [](PyJob& j) { return j.job().source().names(); })
+      .def_property_readonly("labels", [](PyJob& j) { return j.job().source().labels(); })
+      .def_property_readonly("sizes", [](PyJob& j) { return j.job().source().sizes(); })
+      .def_property_readonly("index_from_cache", [](PyJob& j) { return j.job().source().from_cache(); })
+      .def_property_readonly("fingerprint", [](PyJob& j) { return j.job().source().Fingerprint(); })
+      .def_property_readonly("source_kind", [](PyJob& j) { return j.job().source().kind(); })
+      .def_property_readonly("samples_root", [](PyJob& j) { return j.job().source().SamplesRoot(); })
+      .def_property_readonly("source_files_opened", [](PyJob& j) { return j.job().source().files_opened(); })
+      .def_property_readonly("has_arrays", [](PyJob& j) { return j.job().has_arrays(); })
+      .def_property_readonly("array_spec",
+                             [](PyJob& j) -> py::object {
+                               const Source& s = j.job().source();
+                               if (s.sample_array() == nullptr) return py::none();
+                               py::object labels = py::none();
+                               if (s.label_array() != nullptr) {
+                                 labels = py::make_tuple(s.label_array()->shape, s.label_array()->dtype);
+                               }
+                               return py::make_tuple(s.sample_array()->shape, s.sample_array()->dtype, labels);
+                             })
       .def_property_readonly("staging_capacity_bytes", [](PyJob& j) { return j.job().staging_capacity_bytes(); })
       .def_property_readonly("staging_peak_bytes", [](PyJob& j) { return j.job().staging_peak_bytes(); })
       .def_property_readonly("pfs_files_opened", &PyJob::pfs_files_opened)

@@ -15,7 +15,7 @@
 #include "hdmlp/sim/model.h"
 #include "hdmlp/sim/policy.h"
 #include "hdmlp/sim/simulator.h"
-#include "hdmlp/source/image_folder.h"
+#include "hdmlp/source/source.h"
 
 namespace py = pybind11;
 
@@ -65,7 +65,7 @@ py::dict Simulate(const std::string& config_path, int nodes, int64_t batch_size,
   {
     py::gil_scoped_release release;
     if (!dataset.empty()) {
-      w.sizes = ScanImageFolder(Env::Default(), dataset).sizes;
+      w.sizes = OpenSource(Env::Default(), dataset)->sizes();  // any format
     } else {
       w.sizes = sim::NormalSampleSizes(samples, sample_mb, sample_std_mb, seed);
     }

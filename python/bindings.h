@@ -11,6 +11,7 @@ void BindTools(pybind11::module_& m);   // bind_tools.cc
 void BindJob(pybind11::module_& m);     // bind_job.cc
 void BindTransforms(pybind11::module_& m);  // bind_transforms.cc
 void BindSim(pybind11::module_& m);         // bind_sim.cc
+void BindSource(pybind11::module_& m);      // bind_source.cc
 
 }  // namespace hdmlp::python
 

@@ -43,4 +43,5 @@ PYBIND11_MODULE(_core, m) {
   hdmlp::python::BindJob(m);
   hdmlp::python::BindTransforms(m);
   hdmlp::python::BindSim(m);
+  hdmlp::python::BindSource(m);
 }

@@ -16,6 +16,8 @@ ROOT=$PWD
 
 DEBIAN_PACKAGES=(build-essential pkg-config python3-venv python3-dev libopenmpi-dev openmpi-bin
                  libconfig++-dev libopencv-dev libjpeg-dev libgtest-dev opencv-doc
+                 # HDF5 sources (and zlib, which it brings).
+                 libhdf5-dev
                  # The emulated parallel file system of the benchmarks and its tests.
                  sshfs openssh-server fuse3 vmtouch iproute2)
 # Pinned: these releases install from local disk on the project's machines.

@@ -71,7 +71,7 @@ class CacheTest : public ::testing::Test {
         if (r == Job::Next::kTimeout) continue;
         if (r == Job::Next::kEndOfEpoch) break;
         for (size_t k = 0; k < batch.ids.size(); ++k) {
-          const std::string& rel = job.index().relpaths[static_cast<size_t>(batch.ids[k])];
+          const std::string& rel = job.source().names()[static_cast<size_t>(batch.ids[k])];
           const auto& s = batch.samples[k];
           EXPECT_EQ(std::string(reinterpret_cast<const char*>(s.data.get()), static_cast<size_t>(s.size)),
                     contents_[rel]);

@@ -69,10 +69,10 @@ TEST_F(JobTest, EveryEpochDeliversEachFileOnceWithItsBytes) {
     while (Next(job, &batch) == Job::Next::kBatch) {
       ++batches;
       for (size_t k = 0; k < batch.ids.size(); ++k) {
-        const std::string& rel = job.index().relpaths[static_cast<size_t>(batch.ids[k])];
+        const std::string& rel = job.source().names()[static_cast<size_t>(batch.ids[k])];
         const auto& s = batch.samples[k];
         ASSERT_EQ(std::string(reinterpret_cast<const char*>(s.data.get()), static_cast<size_t>(s.size)), contents_[rel]);
-        ASSERT_EQ(batch.labels[k], job.index().labels[static_cast<size_t>(batch.ids[k])]);
+        ASSERT_EQ(batch.labels[k], job.source().labels()[static_cast<size_t>(batch.ids[k])]);
         seen.insert(batch.ids[k]);
       }
     }
@@ -109,7 +109,7 @@ TEST_F(JobTest, EarlyBreakSkipsTheRestUnread) {
 
 TEST_F(JobTest, VanishedFileIsReportedByName) {
   Job job(Options());
-  const std::string victim = job.index().Path(job.plan().SampleAt(0, 0, 20));
+  const std::string victim = job.source().Describe(job.plan().SampleAt(0, 0, 20));
   ASSERT_EQ(std::remove(victim.c_str()), 0);
   job.BeginEpoch(0);
   Batch batch;

@@ -100,7 +100,7 @@ TEST_F(JobTransformsTest, RowsAreThePipelinesOutputWhateverTheThreadCount) {
     const int epoch = static_cast<int>(i / static_cast<size_t>(three.BatchesPerEpoch()));
     for (size_t r = 0; r < a[i].first.size(); ++r) {
       const int64_t sample = a[i].first[r];
-      const std::string file = ReadAll(three.index().Path(sample));
+      const std::string file = ReadAll(three.source().Describe(sample));
       std::vector<float> expected(static_cast<size_t>(row / 4));
       pipeline.Apply(reinterpret_cast<const uint8_t*>(file.data()), static_cast<int64_t>(file.size()), "x", 9, epoch,
                      sample, reinterpret_cast<uint8_t*>(expected.data()));
@@ -121,8 +121,8 @@ TEST_F(JobTransformsTest, SkipKeepsEveryStepAndDeliversEveryGoodSampleOnce) {
   Job job(o);
   ASSERT_EQ(job.BatchesPerEpoch(), 7);
   std::set<int64_t> good;
-  for (int64_t i = 0; i < job.index().size(); ++i) {
-    if (job.index().relpaths[static_cast<size_t>(i)].find("bad_") == std::string::npos) good.insert(i);
+  for (int64_t i = 0; i < job.source().size(); ++i) {
+    if (job.source().names()[static_cast<size_t>(i)].find("bad_") == std::string::npos) good.insert(i);
   }
   for (int e = 0; e < 2; ++e) {
     job.BeginEpoch(e);

@@ -15,9 +15,9 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, const ImageFolderIndex& index,
-                               Env* pfs_env, Env* local_env, Communicator* comm, int worker_slots)
-    : index_(index), pfs_env_(pfs_env), model_(config, plan.options().world_size), my_rank_(rank),
+CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, Source& source,
+                               Env* local_env, Communicator* comm, int worker_slots)
+    : source_(source), model_(config, plan.options().world_size), my_rank_(rank),
       worker_slots_(worker_slots) {
   const size_t num_classes = config.storage_classes.size();
   levels_.resize(num_classes);
@@ -53,7 +53,7 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
   // samples first (cache_hierarchy.h); alone (or under a launcher without
   // MPI) the most-read samples win.
   planning.first_epoch_first = comm != nullptr && comm->size() > 1;
-  placement_ = PlanPlacement(plan, rank, index.sizes, capacities, planning);
+  placement_ = PlanPlacement(plan, rank, source.sizes(), capacities, planning);
 
   int64_t slots = 0;
   for (size_t j = 1; j < num_classes; ++j) {
@@ -63,7 +63,7 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
     slots += static_cast<int64_t>(level.samples.size());
     std::vector<int64_t> sizes;
     sizes.reserve(level.samples.size());
-    for (int64_t s : level.samples) sizes.push_back(index.sizes[static_cast<size_t>(s)]);
+    for (int64_t s : level.samples) sizes.push_back(source.sizes()[static_cast<size_t>(s)]);
     level.status.planned_samples = static_cast<int64_t>(sizes.size());
     level.status.planned_bytes = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
     slot_sizes_.insert(slot_sizes_.end(), sizes.begin(), sizes.end());
@@ -108,14 +108,14 @@ void CacheHierarchy::ExchangePlacements(const AccessPlan& plan, Communicator* co
     }
   }
   const std::vector<std::string> all = comm->AllGather(mine, "the exchange of cache placements");
-  directory_.assign(static_cast<size_t>(index_.size()), -1);
+  directory_.assign(static_cast<size_t>(source_.size()), -1);
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
     const std::string& theirs = all[static_cast<size_t>(r)];
     for (size_t off = 0; off + sizeof(int64_t) <= theirs.size(); off += sizeof(int64_t)) {
       int64_t entry;
       std::memcpy(&entry, theirs.data() + off, sizeof entry);
       const int64_t sample = entry >> 8;
-      if (sample < 0 || sample >= index_.size()) continue;
+      if (sample < 0 || sample >= source_.size()) continue;
       int32_t& who = directory_[static_cast<size_t>(sample)];
       // The first-epoch reader wins; else the lowest rank (ranks come in order).
       if (who < 0 || plan.FirstEpochReader(sample) == r) who = static_cast<int32_t>(r << 8 | (entry & 0xff));
@@ -154,9 +154,7 @@ int CacheHierarchy::ClassOf(int64_t sample) const {
 }
 
 SampleBuffer CacheHierarchy::ReadFromPfs(int64_t sample) {
-  auto file = pfs_env_->OpenForRead(index_.Path(sample));
-  SampleBuffer bytes = SampleBuffer::Allocate(file->Size());
-  file->ReadExact(0, bytes.data.get(), bytes.size);
+  SampleBuffer bytes = source_.Read(sample);
   pfs_reads_.fetch_add(1);
   pfs_bytes_.fetch_add(bytes.size);
   return bytes;

@@ -10,6 +10,7 @@
 
 #include "hdmlp/errors.h"
 #include "hdmlp/job/process_budget.h"
+#include "hdmlp/transforms/raw_image.h"
 
 namespace hdmlp {
 namespace {
@@ -62,8 +63,9 @@ uint64_t DrawSeed() {
   return (static_cast<uint64_t>(device()) << 32 | device()) & 0x7fffffffffffffffULL;
 }
 
-std::string Signature(const JobOptions& o, const ImageFolderIndex& index, const Config& config) {
-  std::string s = "samples=" + std::to_string(index.size()) + "\nfingerprint=" + std::to_string(index.Fingerprint()) +
+std::string Signature(const JobOptions& o, const Source& source, const Config& config) {
+  std::string s = "source=" + source.kind() + "\nsamples=" + std::to_string(source.size()) +
+                  "\nfingerprint=" + std::to_string(source.Fingerprint()) +
                   "\nbatch_size=" + std::to_string(o.batch_size) + "\nepochs=" + std::to_string(o.epochs) +
                   "\ndistr_scheme=" + o.distr_scheme + "\ndrop_last_batch=" + (o.drop_last ? "true" : "false") +
                   "\nshuffle=" + (o.shuffle ? "true" : "false") +
@@ -140,7 +142,13 @@ Job::Job(const JobOptions& options)
     if (options.staging_threads > 0) config_.storage_classes.at(0).threads = options.staging_threads;
     // An impossible chain is refused here, before anything is read.
     if (!options.transforms.empty()) pipeline_ = std::make_unique<TransformPipeline>(options.transforms);
-    index_ = ScanImageFolder(env_, options.dataset_path, options.scan);
+    source_ = OpenSource(env_, options.dataset_path, options.source, options.scan);
+    arrays_ = source_->format() == SampleFormat::kArray;
+    if (arrays_ && pipeline_) {
+      throw InvalidArgumentError("'" + options.dataset_path + "' holds arrays (" + source_->sample_array()->ToString() +
+                                 ", a " + source_->kind() + " source), and transforms decode images: leave "
+                                 "transforms=None to receive each batch as one [B, ...] array");
+    }
   } catch (const std::exception& e) {
     if (!ranks_talk) throw;
     local_error = e.what();
@@ -163,7 +171,7 @@ Job::Job(const JobOptions& options)
   options_.gather = nullptr;
 
   PlanOptions plan;
-  plan.num_samples = index_.size();
+  plan.num_samples = source_->size();
   plan.batch_size = options_.batch_size;
   plan.epochs = options.epochs;
   plan.seed = seed_;
@@ -192,13 +200,22 @@ Job::Job(const JobOptions& options)
   if (pipeline_) {
     sample_shape_ = pipeline_->output().fixed ? pipeline_->output() : FirstImageShape();
     sample_bytes_ = sample_shape_.bytes();
-    // Enough free buffers for the batches the workers fill at once.
-    pool_ = std::make_unique<BatchPool>(sample_bytes_ * std::max<int64_t>(largest_batch, 1), staging.threads + 4,
-                                        options.batch_allocator);
+  } else if (arrays_) {
+    sample_bytes_ = source_->sample_array()->bytes();
+    label_bytes_ = source_->label_array() != nullptr ? source_->label_array()->bytes() : 0;
+  }
+  if (rows()) {
+    // One buffer per batch: its samples' rows, then (arrays) their label
+    // arrays from a 64-byte aligned offset. Enough free buffers for the
+    // batches the workers fill at once.
+    const int64_t rows_bytes = sample_bytes_ * std::max<int64_t>(largest_batch, 1);
+    labels_offset_ = (rows_bytes + 63) / 64 * 64;
+    pool_ = std::make_unique<BatchPool>(label_bytes_ > 0 ? labels_offset_ + label_bytes_ * largest_batch : rows_bytes,
+                                        staging.threads + 4, options.batch_allocator);
   }
   // One client slot per staging worker, and one for the consumer (it reads
   // the samples that replace skipped ones).
-  cache_ = std::make_unique<CacheHierarchy>(config_, *plan_, rank(), index_, env_,
+  cache_ = std::make_unique<CacheHierarchy>(config_, *plan_, rank(), *source_,
                                             options.local_env != nullptr ? options.local_env : Env::Default(),
                                             comm_.get(), staging.threads + 1);
   cache_->Start();
@@ -227,7 +244,7 @@ void Job::CheckRanksAgree(const std::string& local_error) {
   // Every rank sends either its error or its view of the job (and its seed
   // and host); every rank then draws the same conclusion from the same data.
   const std::string mine = local_error.empty() ? "ok\n" + std::to_string(seed_) + "\n" + HostName() + "\n" +
-                                                     Signature(options_, index_, config_)
+                                                     Signature(options_, *source_, config_)
                                                : "error\n" + local_error;
   const std::vector<std::string> all = comm_ ? comm_->AllGather(mine, "the start-up check of the job's arguments")
                                              : options_.gather(mine);
@@ -291,11 +308,13 @@ void Job::Close() {
 
 OutputShape Job::FirstImageShape() {
   CapturedError first_error;
-  for (int64_t i = 0; i < index_.size(); ++i) {
+  for (int64_t i = 0; i < source_->size(); ++i) {
     try {
-      const std::string bytes = env_->ReadWholeFile(index_.Path(i));
-      return pipeline_->ShapeOf(reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size()),
-                                index_.Path(i));
+      const SampleBuffer bytes = source_->Read(i);
+      if (source_->format() == SampleFormat::kRawImage) {
+        return RawImageShape(*pipeline_, bytes.data.get(), bytes.size, source_->Describe(i));
+      }
+      return pipeline_->ShapeOf(bytes.data.get(), bytes.size, source_->Describe(i));
     } catch (const InvalidArgumentError&) {
       if (!options_.skip_bad_samples) throw;
       if (!first_error) first_error = CapturedError::FromCurrentException();
@@ -338,7 +357,7 @@ bool Job::TransformIntoBatch(int epoch, int64_t j, int64_t sample, const SampleB
   // outside what it hands out: only moved samples are).
   std::shared_ptr<uint8_t> memory = BatchMemory(epoch, batch);
   if (!memory) return false;
-  TransformInto(epoch, sample, bytes, memory.get() + (j - batch_start_[static_cast<size_t>(batch)]) * sample_bytes_);
+  TransformInto(epoch, sample, bytes, memory.get(), j - batch_start_[static_cast<size_t>(batch)]);
   return true;
 }
 
@@ -350,9 +369,25 @@ SampleBuffer Job::ReadSample(int epoch, int64_t sample, int slot) {
   return bytes;
 }
 
-void Job::TransformInto(int epoch, int64_t sample, const SampleBuffer& bytes, uint8_t* row) {
+void Job::TransformInto(int epoch, int64_t sample, const SampleBuffer& bytes, uint8_t* memory, int64_t row) {
   const auto start = Clock::now();
-  pipeline_->Apply(bytes.data.get(), bytes.size, index_.Path(sample), seed_, epoch, sample, sample_shape_, row);
+  uint8_t* dst = memory + row * sample_bytes_;
+  if (arrays_) {
+    if (bytes.size != sample_bytes_ + label_bytes_) {
+      throw InvalidArgumentError(source_->Describe(sample) + " has " + std::to_string(bytes.size) + " bytes, not the " +
+                                 std::to_string(sample_bytes_ + label_bytes_) + " of its array");
+    }
+    std::memcpy(dst, bytes.data.get(), static_cast<size_t>(sample_bytes_));
+    if (label_bytes_ > 0) {
+      std::memcpy(memory + labels_offset_ + row * label_bytes_, bytes.data.get() + sample_bytes_,
+                  static_cast<size_t>(label_bytes_));
+    }
+  } else if (source_->format() == SampleFormat::kRawImage) {
+    ApplyToRawImage(*pipeline_, bytes.data.get(), bytes.size, source_->Describe(sample), seed_, epoch, sample,
+                    sample_shape_, dst);
+  } else {
+    pipeline_->Apply(bytes.data.get(), bytes.size, source_->Describe(sample), seed_, epoch, sample, sample_shape_, dst);
+  }
   metrics_.AddTransform(epoch, SecondsSince(start));
 }
 
@@ -372,14 +407,14 @@ void Job::WorkerLoop(int slot) {
   // Claim calls this on the claiming thread, so sharing sample_of is safe.
   // A transformed sample holds its file's bytes and then its row.
   const auto estimate = [&](int64_t item) {
-    return index_.sizes[static_cast<size_t>(sample_of(item))] + sample_bytes_;
+    return source_->sizes()[static_cast<size_t>(sample_of(item))] + sample_bytes_ + label_bytes_;
   };
   int64_t item;
   while (staging_->Claim(estimate, &item)) {
     const int epoch = static_cast<int>(item / epoch_size_);
     const int64_t sample = sample_of(item);
     try {
-      if (pipeline_) {
+      if (rows()) {
         const int64_t moved_from = moved_from_item_.load(std::memory_order_relaxed);
         if (item >= moved_from && item / epoch_size_ == moved_from / epoch_size_) {
           staging_->Complete(item, SampleBuffer(), 0);  // already delivered in another row
@@ -387,9 +422,9 @@ void Job::WorkerLoop(int slot) {
         }
       }
       SampleBuffer bytes = ReadSample(epoch, sample, slot);
-      if (pipeline_) {
+      if (rows()) {
         TransformIntoBatch(epoch, item % epoch_size_, sample, bytes);
-        staging_->Complete(item, SampleBuffer(), sample_bytes_);
+        staging_->Complete(item, SampleBuffer(), sample_bytes_ + label_bytes_);
       } else {
         staging_->Complete(item, std::move(bytes));
       }
@@ -419,7 +454,7 @@ void Job::BeginEpoch(int epoch) {
   pending_ = Batch();
   pending_bad_.clear();
   pending_stall_ = 0;
-  if (pipeline_) DropBatchesBelow(epoch, 0);
+  if (rows()) DropBatchesBelow(epoch, 0);
   staging_->SkipTo(ItemOf(epoch, 0));
 }
 
@@ -446,9 +481,9 @@ bool Job::FillFromEpochEnd(int64_t min_position) {
     try {
       const SampleBuffer bytes = ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
       const auto row = static_cast<int64_t>(pending_.ids.size());
-      TransformInto(epoch_, sample, bytes, pending_.images.get() + row * sample_bytes_);
+      TransformInto(epoch_, sample, bytes, pending_.images.get(), row);
       pending_.ids.push_back(sample);
-      pending_.labels.push_back(index_.labels[static_cast<size_t>(sample)]);
+      pending_.labels.push_back(source_->labels()[static_cast<size_t>(sample)]);
       return true;
     } catch (const InvalidArgumentError& e) {
       RecordSkip(e.what());  // bad too: try the one before it
@@ -481,9 +516,14 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
     pending_.index = batch_;
     pending_.ids.reserve(static_cast<size_t>(nominal));
     pending_.labels.reserve(static_cast<size_t>(nominal));
-    if (pipeline_) {
+    if (rows()) {
       pending_.images = BatchMemory(epoch_, batch_);
       pending_.sample_shape = sample_shape_;
+      if (arrays_) {
+        pending_.array = source_->sample_array();
+        pending_.label_array = source_->label_array();
+        if (label_bytes_ > 0) pending_.label_arrays = std::shared_ptr<uint8_t>(pending_.images, pending_.images.get() + labels_offset_);
+      }
     } else {
       pending_.samples.reserve(static_cast<size_t>(nominal));
     }
@@ -503,7 +543,7 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
       case StagingBuffer::TakeResult::kClosed:
         throw ClosedError("the job was closed while waiting for a batch");
       case StagingBuffer::TakeResult::kFailed: {
-        if (pipeline_ && options_.skip_bad_samples && error.IsInvalidArgument()) {
+        if (rows() && options_.skip_bad_samples && error.IsInvalidArgument()) {
           RecordSkip(error.message());
           pending_bad_.push_back(error.message());
           FillFromEpochEnd(start == last_batch_start ? j + 1 : last_batch_start + 1);
@@ -516,7 +556,7 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
         staging_->SkipTo(ItemOf(epoch_, batch_end));
         ++batch_;
         metrics_.AddDelivered(epoch_, 0, pending_stall_);
-        if (pipeline_) DropBatchesBelow(epoch_, batch_);
+        if (rows()) DropBatchesBelow(epoch_, batch_);
         pending_ = Batch();
         pending_bad_.clear();
         pending_stall_ = 0;
@@ -526,24 +566,28 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
         break;
     }
     const int64_t sample = epoch_order_->At(j);
-    if (pipeline_) {
+    if (rows()) {
       // Rows left by holes nothing could fill close up: the batch's rows
-      // are its first ids.size() rows.
+      // are its first ids.size() rows (and so are its label arrays').
       const int64_t row = j - start, to = static_cast<int64_t>(pending_.ids.size());
       if (row != to) {
         std::memmove(pending_.images.get() + to * sample_bytes_, pending_.images.get() + row * sample_bytes_,
                      static_cast<size_t>(sample_bytes_));
+        if (label_bytes_ > 0) {
+          uint8_t* labels = pending_.images.get() + labels_offset_;
+          std::memmove(labels + to * label_bytes_, labels + row * label_bytes_, static_cast<size_t>(label_bytes_));
+        }
       }
     }
     pending_.ids.push_back(sample);
-    pending_.labels.push_back(index_.labels[static_cast<size_t>(sample)]);
-    if (!pipeline_) pending_.samples.push_back(std::move(bytes));
+    pending_.labels.push_back(source_->labels()[static_cast<size_t>(sample)]);
+    if (!rows()) pending_.samples.push_back(std::move(bytes));
     ++next_j_;
   }
   const int64_t size = static_cast<int64_t>(pending_.ids.size());
   metrics_.AddDelivered(epoch_, size, pending_stall_);
   ++batch_;
-  if (pipeline_) DropBatchesBelow(epoch_, batch_);  // the memory now belongs to *out alone
+  if (rows()) DropBatchesBelow(epoch_, batch_);  // the memory now belongs to *out alone
   pending_stall_ = 0;
   if (size == 0) {
     // Every sample of this batch was bad, and taking one from a later batch

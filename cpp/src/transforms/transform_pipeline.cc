@@ -756,6 +756,13 @@ OutputShape TransformPipeline::ShapeOf(const uint8_t* data, int64_t size, const 
   return ShapeFor(plan.height, plan.width);
 }
 
+OutputShape TransformPipeline::ShapeOfImage(int width, int height) const {
+  if (output_.fixed) return output_;
+  thread_local Plan plan;
+  MakePlan(width, height, false, 0, 0, 0, "<ShapeOfImage>", &plan);
+  return ShapeFor(plan.height, plan.width);
+}
+
 OutputShape TransformPipeline::Apply(const uint8_t* data, int64_t size, const std::string& path, uint64_t seed,
                                      int epoch, int64_t sample, uint8_t* dst) const {
   return Apply(data, size, path, seed, epoch, sample, OutputShape{}, dst);

@@ -50,7 +50,7 @@
 #include "hdmlp/env/env.h"
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/plan/placement.h"
-#include "hdmlp/source/image_folder.h"
+#include "hdmlp/source/source.h"
 #include "hdmlp/staging/staging_buffer.h"
 #include "hdmlp/transport/communicator.h"
 #include "hdmlp/transport/peer_transport.h"
@@ -75,12 +75,11 @@ struct ClassStatus {
 
 class CacheHierarchy {
  public:
-  // The index, plan, envs and communicator must outlive the hierarchy.
-  // pfs_env reads the dataset; local_env holds the filesystem classes; comm
-  // is null for a single rank. Client slots [0, worker_slots) belong to the
+  // The source, plan, env and communicator must outlive the hierarchy.
+  // `source` reads the dataset (the "PFS"); local_env holds the filesystem
+  // classes; comm is null for a single rank. Client slots [0, worker_slots) belong to the
   // caller's staging workers; the prefetch threads take the ones after.
-  CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, const ImageFolderIndex& index, Env* pfs_env,
-                 Env* local_env, Communicator* comm = nullptr, int worker_slots = 0);
+  CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, Source& source, Env* local_env, Communicator* comm = nullptr, int worker_slots = 0);
   CacheHierarchy(const CacheHierarchy&) = delete;
   CacheHierarchy& operator=(const CacheHierarchy&) = delete;
   ~CacheHierarchy();
@@ -144,8 +143,7 @@ class CacheHierarchy {
   bool Serve(int64_t sample, SampleBuffer* out);
   void ExchangePlacements(const AccessPlan& plan, Communicator* comm);
 
-  const ImageFolderIndex& index_;
-  Env* pfs_env_;
+  Source& source_;
   SourceModel model_;
   Placement placement_;
   std::vector<std::unique_ptr<Level>> levels_;  // index = storage class; [0] unused

@@ -76,7 +76,7 @@
 #include "hdmlp/job/metrics.h"
 #include "hdmlp/job/process_budget.h"
 #include "hdmlp/plan/access_plan.h"
-#include "hdmlp/source/image_folder.h"
+#include "hdmlp/source/source.h"
 #include "hdmlp/staging/batch_pool.h"
 #include "hdmlp/staging/staging_buffer.h"
 #include "hdmlp/transforms/transform_pipeline.h"
@@ -112,6 +112,7 @@ struct JobOptions {
   Env* env = nullptr;       // storage of the dataset; nullptr: Env::Default()
   Env* local_env = nullptr; // storage of the filesystem classes; nullptr: Env::Default()
   ScanOptions scan;
+  SourceOptions source;     // which dataset format, and its options (source.h)
   std::vector<TransformSpec> transforms;  // empty: deliver each file's bytes
   bool skip_bad_samples = false;          // else a bad sample raises
   HostAllocator batch_allocator = HostAllocator::Default();  // memory of transformed batches
@@ -127,6 +128,11 @@ struct Batch {
   // (64-byte aligned with the default allocator), else null.
   std::shared_ptr<uint8_t> images;
   OutputShape sample_shape;
+  // Array sources (HDF5): `images` holds ids.size() arrays of *array, and
+  // `label_arrays` (when the source has them) as many arrays of *label_array.
+  const ArraySpec* array = nullptr;
+  std::shared_ptr<uint8_t> label_arrays;
+  const ArraySpec* label_array = nullptr;
 };
 
 class Job {
@@ -138,7 +144,7 @@ class Job {
   Job& operator=(const Job&) = delete;
   ~Job();
 
-  const ImageFolderIndex& index() const { return index_; }
+  const Source& source() const { return *source_; }
   const AccessPlan& plan() const { return *plan_; }
   const Config& config() const { return config_; }
   uint64_t seed() const { return seed_; }
@@ -151,6 +157,8 @@ class Job {
   int64_t staging_capacity_bytes() const { return staging_->capacity_bytes(); }
   int64_t staging_peak_bytes() const { return staging_->peak_bytes_in_flight(); }
   bool has_transforms() const { return pipeline_ != nullptr; }
+  // Samples are arrays (an HDF5 source): batches are [B, ...] arrays.
+  bool has_arrays() const { return arrays_; }
   // The shape of every transformed sample (default-constructed without transforms).
   const OutputShape& sample_shape() const { return sample_shape_; }
   // Samples left out by skip_bad_samples, over the job, and their files (each once).
@@ -179,8 +187,11 @@ class Job {
   bool TransformIntoBatch(int epoch, int64_t j, int64_t sample, const SampleBuffer& bytes);
   // A sample's bytes from its best source, with the read counted in `epoch`.
   SampleBuffer ReadSample(int epoch, int64_t sample, int slot);
-  // Decodes and transforms `bytes` into `row`, with the time counted in `epoch`.
-  void TransformInto(int epoch, int64_t sample, const SampleBuffer& bytes, uint8_t* row);
+  // Decodes and transforms `bytes` (or copies an array and its label array)
+  // into row `row` of batch memory `memory`, with the time counted in `epoch`.
+  void TransformInto(int epoch, int64_t sample, const SampleBuffer& bytes, uint8_t* memory, int64_t row);
+  // Samples land in rows of batch memory: with transforms, or arrays.
+  bool rows() const { return pipeline_ != nullptr || arrays_; }
   // The memory of local batch `batch` of `epoch`, made on first use; null
   // when that batch is below the assembly floor (handed out or skipped).
   std::shared_ptr<uint8_t> BatchMemory(int epoch, int64_t batch);
@@ -206,7 +217,7 @@ class Job {
   int world_size_ = 1;
   Env* env_;
   Config config_;
-  ImageFolderIndex index_;
+  std::unique_ptr<Source> source_;
   uint64_t seed_ = 0;
   std::unique_ptr<AccessPlan> plan_;
   int64_t epoch_size_ = 0;  // this rank's samples per epoch
@@ -224,6 +235,9 @@ class Job {
   std::unique_ptr<TransformPipeline> pipeline_;
   OutputShape sample_shape_;
   int64_t sample_bytes_ = 0;
+  bool arrays_ = false;
+  int64_t label_bytes_ = 0;    // arrays: each sample's label array
+  int64_t labels_offset_ = 0;  // arrays: where the label arrays start in a batch's memory
   std::vector<int64_t> batch_start_;  // local batch b: epoch positions [batch_start_[b], batch_start_[b+1])
   std::unique_ptr<BatchPool> pool_;
   std::mutex assembly_mu_;

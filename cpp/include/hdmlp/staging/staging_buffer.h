@@ -36,21 +36,9 @@
 #include <vector>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/util/sample_buffer.h"
 
 namespace hdmlp {
-
-// The bytes of one sample, in memory handed to Python without a copy.
-struct SampleBuffer {
-  std::unique_ptr<uint8_t[]> data;
-  int64_t size = 0;
-
-  static SampleBuffer Allocate(int64_t size) {
-    SampleBuffer b;
-    b.data.reset(new uint8_t[static_cast<size_t>(size > 0 ? size : 1)]);  // uninitialised: read() fills it
-    b.size = size;
-    return b;
-  }
-};
 
 class StagingBuffer {
  public:

@@ -126,6 +126,8 @@ class TransformPipeline {
   // The shape Apply will write for this image, from its header alone (a few
   // microseconds; nothing decoded). Equals output() for a fixed chain.
   OutputShape ShapeOf(const uint8_t* data, int64_t size, const std::string& path_for_errors) const;
+  // The same for an image already decoded, from its size alone.
+  OutputShape ShapeOfImage(int width, int height) const;
 
   // Decodes and transforms one sample into dst: ShapeOf(...).bytes() bytes,
   // i.e. output().bytes() for a fixed chain. dst must be 4-byte aligned for

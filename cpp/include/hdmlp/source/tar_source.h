@@ -1,0 +1,81 @@
+// TarSource: WebDataset tar shards, read in place.
+//
+// A WebDataset shard is a plain tar file whose members are grouped into
+// samples by key: "dir/n0153.jpg" and "dir/n0153.cls" are members "jpg" and
+// "cls" of sample "dir/n0153" (the key is the path up to the first dot of
+// its file name; members of one sample follow each other). Shards are
+// given as one .tar file, a comma-separated list, a brace pattern
+// ("shard-{000..009}.tar") or a folder of .tar files (sorted by name).
+//
+// The index (for each sample its shard, the offset and size of its sample
+// member, its label) is made once by walking the tar headers (ustar, GNU
+// long names and pax path records; one small read per member, shards in
+// parallel) and kept in the user cache directory (<cache>/tar/), keyed by
+// the shards' absolute paths and the options; it is used again only while
+// every shard has the size and modification time it had. Nothing is
+// unpacked: a sample is one pread of its member's bytes, and each shard is
+// opened once and kept open (O(shards) opens).
+//
+// Options (SourceOptions): tar_sample_ext, the member holding the sample
+// ("" picks the first member with an image extension; "jpg;png" tries each
+// in turn), and tar_label_ext ("cls"), a member holding the label as a
+// decimal integer. Without label members every label is 0. Classes are
+// "0".."max label".
+//
+// Errors: a sample without a sample member, or a label member that is not
+// an integer, fails the index with InvalidArgumentError naming the shard
+// and the key; a member cut short (the file ends inside it) makes that
+// sample's read fail with InvalidArgumentError naming the shard, the
+// member and the offset, never a short or wrong read.
+//
+// Thread-safety: as Source. Non-copyable.
+#ifndef HDMLP_SOURCE_TAR_SOURCE_H_
+#define HDMLP_SOURCE_TAR_SOURCE_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "hdmlp/source/image_folder.h"
+#include "hdmlp/source/source.h"
+
+namespace hdmlp {
+
+class TarSource : public Source {
+ public:
+  TarSource(Env* env, const std::string& spec, const SourceOptions& options = {}, const ScanOptions& scan = {});
+
+  std::string Describe(int64_t i) const override;
+  SampleIdentity Identity(int64_t i) const override;
+  SampleBuffer Read(int64_t i) override;
+  void ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) override;
+
+  const std::vector<std::string>& shard_paths() const { return paths_; }
+  // The shards as given, expanded (a list, a brace pattern or a folder).
+  static std::vector<std::string> ListShards(Env* env, const std::string& spec);
+
+  struct Entry {
+    uint32_t shard = 0;
+    int64_t offset = 0;  // of the sample member's data
+    std::string member;  // the sample member's name in the tar
+  };
+  struct ShardInfo {
+    int64_t size = 0;
+    int64_t mtime_ns = 0;
+  };
+
+ private:
+  ReadableFile* ShardFile(uint32_t shard);
+
+  std::vector<std::string> paths_;
+  std::vector<ShardInfo> infos_;
+  std::vector<Entry> entries_;
+  std::vector<std::unique_ptr<ReadableFile>> files_;  // guarded by mu_
+  std::mutex mu_;
+};
+
+}  // namespace hdmlp
+
+#endif  // HDMLP_SOURCE_TAR_SOURCE_H_

@@ -1,0 +1,35 @@
+#include "hdmlp/source/image_folder_source.h"
+
+#include "hdmlp/errors.h"
+
+namespace hdmlp {
+
+ImageFolderSource::ImageFolderSource(Env* env, const std::string& root, const ScanOptions& scan)
+    : Source("folder", env, root) {
+  ImageFolderIndex folder = ScanImageFolder(env, root, scan);
+  index_.classes = std::move(folder.classes);
+  index_.names = std::move(folder.relpaths);
+  index_.labels = std::move(folder.labels);
+  index_.sizes = std::move(folder.sizes);
+  from_cache_ = folder.from_cache;
+}
+
+SampleBuffer ImageFolderSource::Read(int64_t i) {
+  CheckSample(i);
+  auto file = Open(Path(i));
+  SampleBuffer bytes = SampleBuffer::Allocate(file->Size());
+  file->ReadExact(0, bytes.data.get(), bytes.size);
+  return bytes;
+}
+
+void ImageFolderSource::ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) {
+  CheckSample(i);
+  auto file = Open(Path(i));
+  if (offset < 0 || n < 0 || offset + n > file->Size()) {
+    throw InvalidArgumentError("bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
+                               ") are outside '" + Path(i) + "' (" + std::to_string(file->Size()) + " bytes)");
+  }
+  file->ReadExact(offset, dst, n);
+}
+
+}  // namespace hdmlp

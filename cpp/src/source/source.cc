@@ -1,0 +1,219 @@
+#include "hdmlp/source/source.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "hdmlp/errors.h"
+#include "hdmlp/plan/random.h"
+#include "hdmlp/source/hdf5_source.h"
+#include "hdmlp/source/image_folder_source.h"
+#include "hdmlp/source/pack_source.h"
+#include "hdmlp/source/tar_source.h"
+
+namespace hdmlp {
+namespace {
+
+const char kSupported[] =
+    "supported datasets are: a folder of class folders (root/<class>/<image>, as torchvision's ImageFolder); "
+    "an hdmlp pack (its folder or its index.hdmlp-pack file, made by `hdmlp pack`); an HDF5 file (.h5, .hdf5) "
+    "or a folder of them; WebDataset tar shards (a .tar file, a comma-separated list, a brace pattern such as "
+    "shard-{000..009}.tar, or a folder of .tar files); or name the format with source=\"folder\"|\"pack\"|"
+    "\"hdf5\"|\"tar\"";
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  if (s.size() < suffix.size()) return false;
+  for (size_t i = 0; i < suffix.size(); ++i) {
+    char c = s[s.size() - suffix.size() + i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != suffix[i]) return false;
+  }
+  return true;
+}
+
+bool IsHdf5Name(const std::string& name) { return EndsWith(name, ".h5") || EndsWith(name, ".hdf5"); }
+
+// The first bytes of a file, or "" when it cannot be read.
+std::string Head(Env* env, const std::string& path, int64_t n) {
+  try {
+    auto file = env->OpenForRead(path);
+    const int64_t size = std::min(n, file->Size());
+    std::string data(static_cast<size_t>(size), '\0');
+    file->ReadExact(0, reinterpret_cast<uint8_t*>(data.data()), size);
+    return data;
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+// What kind of dataset a path is, from its name, its first bytes or what a
+// folder holds; "" when none.
+std::string Detect(Env* env, const std::string& path) {
+  if (path.find('{') != std::string::npos || path.find(',') != std::string::npos) return "tar";
+  const FileInfo info = env->Stat(path);
+  if (!info.exists) return "";
+  if (!info.is_dir) {
+    if (EndsWith(path, kPackIndexName) || EndsWith(path, ".hdmlp-pack")) return "pack";
+    if (IsHdf5Name(path)) return "hdf5";
+    if (EndsWith(path, ".tar")) return "tar";
+    const std::string head = Head(env, path, 512);
+    if (head.compare(0, 8, "HDMLPPK1") == 0) return "pack";
+    if (head.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0) return "hdf5";
+    if (head.size() >= 262 && head.compare(257, 5, "ustar") == 0) return "tar";
+    return "";
+  }
+  bool has_dir = false, has_h5 = false, has_tar = false;
+  for (const auto& e : env->ListDir(path)) {
+    if (e.is_dir) {
+      has_dir = true;
+    } else if (e.name == kPackIndexName) {
+      return "pack";
+    } else if (IsHdf5Name(e.name)) {
+      has_h5 = true;
+    } else if (EndsWith(e.name, ".tar")) {
+      has_tar = true;
+    }
+  }
+  if (has_dir) return "folder";
+  if (has_h5) return "hdf5";
+  if (has_tar) return "tar";
+  return "folder";  // an empty folder: the image folder's scan says what is missing
+}
+
+}  // namespace
+
+void SetSourceOption(SourceOptions* options, const std::string& key, const std::string& value) {
+  if (key == "hdf5_samples") {
+    options->hdf5_samples = value;
+  } else if (key == "hdf5_labels") {
+    options->hdf5_labels = value;
+  } else if (key == "tar_sample_ext") {
+    options->tar_sample_ext = value;
+  } else if (key == "tar_label_ext") {
+    options->tar_label_ext = value;
+  } else {
+    throw InvalidArgumentError("unknown source option '" + key +
+                               "': the options are hdf5_samples, hdf5_labels, tar_sample_ext and tar_label_ext");
+  }
+}
+
+int64_t ArraySpec::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ArraySpec::ToString() const {
+  std::string s = dtype + "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t Source::TotalBytes() const {
+  int64_t total = 0;
+  for (int64_t s : index_.sizes) total += s;
+  return total;
+}
+
+uint64_t Source::Fingerprint() const {
+  uint64_t h = DeriveKey({static_cast<uint64_t>(index_.classes.size()), static_cast<uint64_t>(index_.names.size())});
+  auto add_string = [&h](const std::string& s) {
+    uint64_t f = 0xcbf29ce484222325ULL;  // FNV-1a
+    for (unsigned char c : s) f = (f ^ c) * 0x100000001b3ULL;
+    h = Mix64(h ^ f);
+  };
+  add_string(kind_);
+  for (const auto& c : index_.classes) add_string(c);
+  for (size_t i = 0; i < index_.names.size(); ++i) {
+    add_string(index_.names[i]);
+    h = Mix64(h ^ static_cast<uint64_t>(index_.labels[i]) ^ (static_cast<uint64_t>(index_.sizes[i]) << 20));
+  }
+  return h;
+}
+
+void Source::ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) {
+  const SampleBuffer whole = Read(i);
+  if (offset < 0 || n < 0 || offset + n > whole.size) {
+    throw InvalidArgumentError("bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
+                               ") are outside " + Describe(i) + " (" + std::to_string(whole.size) + " bytes)");
+  }
+  std::memcpy(dst, whole.data.get() + offset, static_cast<size_t>(n));
+}
+
+std::unique_ptr<ReadableFile> Source::Open(const std::string& path) {
+  auto file = env_->OpenForRead(path);
+  files_opened_.fetch_add(1, std::memory_order_relaxed);
+  return file;
+}
+
+void Source::CheckSample(int64_t i) const {
+  if (i < 0 || i >= size()) {
+    throw InvalidArgumentError("sample " + std::to_string(i) + " is outside '" + root_ + "' (" +
+                               std::to_string(size()) + " samples)");
+  }
+}
+
+std::unique_ptr<Source> OpenSource(Env* env, const std::string& path, const SourceOptions& options,
+                                   const ScanOptions& scan) {
+  if (path.empty()) throw NotFoundError("dataset path is empty: pass the dataset's path; " + std::string(kSupported));
+  std::string kind = options.kind;
+  if (kind.empty()) {
+    kind = Detect(env, path);
+    if (kind.empty()) {
+      const FileInfo info = env->Stat(path);
+      if (!info.exists) throw NotFoundError("dataset path '" + path + "' does not exist");
+      throw NotADirectoryError("dataset path '" + path + "' is not a directory, nor a dataset file hdmlp knows; " +
+                               kSupported);
+    }
+  }
+  if (kind == "folder") return std::make_unique<ImageFolderSource>(env, path, scan);
+  if (kind == "pack") return std::make_unique<PackSource>(env, path);
+  if (kind == "hdf5") return std::make_unique<Hdf5Source>(env, path, options, scan);
+  if (kind == "tar") return std::make_unique<TarSource>(env, path, options, scan);
+  throw InvalidArgumentError("unknown source \"" + kind + "\" for '" + path + "': " + kSupported);
+}
+
+std::vector<std::string> ExpandBraces(const std::string& pattern) {
+  std::vector<std::string> out;
+  // Commas outside braces separate patterns.
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= pattern.size(); ++i) {
+    const char c = i < pattern.size() ? pattern[i] : ',';
+    if (c == '{') ++depth;
+    if (c == '}') --depth;
+    if (c == ',' && depth == 0) {
+      const std::string part = pattern.substr(start, i - start);
+      start = i + 1;
+      if (part.empty()) continue;
+      const size_t open = part.find('{');
+      if (open == std::string::npos) {
+        out.push_back(part);
+        continue;
+      }
+      const size_t close = part.find('}', open);
+      const size_t dots = part.find("..", open);
+      if (close == std::string::npos || dots == std::string::npos || dots > close) {
+        throw InvalidArgumentError("malformed brace pattern '" + part + "': write a range as {000..009}");
+      }
+      const std::string lo = part.substr(open + 1, dots - open - 1);
+      const std::string hi = part.substr(dots + 2, close - dots - 2);
+      const auto digits = [](const std::string& s) {
+        return !s.empty() && s.size() < 18 && std::all_of(s.begin(), s.end(), [](char d) { return d >= '0' && d <= '9'; });
+      };
+      if (!digits(lo) || !digits(hi) || std::stoll(lo) > std::stoll(hi)) {
+        throw InvalidArgumentError("malformed brace range '{" + lo + ".." + hi + "}' in '" + part +
+                                   "': write it as {000..009} (first <= last, digits only)");
+      }
+      const std::string tail = part.substr(close + 1);
+      const std::vector<std::string> rests = tail.empty() ? std::vector<std::string>{""} : ExpandBraces(tail);
+      for (int64_t v = std::stoll(lo); v <= std::stoll(hi); ++v) {
+        std::string number = std::to_string(v);
+        if (number.size() < lo.size()) number.insert(0, lo.size() - number.size(), '0');
+        for (const auto& rest : rests) out.push_back(part.substr(0, open) + number + rest);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace hdmlp

@@ -1,0 +1,485 @@
+#include "hdmlp/source/tar_source.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "hdmlp/config/config.h"
+#include "hdmlp/errors.h"
+#include "hdmlp/plan/random.h"
+#include "hdmlp/util/binary_io.h"
+#include "hdmlp/util/parallel_for.h"
+
+namespace hdmlp {
+namespace {
+
+constexpr char kCacheMagic[8] = {'H', 'D', 'M', 'L', 'P', 'T', 'A', 'R'};
+constexpr uint32_t kCacheVersion = 1;
+constexpr int64_t kBlock = 512;
+constexpr int64_t kWindow = 64 * 1024;  // header reads fetch this much, so small members come along
+constexpr int64_t kMaxLabelBytes = 64;
+
+std::string Lower(std::string s) {
+  for (char& c : s) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return s;
+}
+
+std::string Absolute(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf) != nullptr) return buf;
+  return path;
+}
+
+uint64_t HashString(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return Mix64(h);
+}
+
+int64_t NowRealtimeNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// One indexed sample of a shard.
+struct Record {
+  std::string key;
+  std::string member;
+  int64_t offset = 0;
+  int64_t size = 0;
+  int32_t label = 0;
+  bool has_label = false;
+};
+
+// Reads a file through a window, so consecutive small reads cost one read.
+class WindowReader {
+ public:
+  WindowReader(ReadableFile* file, int64_t size) : file_(file), size_(size) {}
+  void Read(int64_t pos, int64_t n, uint8_t* dst) {
+    if (pos < begin_ || pos + n > begin_ + static_cast<int64_t>(window_.size())) {
+      const int64_t len = std::min(std::max(n, kWindow), size_ - pos);
+      window_.resize(static_cast<size_t>(len));
+      file_->ReadExact(pos, window_.data(), len);
+      begin_ = pos;
+    }
+    std::memcpy(dst, window_.data() + (pos - begin_), static_cast<size_t>(n));
+  }
+
+ private:
+  ReadableFile* file_;
+  int64_t size_;
+  int64_t begin_ = 0;
+  std::vector<uint8_t> window_;
+};
+
+// A tar number: octal digits (NUL/space terminated) or GNU base-256.
+bool ParseNumber(const uint8_t* field, int n, int64_t* out) {
+  if (field[0] & 0x80) {
+    int64_t v = field[0] & 0x7f;
+    for (int i = 1; i < n; ++i) {
+      if (v > (INT64_MAX >> 8)) return false;
+      v = (v << 8) | field[i];
+    }
+    *out = v;
+    return true;
+  }
+  int64_t v = 0;
+  int i = 0;
+  while (i < n && field[i] == ' ') ++i;
+  for (; i < n && field[i] >= '0' && field[i] <= '7'; ++i) {
+    if (v > (INT64_MAX >> 3)) return false;
+    v = v * 8 + (field[i] - '0');
+  }
+  *out = v;
+  return true;
+}
+
+std::string Field(const uint8_t* p, int n) {
+  int len = 0;
+  while (len < n && p[len] != 0) ++len;
+  return std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(len));
+}
+
+// The "path" record of a pax extended header, or "".
+std::string PaxPath(const std::string& data) {
+  size_t pos = 0;
+  while (pos < data.size()) {
+    const size_t space = data.find(' ', pos);
+    if (space == std::string::npos) break;
+    const int64_t len = std::atoll(data.c_str() + pos);
+    if (len <= 0 || pos + static_cast<size_t>(len) > data.size()) break;
+    const std::string record = data.substr(space + 1, pos + static_cast<size_t>(len) - space - 2);  // minus '\n'
+    if (record.compare(0, 5, "path=") == 0) return record.substr(5);
+    pos += static_cast<size_t>(len);
+  }
+  return "";
+}
+
+class ShardScanner {
+ public:
+  ShardScanner(const std::string& path, const SourceOptions& options) : path_(path), options_(options) {
+    size_t start = 0;
+    const std::string exts = Lower(options.tar_sample_ext);
+    while (!exts.empty() && start <= exts.size()) {
+      const size_t semi = exts.find(';', start);
+      const std::string e = exts.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
+      if (!e.empty()) sample_exts_.push_back(e[0] == '.' ? e.substr(1) : e);
+      if (semi == std::string::npos) break;
+      start = semi + 1;
+    }
+    label_ext_ = Lower(options.tar_label_ext);
+    if (!label_ext_.empty() && label_ext_[0] == '.') label_ext_ = label_ext_.substr(1);
+  }
+
+  std::vector<Record> Scan(Env* env) {
+    auto file = env->OpenForRead(path_);
+    const int64_t size = file->Size();
+    WindowReader reader(file.get(), size);
+    std::string long_name;
+    int64_t pos = 0;
+    uint8_t h[kBlock];
+    while (pos + kBlock <= size) {
+      reader.Read(pos, kBlock, h);
+      if (std::all_of(h, h + kBlock, [](uint8_t b) { return b == 0; })) break;  // end of archive
+      int64_t stored_sum = 0, member_size = 0;
+      ParseNumber(h + 148, 8, &stored_sum);
+      int64_t sum = 0;
+      for (int i = 0; i < kBlock; ++i) sum += (i >= 148 && i < 156) ? ' ' : h[i];
+      if (sum != stored_sum || !ParseNumber(h + 124, 12, &member_size) || member_size < 0) {
+        throw InvalidArgumentError("'" + path_ + "' is not a tar file or is corrupt: the header at offset " +
+                                   std::to_string(pos) + " fails its checksum");
+      }
+      const char type = static_cast<char>(h[156]);
+      const int64_t data = pos + kBlock;
+      const int64_t next = data + (member_size + kBlock - 1) / kBlock * kBlock;
+      if (type == 'L' || type == 'x') {
+        if (member_size > (1 << 20) || data + member_size > size) {
+          throw InvalidArgumentError("'" + path_ + "' is truncated or corrupt: the extended header at offset " +
+                                     std::to_string(pos) + " is cut short or too long");
+        }
+        std::string text(static_cast<size_t>(member_size), '\0');
+        reader.Read(data, member_size, reinterpret_cast<uint8_t*>(text.data()));
+        if (type == 'L') {
+          long_name = text.substr(0, text.find('\0'));
+        } else {
+          const std::string p = PaxPath(text);
+          if (!p.empty()) long_name = p;
+        }
+      } else if (type == '0' || type == '\0' || type == '7') {
+        std::string name = long_name;
+        if (name.empty()) {
+          name = Field(h, 100);
+          const std::string prefix = std::memcmp(h + 257, "ustar", 5) == 0 ? Field(h + 345, 155) : "";
+          if (!prefix.empty()) name = prefix + "/" + name;
+        }
+        long_name.clear();
+        Member(&reader, size, name, data, member_size);
+      } else {
+        long_name.clear();  // directories, links, pax globals: not samples
+      }
+      pos = next;
+    }
+    Flush();
+    return std::move(records_);
+  }
+
+ private:
+  struct Candidate {
+    std::string ext;
+    std::string name;
+    int64_t offset, size;
+  };
+
+  void Member(WindowReader* reader, int64_t file_size, const std::string& name, int64_t offset, int64_t size) {
+    const size_t slash = name.find_last_of('/');
+    const size_t dot = name.find('.', slash == std::string::npos ? 0 : slash + 1);
+    if (dot == std::string::npos || dot == 0 || name[dot - 1] == '/') return;  // no key.ext: not part of a sample
+    const std::string key = name.substr(0, dot);
+    const std::string ext = Lower(name.substr(dot + 1));
+    if (key != key_) {
+      Flush();
+      key_ = key;
+    }
+    if (!label_ext_.empty() && ext == label_ext_) {
+      if (size > kMaxLabelBytes || offset + size > file_size) {
+        throw InvalidArgumentError("label member '" + name + "' at offset " + std::to_string(offset) + " of '" +
+                                   path_ + "' is " + (size > kMaxLabelBytes ? "too long for a label" : "cut short") +
+                                   ": it must hold a decimal integer");
+      }
+      char text[kMaxLabelBytes + 1] = {};
+      reader->Read(offset, size, reinterpret_cast<uint8_t*>(text));
+      char* end = nullptr;
+      const long long v = std::strtoll(text, &end, 10);
+      while (end != nullptr && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t')) ++end;
+      if (end == text || end == nullptr || *end != '\0' || v < 0 || v > INT32_MAX) {
+        throw InvalidArgumentError("label member '" + name + "' at offset " + std::to_string(offset) + " of '" +
+                                   path_ + "' holds '" + std::string(text) +
+                                   "', not a non-negative decimal integer; choose the label member with "
+                                   "tar_label_ext");
+      }
+      label_ = static_cast<int32_t>(v);
+      has_label_ = true;
+      return;
+    }
+    candidates_.push_back({ext, name, offset, size});
+  }
+
+  void Flush() {
+    if (key_.empty()) return;
+    const Candidate* chosen = nullptr;
+    if (!sample_exts_.empty()) {
+      for (const auto& want : sample_exts_) {
+        for (const auto& c : candidates_) {
+          if (c.ext == want && chosen == nullptr) chosen = &c;
+        }
+      }
+    } else {
+      for (const auto& c : candidates_) {
+        if (chosen == nullptr && HasImageExtension("x." + c.ext)) chosen = &c;
+      }
+    }
+    if (chosen == nullptr) {
+      std::string have;
+      for (const auto& c : candidates_) have += (have.empty() ? "" : ", ") + c.ext;
+      if (has_label_) have += (have.empty() ? "" : ", ") + label_ext_;
+      throw InvalidArgumentError(
+          "sample '" + key_ + "' in '" + path_ + "' has no " +
+          (sample_exts_.empty() ? std::string("image member") : "'" + options_.tar_sample_ext + "' member") +
+          " (its members: " + (have.empty() ? "none" : have) + "); choose the sample member with tar_sample_ext");
+    }
+    records_.push_back({key_, chosen->name, chosen->offset, chosen->size, label_, has_label_});
+    key_.clear();
+    candidates_.clear();
+    label_ = 0;
+    has_label_ = false;
+  }
+
+  std::string path_;
+  const SourceOptions& options_;
+  std::vector<std::string> sample_exts_;
+  std::string label_ext_;
+  std::vector<Record> records_;
+  std::string key_;
+  std::vector<Candidate> candidates_;
+  int32_t label_ = 0;
+  bool has_label_ = false;
+};
+
+std::string CachePath(const ScanOptions& scan, const std::vector<std::string>& absolute, const SourceOptions& o) {
+  std::string all = "tar;" + o.tar_sample_ext + ";" + o.tar_label_ext + ";";
+  for (const auto& p : absolute) all += p + "\n";
+  char name[48];
+  std::snprintf(name, sizeof name, "tar-%016llx.idx", static_cast<unsigned long long>(HashString(all)));
+  return JoinPath(scan.cache_dir.empty() ? JoinPath(UserCacheDir(), "index") : scan.cache_dir, name);
+}
+
+}  // namespace
+
+std::vector<std::string> TarSource::ListShards(Env* env, const std::string& spec) {
+  std::vector<std::string> paths;
+  if (spec.find('{') != std::string::npos || spec.find(',') != std::string::npos) {
+    paths = ExpandBraces(spec);
+  } else {
+    const FileInfo info = env->Stat(spec);
+    if (!info.exists) throw NotFoundError("tar shard '" + spec + "' does not exist");
+    if (info.is_dir) {
+      for (const auto& e : env->ListDir(spec)) {
+        if (!e.is_dir && e.name.size() > 4 && Lower(e.name.substr(e.name.size() - 4)) == ".tar") {
+          paths.push_back(JoinPath(spec, e.name));
+        }
+      }
+      std::sort(paths.begin(), paths.end());
+      if (paths.empty()) throw NotFoundError("folder '" + spec + "' holds no .tar shard");
+    } else {
+      paths.push_back(spec);
+    }
+  }
+  if (paths.empty()) throw NotFoundError("'" + spec + "' names no tar shard");
+  for (const auto& p : paths) {
+    const FileInfo info = env->Stat(p);
+    if (!info.exists) throw NotFoundError("tar shard '" + p + "' (from '" + spec + "') does not exist");
+    if (info.is_dir) throw InvalidArgumentError("tar shard '" + p + "' (from '" + spec + "') is a directory");
+  }
+  return paths;
+}
+
+TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& options, const ScanOptions& scan)
+    : Source("tar", env, spec) {
+  paths_ = ListShards(env, spec);
+  std::vector<std::string> absolute;
+  infos_.resize(paths_.size());
+  bool racy = false;
+  const int64_t now = NowRealtimeNs();
+  for (size_t s = 0; s < paths_.size(); ++s) {
+    absolute.push_back(Absolute(paths_[s]));
+    const FileInfo info = env->Stat(paths_[s]);
+    infos_[s] = {info.size, info.mtime_ns};
+    racy = racy || info.mtime_ns > now - 2'000'000'000LL;
+  }
+  Env* cache_env = scan.cache_env != nullptr ? scan.cache_env : Env::Default();
+  const std::string cache_path = CachePath(scan, absolute, options);
+
+  // The cache: valid while every shard has its recorded size and time.
+  if (scan.use_cache) {
+    std::string data;
+    try {
+      data = cache_env->ReadWholeFile(cache_path);
+    } catch (const Error&) {
+    }
+    if (data.size() > sizeof kCacheMagic + 8 && std::memcmp(data.data(), kCacheMagic, sizeof kCacheMagic) == 0) {
+      uint64_t stored_hash;
+      std::memcpy(&stored_hash, data.data() + data.size() - 8, 8);
+      BinaryReader r(data.data(), data.size() - 8);
+      char magic[8];
+      uint32_t version;
+      uint64_t n;
+      bool ok = stored_hash == HashString(data.substr(0, data.size() - 8)) && r.Raw(magic, 8) && r.U32(&version) &&
+                version == kCacheVersion && r.Count(&n, 24) && n == paths_.size();
+      for (uint64_t s = 0; ok && s < n; ++s) {
+        std::string p;
+        int64_t size, mtime;
+        ok = r.Str(&p) && r.I64(&size) && r.I64(&mtime) && p == absolute[s] && size == infos_[s].size &&
+             mtime == infos_[s].mtime_ns;
+      }
+      SampleIndex index;
+      std::vector<Entry> entries;
+      ok = ok && r.Count(&n, 8);
+      index.classes.resize(ok ? n : 0);
+      for (auto& c : index.classes) ok = ok && r.Str(&c);
+      ok = ok && r.Count(&n, 36);
+      if (ok) {
+        entries.resize(n);
+        index.names.resize(n);
+        index.labels.resize(n);
+        index.sizes.resize(n);
+      }
+      for (uint64_t i = 0; ok && i < n; ++i) {
+        ok = r.U32(&entries[i].shard) && r.I64(&entries[i].offset) && r.I64(&index.sizes[i]) &&
+             r.I32(&index.labels[i]) && r.Str(&entries[i].member) && entries[i].shard < paths_.size() &&
+             index.labels[i] >= 0 && entries[i].offset >= 0 && index.sizes[i] >= 0;
+        if (ok) index.names[i] = paths_[entries[i].shard] + "/" + entries[i].member;
+      }
+      if (ok && r.AtEnd() && !entries.empty()) {
+        index_ = std::move(index);
+        entries_ = std::move(entries);
+        from_cache_ = true;
+        files_.resize(paths_.size());
+        return;
+      }
+    }
+  }
+
+  int threads = scan.threads > 0 ? scan.threads
+                                 : static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
+  std::vector<std::vector<Record>> per_shard(paths_.size());
+  ParallelFor(static_cast<int64_t>(paths_.size()), threads, [&](int64_t s) {
+    per_shard[static_cast<size_t>(s)] = ShardScanner(paths_[static_cast<size_t>(s)], options).Scan(env);
+  });
+  bool any_label = false, all_labels = true;
+  int32_t max_label = -1;
+  for (size_t s = 0; s < per_shard.size(); ++s) {
+    for (auto& rec : per_shard[s]) {
+      any_label = any_label || rec.has_label;
+      if (!rec.has_label && all_labels) {
+        all_labels = false;
+        if (any_label) {
+          throw InvalidArgumentError("sample '" + rec.key + "' in '" + paths_[s] + "' has no '" + options.tar_label_ext +
+                                     "' label member, unlike the samples before it; every sample needs one");
+        }
+      }
+      max_label = std::max(max_label, rec.label);
+      entries_.push_back({static_cast<uint32_t>(s), rec.offset, rec.member});
+      index_.names.push_back(paths_[s] + "/" + rec.member);
+      index_.labels.push_back(rec.label);
+      index_.sizes.push_back(rec.size);
+    }
+  }
+  if (any_label && !all_labels) {
+    throw InvalidArgumentError("some samples of '" + spec + "' have a '" + options.tar_label_ext +
+                               "' label member and some do not; every sample needs one");
+  }
+  if (entries_.empty()) throw InvalidArgumentError("'" + spec + "' holds no sample (no tar member named key.ext)");
+  for (int32_t c = 0; c <= std::max(max_label, 0); ++c) index_.classes.push_back(std::to_string(c));
+  files_.resize(paths_.size());
+
+  if (scan.use_cache && !racy) {
+    BinaryWriter w;
+    w.Raw(kCacheMagic, sizeof kCacheMagic);
+    w.U32(kCacheVersion);
+    w.U64(paths_.size());
+    for (size_t s = 0; s < paths_.size(); ++s) {
+      w.Str(absolute[s]);
+      w.I64(infos_[s].size);
+      w.I64(infos_[s].mtime_ns);
+    }
+    w.U64(index_.classes.size());
+    for (const auto& c : index_.classes) w.Str(c);
+    w.U64(entries_.size());
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      w.U32(entries_[i].shard);
+      w.I64(entries_[i].offset);
+      w.I64(index_.sizes[i]);
+      w.I32(index_.labels[i]);
+      w.Str(entries_[i].member);
+    }
+    w.U64(HashString(w.data()));
+    try {
+      cache_env->CreateDirs(cache_path.substr(0, cache_path.find_last_of('/')));
+      cache_env->WriteFileAtomic(cache_path, w.data().data(), static_cast<int64_t>(w.data().size()));
+    } catch (const Error&) {
+      // An unwritable cache only costs the next start a rescan.
+    }
+  }
+}
+
+std::string TarSource::Describe(int64_t i) const {
+  const Entry& e = entries_[static_cast<size_t>(i)];
+  return paths_[e.shard] + " member '" + e.member + "' at offset " + std::to_string(e.offset) + " (sample " +
+         std::to_string(i) + ")";
+}
+
+SampleIdentity TarSource::Identity(int64_t i) const {
+  return {index_.sizes[static_cast<size_t>(i)], infos_[entries_[static_cast<size_t>(i)].shard].mtime_ns};
+}
+
+ReadableFile* TarSource::ShardFile(uint32_t shard) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!files_[shard]) files_[shard] = Open(paths_[shard]);
+  return files_[shard].get();
+}
+
+void TarSource::ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) {
+  CheckSample(i);
+  const Entry& e = entries_[static_cast<size_t>(i)];
+  const int64_t size = index_.sizes[static_cast<size_t>(i)];
+  if (offset < 0 || n < 0 || offset + n > size) {
+    throw InvalidArgumentError("bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
+                               ") are outside " + Describe(i));
+  }
+  // The size the shard had when it was opened; a later truncation makes
+  // ReadExact throw instead.
+  const int64_t file_size = infos_[e.shard].size;
+  if (e.offset + size > file_size) {
+    throw InvalidArgumentError(Describe(i) + " is cut short: it needs " + std::to_string(size) + " bytes, the file ends " +
+                               std::to_string(std::max<int64_t>(file_size - e.offset, 0)) +
+                               " bytes into it (a truncated shard)");
+  }
+  ShardFile(e.shard)->ReadExact(e.offset + offset, dst, n);
+}
+
+SampleBuffer TarSource::Read(int64_t i) {
+  CheckSample(i);
+  SampleBuffer bytes = SampleBuffer::Allocate(index_.sizes[static_cast<size_t>(i)]);
+  ReadRange(i, 0, bytes.size, bytes.data.get());
+  return bytes;
+}
+
+}  // namespace hdmlp
