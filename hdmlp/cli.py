@@ -2,6 +2,7 @@
 
     hdmlp demo      make a small ImageNet-like folder (once) and load it
     hdmlp plan      print the samples a rank reads in an epoch
+    hdmlp pack      convert a dataset into an hdmlp pack (a few large shards and an index)
     hdmlp simulate  predict a job's data-loading time under hdmlp and other policies
     hdmlp calibrate measure this machine's bandwidths and write a config
 """
@@ -142,6 +143,22 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _pack(args: argparse.Namespace) -> int:
+    from hdmlp.pack import pack
+
+    bad = [kv for kv in args.source_option if "=" not in kv]
+    if bad:
+        raise ValueError(f"--source-option {bad[0]!r}: write it as KEY=VALUE, e.g. tar_sample_ext=jpg")
+    options = dict(kv.split("=", 1) for kv in args.source_option)
+    summary = pack(args.src, args.dst, shard_size=int(args.shard_size_mb * (1 << 20)), max_side=args.max_side,
+                   quality=args.quality, raw=args.raw, source=args.source, source_options=options,
+                   workers=args.workers, progress=not args.quiet)
+    resumed = f", {summary.resumed_samples} of them from an interrupted run" if summary.resumed_samples else ""
+    print(f"{summary.path}: {summary.samples} samples{resumed} in {summary.shards} shard(s), "
+          f"{summary.bytes / 1e6:.1f} MB (source {summary.source_bytes / 1e6:.1f} MB)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hdmlp", description="hdmlp: a clairvoyant data loader for deep learning.")
     parser.add_argument("--version", action=_VersionAction,
@@ -175,6 +192,26 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--scheme", choices=["uniform", "local", "partial_local"], default="uniform")
     plan.add_argument("--no-shuffle", action="store_true", help="index order (a validation job's shuffle=False)")
     plan.set_defaults(func=_plan)
+
+    pk = sub.add_parser("pack", help="convert a dataset into an hdmlp pack: a few large shards and one index",
+                        description="Packs an image folder (or tar shards, or another pack) into DST: shard files "
+                                    "read by offset plus an index, so a job opens a few files instead of one per "
+                                    "sample. Streaming, resumable (run it again after an interruption) and "
+                                    "deterministic. See docs/formats.md.")
+    pk.add_argument("src", help="the dataset to pack (anything hdmlp.Job reads that holds images)")
+    pk.add_argument("dst", help="the pack's folder (created)")
+    pk.add_argument("--shard-size-mb", type=float, default=256, help="MiB per shard (default 256)")
+    pk.add_argument("--max-side", type=int, help="resize images whose longer side is larger down to N pixels "
+                                                 "and store them as JPEG")
+    pk.add_argument("--quality", type=int, default=90, help="JPEG quality of resized images (default 90)")
+    pk.add_argument("--raw", action="store_true", help="store decoded pixels (for small images such as CIFAR): "
+                                                       "the loader's transforms skip the decode")
+    pk.add_argument("--source", choices=["folder", "pack", "tar"], help="the source's format (default: from the path)")
+    pk.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a source option, e.g. tar_sample_ext=jpg (repeatable)")
+    pk.add_argument("--workers", type=int, default=4, help="threads reading and converting (default 4)")
+    pk.add_argument("--quiet", action="store_true", help="no progress bar")
+    pk.set_defaults(func=_pack)
 
     from hdmlp.simulate import add_subcommands as add_simulator_subcommands
     add_simulator_subcommands(sub)  # simulate, calibrate

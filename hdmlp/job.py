@@ -30,6 +30,8 @@ from hdmlp import launcher as _launcher
 ConfigError = _core.ConfigError
 
 _SCHEMES = ("uniform", "local", "partial_local")
+_SOURCES = ("folder", "pack", "hdf5", "tar")
+_SOURCE_OPTIONS = ("hdf5_samples", "hdf5_labels", "tar_sample_ext", "tar_label_ext")
 
 def _finalize_mpi_at_exit() -> None:
     # A rank leaving on an uncaught exception must not finalise: MPI_Finalize
@@ -204,7 +206,10 @@ class Job:
     """One job's data loading on this rank.
 
     Args:
-        dataset_path: a folder ``root/<class>/<file>`` as torchvision's ImageFolder reads it.
+        dataset_path: the dataset: a folder ``root/<class>/<file>`` as torchvision's ImageFolder
+            reads it, an hdmlp pack (made by ``hdmlp pack``), an HDF5 file or a folder of them,
+            or WebDataset tar shards (a ``.tar``, a comma-separated list, a brace pattern
+            ``"shard-{000..009}.tar"`` or a folder of ``.tar`` files); see docs/formats.md.
         batch_size: samples per global batch, over all ranks (each rank reads an even share:
             per-rank batches differ by at most one sample). Give this or ``batch_size_per_rank``.
         epochs: number of epochs the job will run (required).
@@ -249,6 +254,16 @@ class Job:
             every rank a contiguous block. Prefetching and caching work as for training.
         num_workers: the staging workers (threads that read and transform ahead of the loop),
             instead of the configuration's ``threads`` of storage class 0.
+        source: the dataset's format, ``"folder"``, ``"pack"``, ``"hdf5"`` or ``"tar"``; None
+            picks it from what ``dataset_path`` is.
+        source_options: the format's options: ``hdf5_samples`` (the samples' dataset, default
+            ``"data"``), ``hdf5_labels`` (``"label"``), ``tar_sample_ext`` (the member holding
+            the sample; default: the first image member; ``"jpg;png"`` tries each) and
+            ``tar_label_ext`` (``"cls"``).
+
+    HDF5 samples are arrays: a batch is then one ``[B, ...]`` array of the stored dtype,
+    and the labels are an int64 array, or one ``[B, ...]`` array of the per-sample label
+    arrays when the label dataset holds arrays.
 
     Under ``mpirun`` (or ``srun --mpi=pmix``) every rank creates the same Job; they check that
     they agree, take rank 0's seed, and serve each other's caches. Under ``torchrun`` without
@@ -270,7 +285,8 @@ class Job:
                  exchange_fraction: float = 0.1, timeout_s: float = 300.0,
                  storage: ThrottledStorage | None = None, index_cache: bool = True,
                  on_error: str = "raise", pin_memory: bool = False, batch_size_per_rank: int | None = None,
-                 shuffle: bool = True, num_workers: int | None = None) -> None:
+                 shuffle: bool = True, num_workers: int | None = None, source: str | None = None,
+                 source_options: dict[str, str] | None = None) -> None:
         self._core: Any = None
         self.dataset_path = os.path.expanduser(os.fspath(dataset_path))
         if (batch_size is None) == (batch_size_per_rank is None):
@@ -305,10 +321,16 @@ class Job:
         self.transforms = transforms
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-        if on_error == "skip" and transforms is None:
-            raise ValueError("on_error='skip' needs transforms: without them every file's bytes are delivered as "
-                             "they are, and no image is decoded (so none can be found bad)")
         self.on_error = on_error
+        if source is not None and source not in _SOURCES:
+            raise ValueError(f"unknown source {source!r}: supported sources are {', '.join(map(repr, _SOURCES))} "
+                             "(or None to pick it from the path)")
+        options = dict(source_options or {})
+        for key, value in options.items():
+            if key not in _SOURCE_OPTIONS:
+                raise ValueError(f"unknown source option {key!r}: the options are {', '.join(_SOURCE_OPTIONS)}")
+            if not isinstance(value, str):
+                raise TypeError(f"source option {key} must be a str, got {type(value).__name__} {value!r}")
         if not isinstance(pin_memory, bool):
             raise TypeError(f"pin_memory must be a bool, got {pin_memory!r}")
         cuda_host_alloc, cuda_free_host = _cuda_host_allocator() if pin_memory and transforms is not None else (0, 0)
@@ -345,8 +367,13 @@ class Job:
                                launcher_world_size=world.world_size if world else 0,
                                launcher_local_world_size=world.local_world_size if world else 0,
                                launcher_name=world.source if world else "the launcher",
-                               gather=world.gather if world else None)
+                               gather=world.gather if world else None,
+                               source=source or "", source_options=options)
         self.batch_size: int = self._core.batch_size
+        if on_error == "skip" and transforms is None and not self._core.has_arrays:
+            self.close()
+            raise ValueError("on_error='skip' needs transforms (or an array source such as HDF5): without them every "
+                             "file's bytes are delivered as they are, and no image is decoded (so none can be found bad)")
         self._started_epoch = -1
         self._warned: set[str] = set()
         self._emit_warnings()
@@ -369,6 +396,16 @@ class Job:
         return self._job.seed
 
     @property
+    def source(self) -> str:
+        """The dataset's format: ``"folder"``, ``"pack"``, ``"hdf5"`` or ``"tar"``."""
+        return self._job.source_kind
+
+    @property
+    def array_spec(self) -> tuple[list[int], str, tuple[list[int], str] | None] | None:
+        """Array sources: each sample's dims and dtype, and its label array's (or None)."""
+        return self._job.array_spec
+
+    @property
     def classes(self) -> list[str]:
         return self._job.classes
 
@@ -378,8 +415,13 @@ class Job:
 
     @property
     def samples(self) -> list[tuple[str, int]]:
-        """``(path, class_index)`` per sample, equal to torchvision ImageFolder's ``samples``."""
-        root = self.dataset_path
+        """``(path, class_index)`` per sample, equal to torchvision ImageFolder's ``samples``.
+
+        For a pack, the paths of the files it was made from (so a pack of a folder has that
+        folder's ``samples``); for tar shards ``shard.tar/member``; for one HDF5 file
+        ``file.h5:dataset[i]``, for a folder of them each file.
+        """
+        root = self._job.samples_root
         return [(os.path.join(root, rel), label) for rel, label in zip(self._job.relpaths, self._job.labels)]
 
     @property
@@ -471,7 +513,9 @@ class Job:
         if batch is None:
             self._emit_warnings()  # e.g. a cache disk that filled up during the epoch
             return None
-        _, _, ids, labels, samples = batch
+        _, _, ids, labels, samples = batch[:5]
+        if len(batch) > 5 and batch[5] is not None:
+            labels = batch[5]  # an array source's label arrays
         return memoryview(ids).tolist(), labels, samples
 
     # -- reporting ----------------------------------------------------------
@@ -483,7 +527,9 @@ class Job:
         "skipped_samples", "skipped", "staging": {...},
         "classes": [...], "warnings": [...]}`` with SOURCE ``"pfs"`` for the
         dataset's own storage or a storage class's name (``"memory"``,
-        ``"filesystem"``, ...) for a sample served from that class. ``reads``
+        ``"filesystem"``, ...) for a sample served from that class. ``source`` gives the
+        dataset's format and ``files_opened``, the files it opened on the dataset's storage
+        (one per sample for a folder, one per shard for a pack or tar shards). ``reads``
         counts what the staging workers delivered; ``classes`` gives each
         storage class's plan and prefetch progress (``planned_*``, ``filled_*``,
         ``prefetched_samples``/``prefetched_bytes`` read by the class's
@@ -506,6 +552,7 @@ class Job:
             "skipped_samples": job.skipped_samples,
             "skipped": job.skipped_files,
             "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes},
+            "source": {"kind": job.source_kind, "files_opened": job.source_files_opened},
             "classes": classes,
             "warnings": job.warnings(),
             "seed": job.seed,

@@ -14,7 +14,10 @@ With the job's ``transforms=None`` a batch is ``(samples, labels)``:
 bytes, ``labels`` an int64 tensor. With ``transforms=[...]`` it is
 ``(images, labels)``: ``images`` one ``[B, C, H, W]`` float32 tensor (or
 uint8, per the chain's last transform) that the staging workers wrote in
-C++. The tensors view the memory the workers wrote (no copy); that memory
+C++. An array source (HDF5) gives ``(arrays, labels)``: ``arrays`` one
+``[B, ...]`` tensor of the stored dtype, ``labels`` int64 or, when the
+label dataset holds arrays, one ``[B, ...]`` tensor of them. The tensors
+view the memory the workers wrote (no copy); that memory
 lives as long as any tensor on it does, and is reused for a later batch
 only after every tensor on it is gone.
 """
@@ -29,6 +32,18 @@ import torch
 from hdmlp.job import Job
 
 __all__ = ["HDMLPImageFolder", "HDMLPDataLoader", "HDMLPSampler"]
+
+
+_DTYPES = {"b": torch.int8, "B": torch.uint8, "h": torch.int16, "H": torch.uint16, "i": torch.int32,
+           "I": torch.uint32, "q": torch.int64, "Q": torch.uint64, "f": torch.float32, "d": torch.float64}
+
+
+def _as_batch_tensor(buffer: Any) -> torch.Tensor:
+    """A [B, ...] buffer (transformed images, arrays) as a tensor viewing its memory."""
+    dtype = _DTYPES[memoryview(buffer).format]
+    if len(buffer) == 0:
+        return torch.empty(list(buffer.shape), dtype=dtype)
+    return torch.frombuffer(buffer, dtype=dtype).view(buffer.shape)
 
 
 def _as_tensor(buffer: Any, dtype: torch.dtype) -> torch.Tensor:
@@ -214,16 +229,20 @@ class HDMLPDataLoader:
             samples: Any
             if isinstance(buffers, list):
                 samples = [_as_tensor(b, torch.uint8) for b in buffers]
-            else:  # one transformed batch
-                dtype = torch.float32 if memoryview(buffers).format == "f" else torch.uint8
-                samples = torch.frombuffer(buffers, dtype=dtype).view(buffers.shape)
-            label_tensor = _as_tensor(labels, torch.int64)
+            else:  # one batch: transformed images or arrays
+                samples = _as_batch_tensor(buffers)
+            if len(labels.shape) > 1 or memoryview(labels).format != "q":  # label arrays
+                label_tensor = _as_batch_tensor(labels)
+            else:
+                label_tensor = _as_tensor(labels, torch.int64)
             if transform is not None:
                 samples = [transform(s) for s in samples]  # per sample, as torchvision's Dataset does
                 if samples and all(isinstance(s, torch.Tensor) for s in samples) and \
                         len({tuple(s.shape) for s in samples}) == 1:
                     samples = torch.stack(samples)
-            if target_transform is not None:
+            if target_transform is not None and label_tensor.dim() > 1:
+                yield samples, [target_transform(t) for t in label_tensor]
+            elif target_transform is not None:
                 yield samples, [target_transform(int(t)) for t in label_tensor]
             else:
                 yield samples, label_tensor

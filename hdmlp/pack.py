@@ -1,0 +1,339 @@
+"""``hdmlp pack``: convert a dataset into an hdmlp pack, a few large shards and one index.
+
+A parallel file system is slowest at what an image folder asks of it: one open (several
+round trips to a metadata server) and one small read per sample. A pack stores the same
+samples back to back in a few large shard files, read by offset, so a job opens each shard
+once. The format is described in ``cpp/include/hdmlp/source/pack_source.h`` and
+``docs/formats.md``::
+
+    hdmlp pack /data/imagenet/train /data/imagenet-train.pack
+    hdmlp pack /data/imagenet/train /data/in-256.pack --max-side 256 --quality 90
+    hdmlp pack /data/cifar10/train /data/cifar.pack --raw
+
+Properties:
+    streaming    samples are read, converted and written one after another (a bounded
+                 window of them in flight on worker threads), never all in memory;
+    resumable    each finished shard is recorded in ``DST/.hdmlp-pack-progress``; a run
+                 that was interrupted (Ctrl-C, a crash) continues after the last finished
+                 shard; the index is written last, so a pack without one is unfinished;
+    deterministic  the same source and options give the same bytes (shard boundaries depend
+                 only on the sample sizes and ``shard_size``; a resumed pack equals an
+                 uninterrupted one).
+
+The source is anything :class:`hdmlp.Job` reads that holds images: an image folder, WebDataset
+tar shards, or another pack (to make a smaller one with ``max_side``).
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from hdmlp import _core
+
+INDEX_NAME = "index.hdmlp-pack"
+PROGRESS_NAME = ".hdmlp-pack-progress"
+SHARD_PATTERN = "shard-{:05d}.hdmlp-shard"
+_INDEX_MAGIC = b"HDMLPPK1"
+_SHARD_MAGIC = b"HDMLPSH1"
+_VERSION = 1
+_SHARD_HEADER_BYTES = 32
+_RAW_MAGIC = b"HRAW"
+
+
+@dataclasses.dataclass(frozen=True)
+class PackSummary:
+    """What :func:`pack` made."""
+
+    path: str
+    samples: int
+    shards: int
+    bytes: int          # the samples' bytes in the shards
+    source_bytes: int   # the samples' bytes in the source
+    resumed_samples: int  # samples found already packed by an interrupted run
+
+
+def _raw_image(data: bytes, name: str) -> bytes:
+    """An image's decoded pixels as a raw sample (cpp/include/hdmlp/transforms/raw_image.h)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        # What torchvision's loader (PIL's convert("RGB")) gives; grey images are kept as one
+        # channel, which the transforms expand as convert("RGB") would.
+        img = img.convert("L") if img.mode == "L" else img.convert("RGB")
+        channels = 1 if img.mode == "L" else 3
+        pixels = img.tobytes()
+    return _RAW_MAGIC + struct.pack("<III", img.height, img.width, channels) + pixels
+
+
+def _shrunk(data: bytes, max_side: int, quality: int) -> bytes:
+    """The image resized so that its longer side is max_side, as a JPEG; smaller ones unchanged."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        if max(img.size) <= max_side:
+            return data
+        scale = max_side / max(img.size)
+        size = (max(1, round(img.width * scale)), max(1, round(img.height * scale)))
+        img = img.convert("RGB").resize(size, Image.Resampling.LANCZOS, reducing_gap=3.0)
+        out = io.BytesIO()
+        img.save(out, format="JPEG", quality=quality)
+        return out.getvalue()
+
+
+class _Progress:
+    """The journal of finished shards: a JSON header line, then one line per shard."""
+
+    def __init__(self, path: str, pack_id: int) -> None:
+        self.path = path
+        self.pack_id = pack_id
+
+    def load(self, dst: str) -> list[dict]:
+        """The finished shards of an interrupted run of the same pack whose files are intact."""
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return []
+        try:
+            header = json.loads(lines[0])
+            if header.get("pack_id") != self.pack_id or header.get("version") != _VERSION:
+                return []
+            shards = []
+            for line in lines[1:]:
+                entry = json.loads(line)  # a torn last line raises: stop there
+                shard_path = os.path.join(dst, SHARD_PATTERN.format(entry["shard"]))
+                if entry["shard"] != len(shards) or not os.path.isfile(shard_path) \
+                        or os.path.getsize(shard_path) != entry["size"]:
+                    break
+                shards.append(entry)
+            return shards
+        except (ValueError, KeyError, IndexError):
+            return []
+
+    def start(self) -> None:
+        with open(self.path, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"pack_id": self.pack_id, "version": _VERSION}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def rewrite(self, shards: list[dict]) -> None:
+        self.start()
+        for entry in shards:
+            self.append(entry)
+
+    def append(self, entry: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry, separators=(",", ":")) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _pack_id(source: _core.Source, options: dict) -> int:
+    """A hash of the source's listing and the options: the same pack, the same id."""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(json.dumps({"kind": source.kind, "classes": source.classes, "options": options}).encode())
+    for name, label, size in zip(source.names, source.labels, source.sizes):
+        h.update(f"{name}\0{label}\0{size}\n".encode("utf-8", "surrogateescape"))
+    return int.from_bytes(h.digest(), "little")
+
+
+def _str(s: str) -> bytes:
+    b = s.encode("utf-8", "surrogateescape")
+    return struct.pack("<Q", len(b)) + b
+
+
+def _write_index(dst: str, pack_id: int, raw: bool, source: _core.Source, shards: list[dict]) -> None:
+    names, labels = source.names, source.labels
+    out = io.BytesIO()
+    out.write(_INDEX_MAGIC + struct.pack("<IIQ", _VERSION, 1 if raw else 0, pack_id))
+    out.write(_str(source.samples_root) + _str(source.kind))
+    out.write(struct.pack("<Q", len(source.classes)))
+    for c in source.classes:
+        out.write(_str(c))
+    out.write(struct.pack("<Q", len(shards)))
+    for s in shards:
+        out.write(_str(SHARD_PATTERN.format(s["shard"])) + struct.pack("<Q", s["size"]))
+    out.write(struct.pack("<Q", sum(len(s["records"]) for s in shards)))
+    for s in shards:
+        for i, offset, size, crc in s["records"]:
+            out.write(struct.pack("<IQQiI", s["shard"], offset, size, labels[i], crc) + _str(names[i]))
+    data = out.getvalue()
+    tmp = os.path.join(dst, INDEX_NAME + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data + struct.pack("<I", zlib.crc32(data)))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(dst, INDEX_NAME))
+
+
+def pack(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, shard_size: int = 256 << 20,
+         max_side: int | None = None, quality: int = 90, raw: bool = False, source: str | None = None,
+         source_options: dict[str, str] | None = None, workers: int = 4, progress: bool = True,
+         on_sample: Callable[[int], None] | None = None) -> PackSummary:
+    """Packs the dataset at ``src`` into the folder ``dst`` (created if needed).
+
+    Args:
+        src: an image folder, WebDataset tar shards or a pack (anything :class:`hdmlp.Job` reads
+            that holds images; ``source``/``source_options`` as for the Job).
+        dst: the pack's folder.
+        shard_size: bytes per shard (a shard holds at least one sample, so a larger sample
+            makes a larger shard).
+        max_side: resize every image whose longer side is larger down to this (Lanczos, as
+            Pillow does) and store it as a JPEG of ``quality``; smaller images keep their bytes.
+        quality: the JPEG quality of resized images (1-95).
+        raw: store decoded pixels (uint8, RGB or grey) instead of the encoded files, so the
+            loader's transforms skip the decode; for small images (CIFAR, Fashion-MNIST), whose
+            pixels are not much larger than their files.
+        workers: threads reading and converting samples.
+        progress: show a progress bar (tqdm; only on a terminal).
+        on_sample: called with the number of samples packed so far after each one.
+
+    Returns:
+        A :class:`PackSummary`. A pack that is already complete is left as it is.
+
+    Raises:
+        FileNotFoundError / ValueError: a bad source or argument, named in the message.
+    """
+    if shard_size < 1:
+        raise ValueError(f"shard_size must be at least 1 byte, got {shard_size}")
+    if max_side is not None and max_side < 1:
+        raise ValueError(f"max_side must be at least 1, got {max_side}")
+    if not 1 <= quality <= 95:
+        raise ValueError(f"quality must be in 1..95 (Pillow's JPEG range), got {quality}")
+    if raw and max_side is not None:
+        raise ValueError("raw and max_side cannot be combined: raw stores the pixels as they are decoded")
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
+    src = os.path.expanduser(os.fspath(src))
+    dst = os.path.expanduser(os.fspath(dst))
+    source_obj = _core.Source(src, source or "", dict(source_options or {}))
+    if source_obj.format == "array":
+        raise ValueError(f"'{src}' holds arrays ({source_obj.kind}); hdmlp packs hold images: read HDF5 files "
+                         "directly, they are already large files read by offset")
+    if raw and source_obj.format == "raw":
+        raise ValueError(f"'{src}' is already a raw pack")
+    if (raw or max_side is not None) and source_obj.format == "raw":
+        raise ValueError(f"'{src}' holds raw pixels; max_side needs encoded images")
+    if max_side is not None or raw:
+        try:
+            import PIL  # noqa: F401
+        except ImportError as e:
+            raise ValueError("max_side and raw need Pillow: pip install pillow") from e
+    if os.path.realpath(dst) == os.path.realpath(src):
+        raise ValueError(f"the pack's folder '{dst}' is the source itself")
+
+    options = {"shard_size": shard_size, "max_side": max_side, "quality": quality if max_side else None,
+               "raw": raw, "source_format": source_obj.format}
+    pack_id = _pack_id(source_obj, options)
+    os.makedirs(dst, exist_ok=True)
+    n = len(source_obj)
+    index_path = os.path.join(dst, INDEX_NAME)
+    if os.path.isfile(index_path):
+        try:
+            if _read_pack_id(index_path) == pack_id:
+                done = _core.Source(index_path, "pack")  # checks the index and the shards' sizes
+                shards = sum(1 for name in os.listdir(dst) if name.endswith(".hdmlp-shard"))
+                return PackSummary(dst, len(done), shards, sum(done.sizes), sum(source_obj.sizes), len(done))
+        except (OSError, ValueError, struct.error):
+            pass
+        os.remove(index_path)  # another pack's, or a broken one: made again below
+
+    journal = _Progress(os.path.join(dst, PROGRESS_NAME), pack_id)
+    shards = journal.load(dst)
+    next_sample = shards[-1]["records"][-1][0] + 1 if shards else 0
+    # Leftovers of another pack, or of the shard an interruption cut short.
+    for name in os.listdir(dst):
+        if name.startswith("shard-") and (name.endswith(".partial") or name.endswith(".hdmlp-shard")):
+            number = name.split("-")[1].split(".")[0]
+            if not number.isdigit() or int(number) >= len(shards) or name.endswith(".partial"):
+                os.remove(os.path.join(dst, name))
+    journal.rewrite(shards)
+
+    written = {"samples": next_sample}
+
+    def convert(i: int) -> bytes:
+        data = source_obj.read(i)
+        if raw:
+            return _raw_image(data, source_obj.describe(i))
+        if max_side is not None:
+            return _shrunk(data, max_side, quality)
+        return data
+
+    def converted() -> Iterator[tuple[int, bytes]]:
+        # In order, with a bounded window in flight: streaming, and deterministic.
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            pending: collections.deque[tuple[int, Future[bytes]]] = collections.deque()
+            i = next_sample
+            try:
+                while i < n or pending:
+                    while i < n and len(pending) < 4 * workers:
+                        pending.append((i, pool.submit(convert, i)))
+                        i += 1
+                    j, future = pending.popleft()
+                    yield j, future.result()
+            finally:
+                for _, future in pending:
+                    future.cancel()
+
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=n, initial=next_sample, unit="img", desc=f"packing {os.path.basename(src.rstrip('/'))}",
+                   disable=None, dynamic_ncols=True)
+    shard_file = None
+    current: dict | None = None
+    try:
+        for i, data in converted():
+            if current is not None and current["size"] + len(data) > shard_size and current["records"]:
+                _finish_shard(dst, shard_file, current, journal)
+                shards.append(current)
+                shard_file, current = None, None
+            if current is None:
+                number = len(shards)
+                shard_file = open(os.path.join(dst, SHARD_PATTERN.format(number) + ".partial"), "wb")
+                shard_file.write(_SHARD_MAGIC + struct.pack("<QII", pack_id, number, 1 if raw else 0) + bytes(8))
+                current = {"shard": number, "size": _SHARD_HEADER_BYTES, "records": []}
+            shard_file.write(data)
+            current["records"].append([i, current["size"], len(data), zlib.crc32(data)])
+            current["size"] += len(data)
+            written["samples"] = i + 1
+            if bar is not None:
+                bar.update(1)
+            if on_sample is not None:
+                on_sample(i + 1)
+        if current is not None:
+            _finish_shard(dst, shard_file, current, journal)
+            shards.append(current)
+            shard_file = None
+    finally:
+        if shard_file is not None:
+            shard_file.close()  # the partial shard is dropped by the next run
+        if bar is not None:
+            bar.close()
+    _write_index(dst, pack_id, raw, source_obj, shards)
+    os.remove(journal.path)
+    return PackSummary(dst, n, len(shards), sum(r[2] for s in shards for r in s["records"]), sum(source_obj.sizes),
+                       next_sample)
+
+
+def _finish_shard(dst: str, f, entry: dict, journal: _Progress) -> None:
+    f.flush()
+    os.fsync(f.fileno())
+    f.close()
+    final = os.path.join(dst, SHARD_PATTERN.format(entry["shard"]))
+    os.replace(final + ".partial", final)
+    journal.append(entry)
+
+
+def _read_pack_id(index_path: str) -> int:
+    with open(index_path, "rb") as f:
+        head = f.read(24)
+    return struct.unpack_from("<Q", head, 16)[0]
