@@ -1,0 +1,140 @@
+// A Job over each non-folder source: every sample exactly once per epoch
+// with its stored bytes, the storage classes serving pack and HDF5 samples
+// from the second epoch on, and HDF5 batches as [B, ...] arrays written into
+// batch memory (with the label arrays after them).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "hdmlp/job/job.h"
+#include "source_test_util.h"
+
+namespace hdmlp {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+std::string Config(const TempDir& dir) {
+  const std::string path = dir / "job.cfg";
+  testing::WriteFile(path, "storage_classes = ( { capacity = 0.01; threads = 2; },"
+                           " { backend = \"memory\"; capacity = 4.0; threads = 2; } );\n");
+  return path;
+}
+
+JobOptions Options(const std::string& dataset, const std::string& config, ThrottledEnv* env) {
+  JobOptions o;
+  o.dataset_path = dataset;
+  o.batch_size = 5;
+  o.epochs = 3;
+  o.has_seed = true;
+  o.seed = 9;
+  o.config_path = config;
+  o.scan.use_cache = false;
+  o.use_mpi = false;
+  o.env = env;
+  return o;
+}
+
+int64_t Reads(const EpochMetrics& m, const std::string& source) {
+  const auto it = m.reads.find(source);
+  return it == m.reads.end() ? 0 : it->second.count;
+}
+
+TEST(JobSourcesTest, PackSamplesOncePerEpochServedFromMemoryAfterTheFirst) {
+  TempDir dir;
+  std::vector<testing::PackSample> samples;
+  for (int i = 0; i < 23; ++i) samples.push_back({"c/" + std::to_string(i), i % 2, std::string(100 + i, char('a' + i))});
+  const int shards = testing::WritePack(dir / "pack", samples, {"even", "odd"}, 800);
+  ThrottledEnv env(Env::Default(), {});
+  Job job(Options(dir / "pack", Config(dir), &env));
+  ASSERT_EQ(job.source().kind(), "pack");
+  for (int e = 0; e < 3; ++e) {
+    job.BeginEpoch(e);
+    std::multiset<int64_t> seen;
+    Batch b;
+    for (Job::Next n; (n = job.NextBatch(&b, 10s)) != Job::Next::kEndOfEpoch;) {
+      ASSERT_EQ(n, Job::Next::kBatch);
+      for (size_t k = 0; k < b.ids.size(); ++k) {
+        const auto& want = samples[static_cast<size_t>(b.ids[k])];
+        EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.samples[k].data.get()), b.samples[k].size), want.bytes);
+        EXPECT_EQ(b.labels[k], want.label);
+        seen.insert(b.ids[k]);
+      }
+    }
+    EXPECT_EQ(seen.size(), 23u);
+    EXPECT_EQ(std::set<int64_t>(seen.begin(), seen.end()).size(), 23u);
+  }
+  const auto metrics = job.Metrics();
+  EXPECT_EQ(Reads(metrics[1], "pfs") + Reads(metrics[2], "pfs"), 0);
+  EXPECT_EQ(Reads(metrics[2], "memory"), 23);
+  EXPECT_EQ(job.cache().pfs_reads(), 23);          // each sample read from the pack once
+  EXPECT_EQ(env.files_opened(), 1 + shards);       // the index and each shard, once
+  job.Close();
+}
+
+TEST(JobSourcesTest, Hdf5BatchesAreArraysWithLabelArrays) {
+  TempDir dir;
+  const int n = 17;
+  std::vector<float> data, target;
+  for (int i = 0; i < n; ++i) {
+    for (int k = 0; k < 12; ++k) data.push_back(static_cast<float>(i * 100 + k));
+    target.push_back(static_cast<float>(-i));
+    target.push_back(static_cast<float>(i) / 2);
+  }
+  const hid_t f = H5Fcreate((dir / "set.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  testing::WriteFloats(f, "x", {n, 3, 4}, data, {4, 3, 4});
+  testing::WriteFloats(f, "y", {n, 2}, target);
+  H5Fclose(f);
+  ThrottledEnv env(Env::Default(), {});
+  JobOptions o = Options(dir / "set.h5", Config(dir), &env);
+  o.source.hdf5_samples = "x";
+  o.source.hdf5_labels = "y";
+  Job job(o);
+  ASSERT_TRUE(job.has_arrays());
+  for (int e = 0; e < 3; ++e) {
+    job.BeginEpoch(e);
+    std::set<int64_t> seen;
+    Batch b;
+    while (job.NextBatch(&b, 10s) == Job::Next::kBatch) {
+      ASSERT_NE(b.array, nullptr);
+      ASSERT_TRUE(b.images && b.label_arrays);
+      EXPECT_EQ(b.array->ToString(), "float32[3, 4]");
+      const auto* x = reinterpret_cast<const float*>(b.images.get());
+      const auto* y = reinterpret_cast<const float*>(b.label_arrays.get());
+      for (size_t k = 0; k < b.ids.size(); ++k) {
+        const int64_t i = b.ids[k];
+        for (int j = 0; j < 12; ++j) ASSERT_EQ(x[k * 12 + j], static_cast<float>(i * 100 + j));
+        EXPECT_EQ(y[k * 2], static_cast<float>(-i));
+        EXPECT_EQ(y[k * 2 + 1], static_cast<float>(i) / 2);
+        EXPECT_TRUE(seen.insert(i).second);
+      }
+    }
+    EXPECT_EQ(seen.size(), static_cast<size_t>(n));
+  }
+  const auto metrics = job.Metrics();
+  EXPECT_EQ(Reads(metrics[2], "memory"), n);
+  EXPECT_EQ(job.cache().pfs_reads(), n);
+  job.Close();
+}
+
+TEST(JobSourcesTest, TransformsOnArraysAreRefused) {
+  TempDir dir;
+  const hid_t f = H5Fcreate((dir / "set.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  testing::WriteFloats(f, "data", {4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  H5Fclose(f);
+  JobOptions o = Options(dir / "set.h5", Config(dir), nullptr);
+  o.transforms = {{"ImgDecode", {}}, {"CenterCrop", {{"size", {8}}}}, {"ToTensor", {}}};
+  try {
+    Job job(o);
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("arrays"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hdmlp

@@ -1,0 +1,97 @@
+// OpenSource: the format is picked from what the path is, and anything else
+// is refused with the list of what is supported; ExpandBraces; the image
+// folder behind the Source interface.
+#include "hdmlp/source/source.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "hdmlp/errors.h"
+#include "hdmlp/source/image_folder_source.h"
+#include "source_test_util.h"
+
+namespace hdmlp {
+namespace {
+
+using testing::TempDir;
+
+TEST(SourceTest, ExpandBraces) {
+  EXPECT_EQ(ExpandBraces("s-{08..11}.tar"), (std::vector<std::string>{"s-08.tar", "s-09.tar", "s-10.tar", "s-11.tar"}));
+  EXPECT_EQ(ExpandBraces("a{0..1}b{1..2}"), (std::vector<std::string>{"a0b1", "a0b2", "a1b1", "a1b2"}));
+  EXPECT_EQ(ExpandBraces("x.tar,y-{1..2}.tar"), (std::vector<std::string>{"x.tar", "y-1.tar", "y-2.tar"}));
+  EXPECT_EQ(ExpandBraces("plain.tar"), (std::vector<std::string>{"plain.tar"}));
+  EXPECT_THROW(ExpandBraces("s-{a..b}.tar"), InvalidArgumentError);
+  EXPECT_THROW(ExpandBraces("s-{5..1}.tar"), InvalidArgumentError);
+  EXPECT_THROW(ExpandBraces("s-{1,2}.tar"), InvalidArgumentError);
+}
+
+TEST(SourceTest, PicksTheFormatFromThePath) {
+  TempDir dir;
+  testing::WriteFile(dir / "folder/cat/a.jpg", "a");
+  testing::WriteFile(dir / "folder/dog/b.png", "bb");
+  testing::WritePack(dir / "pack", {{"cat/a.jpg", 0, "a"}}, {"cat"}, 1 << 20);
+  testing::WriteFile(dir / "tars/one.tar", testing::MakeTar({{"k.jpg", "x"}}));
+  testing::WriteFile(dir / "renamed.bin", testing::MakeTar({{"k.jpg", "x"}}));  // known by its ustar magic
+  std::filesystem::create_directories(dir / "h");
+  const hid_t f = H5Fcreate((dir / "h/x.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  ASSERT_GE(f, 0) << "cannot create " << dir / "h/x.h5";
+  testing::WriteFloats(f, "data", {2, 3}, {1, 2, 3, 4, 5, 6});
+  H5Fclose(f);
+  ScanOptions scan;
+  scan.use_cache = false;
+  const auto kind = [&](const std::string& path) { return OpenSource(Env::Default(), path, {}, scan)->kind(); };
+  EXPECT_EQ(kind(dir / "folder"), "folder");
+  EXPECT_EQ(kind(dir / "pack"), "pack");
+  EXPECT_EQ(kind(dir / "pack/index.hdmlp-pack"), "pack");
+  EXPECT_EQ(kind(dir / "tars"), "tar");
+  EXPECT_EQ(kind(dir / "tars/one.tar"), "tar");
+  EXPECT_EQ(kind(dir / "tars/one.tar," + dir / "tars/one.tar"), "tar");
+  EXPECT_EQ(kind(dir / "renamed.bin"), "tar");
+  EXPECT_EQ(kind(dir / "h/x.h5"), "hdf5");
+  EXPECT_EQ(kind(dir / "h"), "hdf5");
+  // An explicit kind wins: a folder of tars read as an image folder has no class folder.
+  SourceOptions as_folder;
+  as_folder.kind = "folder";
+  EXPECT_THROW(OpenSource(Env::Default(), dir / "tars", as_folder, scan), NotFoundError);
+  SourceOptions unknown;
+  unknown.kind = "zarr";
+  EXPECT_THROW(OpenSource(Env::Default(), dir / "tars", unknown, scan), InvalidArgumentError);
+
+  testing::WriteFile(dir / "notes.txt", "hello");
+  try {
+    OpenSource(Env::Default(), dir / "notes.txt", {}, scan);
+    FAIL();
+  } catch (const NotADirectoryError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("notes.txt"), std::string::npos) << msg;
+    for (const char* word : {"class folders", "pack", "HDF5", "tar", "brace"}) {
+      EXPECT_NE(msg.find(word), std::string::npos) << msg << " lacks " << word;
+    }
+  }
+  EXPECT_THROW(OpenSource(Env::Default(), dir / "missing", {}, scan), NotFoundError);
+}
+
+TEST(SourceTest, ImageFolderSourceIsTheScan) {
+  TempDir dir;
+  testing::WriteFile(dir / "b/x.jpg", "xx");
+  testing::WriteFile(dir / "a/sub/y.png", "yyy");
+  testing::WriteFile(dir / "a/z.JPG", "z");
+  ScanOptions scan;
+  scan.use_cache = false;
+  ImageFolderSource source(Env::Default(), dir.path(), scan);
+  const ImageFolderIndex scanned = ScanImageFolder(Env::Default(), dir.path(), scan);
+  EXPECT_EQ(source.names(), scanned.relpaths);
+  EXPECT_EQ(source.labels(), scanned.labels);
+  EXPECT_EQ(source.classes(), scanned.classes);
+  EXPECT_EQ(source.sizes(), scanned.sizes);
+  for (int64_t i = 0; i < source.size(); ++i) {
+    const SampleBuffer b = source.Read(i);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data.get()), b.size), Env::Default()->ReadWholeFile(scanned.Path(i)));
+  }
+  EXPECT_EQ(source.files_opened(), 3);  // one per sample read
+  EXPECT_NE(source.Fingerprint(), 0u);
+}
+
+}  // namespace
+}  // namespace hdmlp
