@@ -49,3 +49,46 @@ def age_tree(root, seconds=60):
 
 def thread_count():
     return len(os.listdir("/proc/self/task"))
+
+
+def make_tar_shards(folder, out_dir, shards=3):
+    """The samples of an image folder as WebDataset shards (key.<ext> and key.cls members,
+    shard-000.tar ...); returns ({job sample path: sha256}, labels in sample order)."""
+    import io
+    import tarfile
+
+    import hdmlp._core as core
+
+    src = core.Source(str(folder), use_index_cache=False)
+    os.makedirs(out_dir, exist_ok=True)
+    n = len(src)
+    per = -(-n // shards)
+    digests, labels = {}, []
+    for s in range(shards):
+        path = os.path.join(str(out_dir), f"shard-{s:03d}.tar")
+        with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+            for i in range(s * per, min(n, (s + 1) * per)):
+                name = src.names[i]
+                key = f"{i:05d}/" + name.replace("/", "_").rsplit(".", 1)[0].replace(".", "_")
+                data = src.read(i)
+                ext = name.rsplit(".", 1)[1].lower()
+                for member, payload in ((f"{key}.{ext}", data), (f"{key}.cls", str(src.labels[i]).encode())):
+                    info = tarfile.TarInfo(member)
+                    info.size = len(payload)
+                    tar.addfile(info, io.BytesIO(payload))
+                digests[f"{path}/{key}.{ext}"] = hashlib.sha256(data).hexdigest()
+                labels.append(src.labels[i])
+    return digests, labels
+
+
+def make_h5(path, n=37, shape=(3, 4, 5), seed=0, **dataset_kw):
+    """An HDF5 file with "data" [n, *shape] float32 and "label" [n] ints; returns
+    ({job sample path: sha256 of the row}, data array)."""
+    import h5py
+    import numpy as np
+
+    data = np.random.default_rng(seed).standard_normal((n, *shape)).astype(np.float32)
+    with h5py.File(path, "w") as f:
+        f.create_dataset("data", data=data, **dataset_kw)
+        f["label"] = np.arange(n) % 4
+    return {f"{path}:data[{i}]": hashlib.sha256(data[i].tobytes()).hexdigest() for i in range(n)}, data

@@ -25,6 +25,9 @@ def main():
         batch_size = opts["batch_size_by_rank"][world_rank]
     if "data_by_rank" in opts:
         data = opts["data_by_rank"][world_rank]
+    if scenario == "schemes":
+        run_schemes(data, out, opts)
+        return
     if scenario == "late":
         hdmlp.init_mpi()  # every rank is in MPI; rank 1 is then slow to create its Job
         if world_rank == 1:
@@ -80,8 +83,7 @@ def main():
                 if job_kw.get("transforms"):
                     seen += [[paths[i], None] for i in ids]  # one batch buffer, not per-file bytes
                     continue
-                for i, s in zip(ids, samples):
-                    seen.append([paths[i], hashlib.sha256(bytes(memoryview(s))).hexdigest()])
+                seen += sample_digests(job, ids, samples, paths)
         except KeyError:
             raise  # scenario "raise": left uncaught on purpose
         except Exception as e:
@@ -159,6 +161,33 @@ def ddp(data, out, opts, world_rank):
         job.close()
     dist.destroy_process_group()
     write(out, world_rank, {"rank": world_rank, "runs": runs})
+
+
+def sample_digests(job, ids, samples, paths):
+    """[path, sha256] per sample of a batch (per file's bytes, or per row of an array batch)."""
+    if job.array_spec is not None:
+        rows = bytes(memoryview(samples))
+        step = len(rows) // max(len(ids), 1)
+        return [[paths[i], hashlib.sha256(rows[k * step:(k + 1) * step]).hexdigest()] for k, i in enumerate(ids)]
+    return [[paths[i], hashlib.sha256(bytes(memoryview(s))).hexdigest()] for i, s in zip(ids, samples)]
+
+
+def run_schemes(data, out, opts):
+    """Scenario "schemes": one job per distribution scheme, one after another, in one MPI run."""
+    result = {"scenario": "schemes", "by_scheme": {}}
+    for scheme in opts["schemes"]:
+        with hdmlp.Job(data, opts.get("batch_size", 8), opts.get("epochs", 2), distr_scheme=scheme, seed=5) as job:
+            paths = [p for p, _ in job.samples]
+            epochs = []
+            for epoch in range(job.epochs):
+                seen = []
+                for ids, _labels, samples in job.epoch_batches(epoch):
+                    seen += sample_digests(job, ids, samples, paths)
+                epochs.append(seen)
+            result["rank"] = job.rank
+            result["by_scheme"][scheme] = {"epochs": epochs, "batches": job.batches_per_epoch,
+                                           "source": job.metrics()["source"]}
+    write(out, result["rank"], result)
 
 
 def write(out, rank, result):

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import make_folder
+from conftest import make_folder, make_h5, make_tar_shards
 
 WORKER = os.path.join(os.path.dirname(__file__), "mpi_worker.py")
 MPIRUN = shutil.which("mpirun")
@@ -63,6 +63,55 @@ def test_each_sample_once_per_epoch_across_ranks(dataset, tmp_path, n, scheme):
     check_exactly_once(res, by_path, 3)
     for r in res:
         assert r["close_seconds"] < 2
+
+
+@pytest.fixture(scope="module")
+def formats(dataset, tmp_path_factory):
+    """The module's folder as tar shards and as a pack, and an HDF5 file of arrays:
+    {format: (path, {sample path: sha256}, total bytes)}."""
+    from hdmlp.pack import pack
+
+    root, by_path, total = dataset
+    base = tmp_path_factory.mktemp("formats")
+    tar_digests, _ = make_tar_shards(root, base / "tars", shards=3)
+    pack(str(root), str(base / "pack"), shard_size=20000, progress=False)  # samples keep the folder's paths
+    h5_digests, data = make_h5(str(base / "set.h5"), n=45, chunks=(4, 3, 4, 5), compression="gzip")
+    return {"tar": (str(base / "tars" / "shard-{000..002}.tar"), tar_digests, total),
+            "pack": (str(base / "pack"), by_path, total),
+            "hdf5": (str(base / "set.h5"), h5_digests, data.nbytes)}
+
+
+@pytest.mark.parametrize("fmt", ["tar", "hdf5"])
+def test_tar_and_hdf5_each_sample_once_per_epoch_across_4_ranks(formats, tmp_path, fmt):
+    """Under every scheme (one job per scheme, in one MPI run to keep it quick)."""
+    path, digests, _ = formats[fmt]
+    schemes = ["uniform", "local", "partial_local"]
+    proc = mpirun(4, "schemes", path, tmp_path, batch_size=8, epochs=2, schemes=schemes)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    res = results(tmp_path, 4)
+    for scheme in schemes:
+        runs = [r["by_scheme"][scheme] for r in res]
+        assert len({r["batches"] for r in runs}) == 1, scheme
+        check_exactly_once([{"rank": r["rank"], "epochs": run["epochs"]} for r, run in zip(res, runs)], digests, 2)
+        assert {run["source"]["kind"] for run in runs} == {fmt}
+
+
+@pytest.mark.parametrize("fmt", ["pack", "hdf5"])
+def test_peers_serve_pack_and_hdf5_samples(formats, tmp_path, fmt):
+    """As test_peers_serve_and_the_pfs_is_read_once, for a pack's and an HDF5 file's samples."""
+    path, digests, total = formats[fmt]
+    cfg = tmp_path / "agg.cfg"
+    cfg.write_text("storage_classes = ( { capacity = 0.05; threads = 2; },\n"
+                   f"  {{ backend = \"memory\"; capacity = {0.6 * total / 2**20}; threads = 2; }} );\n")
+    proc = mpirun(2, "plain", path, tmp_path, epochs=3, lockstep_close=True,
+                  job={"seed": 3, "config_path": str(cfg)})
+    assert proc.returncode == 0, proc.stderr
+    res = results(tmp_path, 2)
+    check_exactly_once(res, digests, 3)
+    assert sum(r["metrics"]["pfs_bytes"] for r in res) <= 1.1 * total
+    assert sum(r["metrics"]["requests_served"] for r in res) > 0
+    # Each rank opened the store's files a few times (index, shards), not once per sample.
+    assert all(r["metrics"]["source"]["files_opened"] <= 4 for r in res)
 
 
 def test_seed_from_rank_zero_and_reproducible(dataset, tmp_path):

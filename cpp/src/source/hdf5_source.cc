@@ -190,12 +190,14 @@ hid_t DriverId() {
   return id;
 }
 
-// Opens `path` read-only through Env (the lock must be held).
-hid_t OpenFile(Env* env, const std::string& path) {
+// Opens `path` read-only through Env (the lock must be held); on failure
+// returns a negative id and the library's reason in *reason.
+hid_t OpenFile(Env* env, const std::string& path, std::string* reason) {
   const hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
   DriverInfo info{env};
   H5Pset_driver(fapl, DriverId(), &info);
   const hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl);
+  if (id < 0) *reason = LibraryError();  // before H5Pclose clears the error stack
   H5Pclose(fapl);
   return id;
 }
@@ -382,8 +384,9 @@ Hdf5Source::Hdf5Source(Env* env, const std::string& path, const SourceOptions& o
   const std::string first = folder_ ? JoinPath(path, files_[0]) : path;
 
   LibraryLock lock;
-  file_id_ = OpenFile(env, first);
-  if (file_id_ < 0) throw InvalidArgumentError("cannot open HDF5 file '" + first + "': " + LibraryError());
+  std::string reason;
+  file_id_ = OpenFile(env, first, &reason);
+  if (file_id_ < 0) throw InvalidArgumentError("cannot open HDF5 file '" + first + "': " + reason);
   files_opened_.fetch_add(1);
   try {
     samples_ = OpenDataset(file_id_, options.hdf5_samples, first);
@@ -532,9 +535,11 @@ void Hdf5Source::ReadRow(Dataset& d, ReadableFile* direct, int64_t row, uint8_t*
   H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr);
   const hid_t mem_space = H5Screate_simple(rank, count.data(), nullptr);
   const herr_t status = H5Dread(d.id, d.mem_type, mem_space, file_space, H5P_DEFAULT, dst);
+  // Before any other call: each clears the error stack.
+  const std::string reason = status < 0 ? LibraryError() : "";
   H5Sclose(mem_space);
   H5Sclose(file_space);
-  if (status < 0) throw InvalidArgumentError("cannot read " + what + ": " + LibraryError());
+  if (status < 0) throw InvalidArgumentError("cannot read " + what + ": " + reason);
   library_reads_.fetch_add(1);
 }
 
@@ -558,8 +563,11 @@ void Hdf5Source::ReadFromFolder(int64_t i, uint8_t* dst) {
 
   LibraryLock lock;
   PrefetchScope scope(&whole);
-  const hid_t id = OpenFile(env_, path);
-  if (id < 0) throw InvalidArgumentError("cannot open HDF5 file '" + path + "' (sample " + std::to_string(i) + "): " + LibraryError());
+  std::string reason;
+  const hid_t id = OpenFile(env_, path, &reason);
+  if (id < 0) {
+    throw InvalidArgumentError("cannot open HDF5 file '" + path + "' (sample " + std::to_string(i) + "): " + reason);
+  }
   struct Closer {
     hid_t id;
     ~Closer() { H5Fclose(id); }
