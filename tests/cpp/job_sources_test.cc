@@ -8,6 +8,9 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
+
+#include "hdmlp/cache/cache_hierarchy.h"
 
 #include "hdmlp/job/job.h"
 #include "source_test_util.h"
@@ -133,6 +136,54 @@ TEST(JobSourcesTest, TransformsOnArraysAreRefused) {
     FAIL();
   } catch (const InvalidArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("arrays"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hdmlp
+
+namespace hdmlp {
+namespace {
+
+// The prefetch threads of a class holding a whole pack read neighbouring
+// samples together: far fewer reads than samples, each sample stored intact.
+TEST(CoalescingTest, PrefetchReadsNeighboursInAShardTogether) {
+  for (const int coalesce_kb : {0, 64}) {
+    TempDir dir;
+    std::vector<testing::PackSample> samples;
+    for (int i = 0; i < 40; ++i) samples.push_back({"c/" + std::to_string(i), 0, std::string(500 + i, char('A' + i % 26))});
+    testing::WritePack(dir / "pack", samples, {"c"}, 1 << 20);
+    ThrottledEnv env(Env::Default(), {});
+    hdmlp::Config config = hdmlp::Config::LoadString("coalesce_kb = " + std::to_string(coalesce_kb) +
+                                       ";\nstorage_classes = ( { capacity = 1.0; threads = 1; },"
+                                       " { backend = \"memory\"; capacity = 1.0; threads = 2; } );\n");
+    auto source = OpenSource(&env, dir / "pack");
+    PlanOptions p;
+    p.num_samples = 40;
+    p.batch_size = 8;
+    p.epochs = 2;
+    p.seed = 1;
+    AccessPlan plan(p);
+    CacheHierarchy cache(config, plan, 0, *source, Env::Default());
+    cache.Start();
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (cache.Status()[0].filled_samples < 40 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+    }
+    ASSERT_EQ(cache.Status()[0].filled_samples, 40);
+    for (int i = 0; i < 40; ++i) {
+      SampleBuffer b;
+      EXPECT_EQ(cache.Fetch(i, &b), "memory");
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data.get()), b.size), samples[static_cast<size_t>(i)].bytes);
+    }
+    EXPECT_EQ(cache.pfs_reads(), 40);
+    const int64_t reads = env.reads() - 2;  // less the index and the shard header
+    if (coalesce_kb == 0) {
+      EXPECT_EQ(reads, 40);
+    } else {
+      EXPECT_LT(reads, 20) << "coalesced prefetch made " << reads << " reads for 40 samples";
+    }
+    cache.Close();
   }
 }
 

@@ -18,7 +18,7 @@ using Clock = std::chrono::steady_clock;
 CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, Source& source,
                                Env* local_env, Communicator* comm, int worker_slots)
     : source_(source), model_(config, plan.options().world_size), my_rank_(rank),
-      worker_slots_(worker_slots) {
+      worker_slots_(worker_slots), coalesce_bytes_(int64_t{config.coalesce_kb} * 1024) {
   const size_t num_classes = config.storage_classes.size();
   levels_.resize(num_classes);
   std::vector<int64_t> capacities(num_classes, 0);
@@ -194,17 +194,53 @@ const std::string& CacheHierarchy::FillSlot(int level, int64_t slot, int64_t sam
     SetState(slot, kFailed);
     throw;
   }
+  StoreFilled(level, slot, sample, *out);
+  return *source;
+}
+
+bool CacheHierarchy::StoreFilled(int level, int64_t slot, int64_t sample, const SampleBuffer& bytes) {
   Level& l = *levels_[static_cast<size_t>(level)];
   const int64_t local = slot - l.first_slot;
   // A file whose size changed since the scan does not fit its planned place.
-  const bool stored = out->size == slot_sizes_[static_cast<size_t>(slot)] &&
-                      l.storage->Store(local, sample, out->data.get(), out->size);
+  const bool stored = bytes.size == slot_sizes_[static_cast<size_t>(slot)] &&
+                      l.storage->Store(local, sample, bytes.data.get(), bytes.size);
   if (stored) {
     l.filled_samples.fetch_add(1);
-    l.filled_bytes.fetch_add(out->size);
+    l.filled_bytes.fetch_add(bytes.size);
   }
   SetState(slot, stored ? kReady : kFailed);
-  return *source;
+  return stored;
+}
+
+bool CacheHierarchy::ReadsItself(int64_t sample) const {
+  if (!transport_) return true;
+  const int32_t who = directory_[static_cast<size_t>(sample)];
+  return who < 0 || (who >> 8) == my_rank_;
+}
+
+std::vector<std::pair<int64_t, int64_t>> CacheHierarchy::ClaimRun(int level, int64_t sample, int64_t slot) {
+  std::vector<std::pair<int64_t, int64_t>> run{{sample, slot}};
+  if (coalesce_bytes_ <= 0 || !ReadsItself(sample)) return run;
+  const Source::Extent first = source_.ExtentOf(sample);
+  if (first.file < 0) return run;
+  constexpr int64_t kMaxGap = 64 * 1024;  // bytes between two samples read along (tar headers, labels)
+  Source::Extent prev = first;
+  for (int64_t s = sample + 1; s < source_.size(); ++s) {
+    const Source::Extent e = source_.ExtentOf(s);
+    const int64_t prev_end = prev.offset + prev.size;
+    if (e.file != first.file || e.offset < prev_end || e.offset - prev_end > kMaxGap ||
+        e.offset + e.size - first.offset > coalesce_bytes_) {
+      break;
+    }
+    int l = -1;
+    const int64_t next_slot = SlotOf(s, &l);
+    if (next_slot < 0 || l != level || !ReadsItself(s)) break;
+    uint8_t expected = kEmpty;
+    if (!states_[static_cast<size_t>(next_slot)].compare_exchange_strong(expected, kFilling)) break;
+    run.emplace_back(s, next_slot);
+    prev = e;
+  }
+  return run;
 }
 
 bool CacheHierarchy::WaitWhileFilling(const std::atomic<uint8_t>& state) {
@@ -280,13 +316,32 @@ void CacheHierarchy::PrefetchLoop(int level, int client) {
     uint8_t expected = kEmpty;
     if (!states_[static_cast<size_t>(slot)].compare_exchange_strong(expected, kFilling)) continue;
     const auto start = Clock::now();
-    SampleBuffer bytes;
-    try {
-      FillSlot(level, slot, l.samples[static_cast<size_t>(i)], &bytes, client, true);
-      l.prefetched_samples.fetch_add(1);
-      l.prefetched_bytes.fetch_add(bytes.size);
-    } catch (const Error&) {
-      // The staging worker that needs this sample reads it itself and reports the error.
+    const int64_t sample = l.samples[static_cast<size_t>(i)];
+    const auto run = ClaimRun(level, sample, slot);
+    std::vector<SampleBuffer> many;
+    if (run.size() > 1) {
+      try {
+        many = source_.ReadRun(sample, static_cast<int64_t>(run.size()));
+        pfs_reads_.fetch_add(static_cast<int64_t>(run.size()));
+      } catch (const Error&) {
+        many.clear();  // one bad sample among them: read each on its own below
+      }
+    }
+    for (size_t k = 0; k < run.size(); ++k) {
+      SampleBuffer bytes;
+      try {
+        if (!many.empty()) {
+          bytes = std::move(many[k]);
+          pfs_bytes_.fetch_add(bytes.size);
+          StoreFilled(level, run[k].second, run[k].first, bytes);
+        } else {
+          FillSlot(level, run[k].second, run[k].first, &bytes, client, true);
+        }
+        l.prefetched_samples.fetch_add(1);
+        l.prefetched_bytes.fetch_add(bytes.size);
+      } catch (const Error&) {
+        // The staging worker that needs this sample reads it itself and reports the error.
+      }
     }
     l.prefetch_micros.fetch_add(
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());

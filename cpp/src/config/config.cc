@@ -156,7 +156,8 @@ class Loader {
     c.origin = origin_;
     CheckKeys(root, "",
               {"b_c", "b_fs", "distributed_threads", "checkpoint", "checkpoint_path",
-               "storage_classes", "pfs_bandwidth"});
+               "storage_classes", "pfs_bandwidth", "coalesce_kb"});
+    if (root.exists("coalesce_kb")) c.coalesce_kb = Int(root["coalesce_kb"], "coalesce_kb", 0, 1 << 20);
     if (root.exists("b_c")) c.b_c_mbps = PositiveNumber(root["b_c"], "b_c", "a bandwidth in MB/s");
     if (root.exists("b_fs")) {
       c.b_fs_mbps = PositiveNumber(root["b_fs"], "b_fs", "a bandwidth in MB/s");

@@ -189,14 +189,17 @@ std::string JoinPath(const std::string& base, const std::string& rel) {
 
 struct ThrottledEnvCounters {
   std::atomic<int64_t> files_opened{0};
+  std::atomic<int64_t> reads{0};
   std::atomic<int64_t> bytes_written{0};
 };
 
 class ThrottledEnv::ThrottledFile : public ReadableFile {
  public:
-  ThrottledFile(std::unique_ptr<ReadableFile> base, double mbps) : base_(std::move(base)), mbps_(mbps) {}
+  ThrottledFile(std::unique_ptr<ReadableFile> base, double mbps, std::shared_ptr<ThrottledEnvCounters> counters)
+      : base_(std::move(base)), mbps_(mbps), counters_(std::move(counters)) {}
   int64_t Size() override { return base_->Size(); }
   void ReadExact(int64_t offset, uint8_t* dst, int64_t n) override {
+    counters_->reads.fetch_add(1);
     const auto start = std::chrono::steady_clock::now();
     base_->ReadExact(offset, dst, n);
     if (mbps_ > 0) {
@@ -208,6 +211,7 @@ class ThrottledEnv::ThrottledFile : public ReadableFile {
  private:
   std::unique_ptr<ReadableFile> base_;
   double mbps_;
+  std::shared_ptr<ThrottledEnvCounters> counters_;
 };
 
 ThrottledEnv::ThrottledEnv(Env* base, Options options)
@@ -240,6 +244,7 @@ void ThrottledEnv::CreateDirs(const std::string& path) {
 void ThrottledEnv::RemoveFile(const std::string& path) { base_->RemoveFile(path); }
 void ThrottledEnv::RemoveTree(const std::string& path) { base_->RemoveTree(path); }
 int64_t ThrottledEnv::files_opened() const { return counters_->files_opened.load(); }
+int64_t ThrottledEnv::reads() const { return counters_->reads.load(); }
 
 std::unique_ptr<ReadableFile> ThrottledEnv::OpenForRead(const std::string& path) {
   counters_->files_opened.fetch_add(1);
@@ -249,7 +254,7 @@ std::unique_ptr<ReadableFile> ThrottledEnv::OpenForRead(const std::string& path)
   for (const auto& failing : options_.failing_paths) {
     if (failing == path) throw IOError("cannot read '" + path + "': injected failure (ThrottledEnv)");
   }
-  return std::make_unique<ThrottledFile>(base_->OpenForRead(path), options_.read_bandwidth_mbps);
+  return std::make_unique<ThrottledFile>(base_->OpenForRead(path), options_.read_bandwidth_mbps, counters_);
 }
 
 }  // namespace hdmlp

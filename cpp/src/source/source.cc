@@ -139,6 +139,12 @@ void Source::ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) {
   std::memcpy(dst, whole.data.get() + offset, static_cast<size_t>(n));
 }
 
+std::vector<SampleBuffer> Source::ReadRun(int64_t first, int64_t count) {
+  std::vector<SampleBuffer> out;
+  for (int64_t i = first; i < first + count; ++i) out.push_back(Read(i));
+  return out;
+}
+
 std::unique_ptr<ReadableFile> Source::Open(const std::string& path) {
   auto file = env_->OpenForRead(path);
   files_opened_.fetch_add(1, std::memory_order_relaxed);

@@ -475,6 +475,35 @@ void TarSource::ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) {
   ShardFile(e.shard)->ReadExact(e.offset + offset, dst, n);
 }
 
+Source::Extent TarSource::ExtentOf(int64_t i) const {
+  const Entry& e = entries_[static_cast<size_t>(i)];
+  return {static_cast<int64_t>(e.shard), e.offset, index_.sizes[static_cast<size_t>(i)]};
+}
+
+std::vector<SampleBuffer> TarSource::ReadRun(int64_t first, int64_t count) {
+  CheckSample(first);
+  CheckSample(first + count - 1);
+  const Extent a = ExtentOf(first), b = ExtentOf(first + count - 1);
+  // The span holds the other members and headers between the samples too.
+  if (count == 1 || a.file != b.file || b.offset < a.offset || b.offset + b.size > infos_[a.file].size) {
+    return Source::ReadRun(first, count);
+  }
+  std::unique_ptr<uint8_t[]> span(new uint8_t[static_cast<size_t>(b.offset + b.size - a.offset)]);
+  ShardFile(static_cast<uint32_t>(a.file))->ReadExact(a.offset, span.get(), b.offset + b.size - a.offset);
+  std::vector<SampleBuffer> out;
+  for (int64_t i = first; i < first + count; ++i) {
+    const Extent e = ExtentOf(i);
+    if (e.file != a.file || e.offset < a.offset || e.offset + e.size > b.offset + b.size) {
+      throw InvalidArgumentError("TarSource::ReadRun: samples " + std::to_string(first) + ".." +
+                                 std::to_string(first + count - 1) + " do not lie in order in one shard");
+    }
+    SampleBuffer bytes = SampleBuffer::Allocate(e.size);
+    std::memcpy(bytes.data.get(), span.get() + (e.offset - a.offset), static_cast<size_t>(e.size));
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
 SampleBuffer TarSource::Read(int64_t i) {
   CheckSample(i);
   SampleBuffer bytes = SampleBuffer::Allocate(index_.sizes[static_cast<size_t>(i)]);

@@ -25,6 +25,12 @@
 // sample is read from the PFS once: a worker that needs a sample before its
 // class holds it reads it and stores it on the way; one that finds the
 // sample being filled waits for that read instead of starting another.
+// Coalescing: a prefetch thread that claims a sample also claims the samples
+// stored right after it in the same shard (a pack's or a tar shard's; the
+// source's ExtentOf) that its class holds and that are still empty, up to
+// the config's coalesce_kb, and reads them with one read (Source::ReadRun):
+// over a store where every request costs round trips, a class filling from
+// a pack reads it in large sequential pieces.
 // A class that cannot store (full disk, vanished folder) leaves the sample
 // on the PFS, with a warning; bytes are never served from a class unless
 // they are what was stored.
@@ -138,6 +144,15 @@ class CacheHierarchy {
   // Waits until another thread has filled (or failed) a slot; false if closed meanwhile.
   bool WaitWhileFilling(const std::atomic<uint8_t>& state);
   void PrefetchLoop(int level, int client);
+  // Stores `bytes` of `sample` in its slot (the caller owns it: kFilling)
+  // and sets the slot's state; true when stored.
+  bool StoreFilled(int level, int64_t slot, int64_t sample, const SampleBuffer& bytes);
+  // The samples after `sample` in its shard that can be read with it: this
+  // class's, empty (now claimed), this rank's to read. (sample, slot) pairs,
+  // `sample` first.
+  std::vector<std::pair<int64_t, int64_t>> ClaimRun(int level, int64_t sample, int64_t slot);
+  // True unless another rank is the one that reads `sample` from the PFS.
+  bool ReadsItself(int64_t sample) const;
   SampleBuffer ReadFromPfs(int64_t sample);
   // A peer's request: bytes of a sample this rank is designated for.
   bool Serve(int64_t sample, SampleBuffer* out);
@@ -160,6 +175,7 @@ class CacheHierarchy {
   std::vector<int32_t> directory_;
   std::unique_ptr<PeerTransport> transport_;
   int worker_slots_ = 0;
+  int64_t coalesce_bytes_ = 0;
   std::atomic<int64_t> pfs_reads_{0}, pfs_bytes_{0}, remote_reads_{0};
 
   std::mutex mu_;

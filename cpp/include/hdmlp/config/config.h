@@ -53,6 +53,10 @@ struct Config {
   double b_c_mbps = 10000;  // key b_c: node-to-node links
   double b_fs_mbps = 2000;  // key b_fs: one node's link to the PFS
   int distributed_threads = 2;
+  // key coalesce_kb: a prefetch thread reads samples that lie next to each
+  // other in one shard (packs, tar shards) in one read of up to this many
+  // KiB; 0 reads every sample on its own.
+  int coalesce_kb = 4096;
   bool checkpoint = false;
   std::string checkpoint_path;  // absolute; defaults to UserCacheDir()
   // [0] is the staging buffer; never empty after a successful load. Order is

@@ -8,8 +8,9 @@
 // Contract: methods throw hdmlp::NotFoundError for a missing path,
 // hdmlp::NotADirectoryError where a directory was required, and
 // hdmlp::IOError for any other failure; every message names the path.
-// Thread-safety: all methods may be called from many threads at once; a
-// ReadableFile is used by one thread at a time.
+// Thread-safety: all methods may be called from many threads at once; so
+// may a ReadableFile's (the sources keep a shard open and pread it from
+// every staging thread).
 #ifndef HDMLP_ENV_ENV_H_
 #define HDMLP_ENV_ENV_H_
 
@@ -88,6 +89,7 @@ class ThrottledEnv : public Env {
   void RemoveTree(const std::string& path) override;
 
   int64_t files_opened() const;
+  int64_t reads() const;  // ReadExact calls on files it opened
 
  private:
   class ThrottledFile;

@@ -55,6 +55,8 @@ class PackSource : public Source {
   SampleIdentity Identity(int64_t i) const override;
   SampleBuffer Read(int64_t i) override;
   void ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) override;
+  Extent ExtentOf(int64_t i) const override;
+  std::vector<SampleBuffer> ReadRun(int64_t first, int64_t count) override;
 
   int64_t num_shards() const { return static_cast<int64_t>(shards_.size()); }
   const std::string& source_kind() const { return source_kind_; }
@@ -75,6 +77,7 @@ class PackSource : public Source {
 
   ReadableFile* ShardFile(uint32_t shard);
   void ReadChecked(int64_t i, int64_t offset, int64_t n, uint8_t* dst);
+  void CheckCrc(int64_t i, const SampleBuffer& bytes) const;
 
   std::string dir_;
   std::string index_path_;

@@ -132,6 +132,20 @@ class Source {
   // the whole sample.
   virtual void ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst);
 
+  // Where sample i lies when it shares a file with other samples (packs,
+  // tar shards): the file's number and the byte range; file -1 otherwise.
+  // Samples i and i + 1 of one file lie in increasing order.
+  struct Extent {
+    int64_t file = -1;
+    int64_t offset = 0;
+    int64_t size = 0;
+  };
+  virtual Extent ExtentOf(int64_t) const { return {}; }
+  // Reads samples first .. first + count - 1, which lie in one file in that
+  // order (ExtentOf), with one read of the bytes from the first's start to
+  // the last's end, each checked as Read checks it. The default reads each.
+  virtual std::vector<SampleBuffer> ReadRun(int64_t first, int64_t count);
+
   // Files this source opened on the dataset's storage so far (its scan
   // excluded): O(samples) for a folder, O(shards) for a pack or tars.
   int64_t files_opened() const { return files_opened_.load(std::memory_order_relaxed); }

@@ -51,6 +51,8 @@ class TarSource : public Source {
   SampleIdentity Identity(int64_t i) const override;
   SampleBuffer Read(int64_t i) override;
   void ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) override;
+  Extent ExtentOf(int64_t i) const override;
+  std::vector<SampleBuffer> ReadRun(int64_t first, int64_t count) override;
 
   const std::vector<std::string>& shard_paths() const { return paths_; }
   // The shards as given, expanded (a list, a brace pattern or a folder).
