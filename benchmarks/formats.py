@@ -45,7 +45,8 @@ if REPO not in sys.path:
 
 from benchmarks import pfs  # noqa: E402
 
-LINKS = {"bandwidth": (200.0, 1.0), "metadata": (1000.0, 2.5)}
+# name: (Mbit/s, ms added each way); a round trip costs twice the delay.
+LINKS = {"bandwidth": (200.0, 1.0), "metadata": (1000.0, 2.5), "metadata-10ms": (1000.0, 5.0)}
 
 
 def log(*a) -> None:
@@ -144,6 +145,8 @@ def run_one(spec: dict) -> dict:
     if system.startswith("hdmlp"):
         import hdmlp
         kw = {}
+        if spec.get("config"):
+            kw["config_path"] = spec["config"]
         if spec.get("source_options"):
             kw["source_options"] = spec["source_options"]
         t0 = time.perf_counter()
@@ -220,7 +223,20 @@ def prepare_images(args) -> dict:
     make_image_folder(folder, num_images=args.images, num_classes=args.classes, seed=0)
     pack(folder, os.path.join(base, "pack"), shard_size=int(args.shard_mb * 2**20), progress=False)
     make_tars(folder, os.path.join(base, "tars"), args.shard_mb)
-    return {"base": base, "folder": folder, "pack": os.path.join(base, "pack"), "tar": os.path.join(base, "tars")}
+    probe = os.path.join(base, "link-probe")  # incompressible files to measure the link with
+    os.makedirs(probe, exist_ok=True)
+    for k in range(4):
+        path = os.path.join(probe, f"probe-{k}.bin")
+        if not os.path.exists(path) or os.path.getsize(path) != 16 << 20:
+            with open(path, "wb") as f:
+                f.write(os.urandom(16 << 20))
+    # hdmlp's default configuration without coalescing, to measure what coalescing does.
+    import hdmlp
+    no_coalesce = os.path.join(base, "no-coalesce.cfg")
+    with open(hdmlp.default_config_path()) as f, open(no_coalesce, "w") as out:
+        out.write(f.read() + "\ncoalesce_kb = 0;\n")
+    return {"base": base, "folder": folder, "pack": os.path.join(base, "pack"), "tar": os.path.join(base, "tars"),
+            "probe": [os.path.join(probe, f"probe-{k}.bin") for k in range(4)], "no_coalesce": no_coalesce}
 
 
 def link_raw_mb_s(mount_files: list[str], readers: int = 4) -> float:
@@ -243,9 +259,11 @@ def link_raw_mb_s(mount_files: list[str], readers: int = 4) -> float:
 
 def scenario_images(args) -> dict:
     data = prepare_images(args)
-    systems = [("hdmlp-raw", "folder"), ("hdmlp-raw", "pack"), ("hdmlp-raw", "tar"),
+    systems = [("hdmlp-raw", "folder"), ("hdmlp-raw", "pack"), ("hdmlp-raw-nocoalesce", "pack"), ("hdmlp-raw", "tar"),
                ("hdmlp-train", "folder"), ("hdmlp-train", "pack"), ("hdmlp-train", "tar"),
                ("torch-raw", "folder"), ("torch-train", "folder")]
+    if args.systems:
+        systems = [s for s in systems if f"{s[0]}/{s[1]}" in args.systems]
     result = {"scenario": "images", "uptime_start": uptime(), "images": args.images,
               "dataset_mb": sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(data["folder"])
                                 for f in fs) / 1e6, "links": {}}
@@ -253,13 +271,13 @@ def scenario_images(args) -> dict:
         rate, delay = LINKS[link]
         runs = {}
         with pfs.EmulatedPFS(data["base"], rate_mbit=rate, delay_ms=delay, log=log) as store:
-            shards = sorted(os.path.join(data["pack"], f) for f in os.listdir(data["pack"]) if f.endswith("-shard"))
-            raw = link_raw_mb_s([store.local_path(s) for s in shards[:4]])
+            raw = link_raw_mb_s([store.local_path(s) for s in data["probe"]])
             log(f"[{link}] {rate:g} Mbit/s, {delay:g} ms each way: raw {raw:.1f} MB/s with 4 sequential readers")
             for system, fmt in systems:
                 name = f"{system}/{fmt}"
                 spec = {"name": name.replace("/", "-"), "system": system, "path": store.local_path(data[fmt]),
-                        "batch_size": args.batch_size, "epochs": 1, "workers": args.workers}
+                        "batch_size": args.batch_size, "epochs": 1, "workers": args.workers,
+                        "config": data["no_coalesce"] if "nocoalesce" in system else None}
                 pfs.drop_page_cache([data[fmt]])
                 wire0 = store.wire_bytes()
                 r = run_system(spec, args.work, args.timeout)
@@ -360,7 +378,7 @@ def markdown(results: list[dict], command: str) -> str:
                     if s["status"] != "ok":
                         lines.append(f"| {name} | failed | | | | | |")
                         continue
-                    base = l["systems"].get(name.split("/")[0] + "/folder", {})
+                    base = l["systems"].get(name.split("/")[0].replace("-nocoalesce", "") + "/folder", {})
                     vs = f"{s['img_per_s'] / base['img_per_s']:.2f}x" if base.get("status") == "ok" else ""
                     lines.append(f"| {name} | {s['img_per_s']:.0f} | {s['mb_per_s']:.1f} | {s['share_of_link']:.0%} "
                                  f"| {vs} | {s['files_opened']} | {s['startup_seconds']:.1f} |")
@@ -406,7 +424,8 @@ def main(argv=None) -> int:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers of the baseline (default 2)")
     p.add_argument("--shard-mb", type=float, default=16, help="MiB per pack shard and tar shard (default 16)")
-    p.add_argument("--links", nargs="+", choices=list(LINKS), default=list(LINKS))
+    p.add_argument("--links", nargs="+", choices=list(LINKS), default=["bandwidth", "metadata"])
+    p.add_argument("--systems", nargs="+", help="images: only these (e.g. hdmlp-raw/folder hdmlp-raw/pack)")
     p.add_argument("--samples", type=int, default=512, help="hdf5: samples (default 512)")
     p.add_argument("--side", type=int, default=64, help="hdf5: a sample is int16[4, side, side, side] (default 64)")
     p.add_argument("--hdf5-batch", type=int, default=8)

@@ -72,6 +72,26 @@ TEST(SourceTest, PicksTheFormatFromThePath) {
   EXPECT_THROW(OpenSource(Env::Default(), dir / "missing", {}, scan), NotFoundError);
 }
 
+TEST(SourceTest, ReadInPiecesReadsTheSameBytesAsOneRead) {
+  TempDir dir;
+  std::string data(3 * (1 << 20) + 12345, '\0');
+  Rng rng(3);
+  for (char& c : data) c = static_cast<char>(rng.Uniform(256));
+  testing::WriteFile(dir / "big", data);
+  ThrottledEnv env(Env::Default(), {});
+  auto file = env.OpenForRead(dir / "big");
+  std::string got(data.size() - 100, '\0');
+  ReadInPieces(file.get(), 100, static_cast<int64_t>(got.size()), reinterpret_cast<uint8_t*>(got.data()));
+  EXPECT_EQ(got, data.substr(100));
+  EXPECT_EQ(env.reads(), 3);  // three pieces of at least 1 MiB, at once
+  std::string small(1000, '\0');
+  ReadInPieces(file.get(), 0, 1000, reinterpret_cast<uint8_t*>(small.data()));
+  EXPECT_EQ(small, data.substr(0, 1000));
+  EXPECT_EQ(env.reads(), 4);
+  EXPECT_THROW(ReadInPieces(file.get(), static_cast<int64_t>(data.size()) - 10, 3 << 20,
+                            reinterpret_cast<uint8_t*>(got.data())), Error);
+}
+
 TEST(SourceTest, ImageFolderSourceIsTheScan) {
   TempDir dir;
   testing::WriteFile(dir / "b/x.jpg", "xx");

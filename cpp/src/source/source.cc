@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <thread>
 
 #include "hdmlp/errors.h"
 #include "hdmlp/plan/random.h"
@@ -143,6 +145,37 @@ std::vector<SampleBuffer> Source::ReadRun(int64_t first, int64_t count) {
   std::vector<SampleBuffer> out;
   for (int64_t i = first; i < first + count; ++i) out.push_back(Read(i));
   return out;
+}
+
+void ReadInPieces(ReadableFile* file, int64_t offset, int64_t n, uint8_t* dst, int pieces) {
+  constexpr int64_t kMinPiece = 1 << 20;
+  const int64_t count = std::clamp<int64_t>(n / kMinPiece, 1, std::max(pieces, 1));
+  if (count == 1) {
+    file->ReadExact(offset, dst, n);
+    return;
+  }
+  const int64_t piece = (n + count - 1) / count;
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(count));
+  for (int64_t k = 1; k < count; ++k) {
+    threads.emplace_back([&, k] {
+      try {
+        const int64_t begin = k * piece;
+        file->ReadExact(offset + begin, dst + begin, std::min(piece, n - begin));
+      } catch (...) {
+        errors[static_cast<size_t>(k)] = std::current_exception();
+      }
+    });
+  }
+  try {
+    file->ReadExact(offset, dst, piece);
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
 }
 
 std::unique_ptr<ReadableFile> Source::Open(const std::string& path) {

@@ -489,7 +489,7 @@ std::vector<SampleBuffer> TarSource::ReadRun(int64_t first, int64_t count) {
     return Source::ReadRun(first, count);
   }
   std::unique_ptr<uint8_t[]> span(new uint8_t[static_cast<size_t>(b.offset + b.size - a.offset)]);
-  ShardFile(static_cast<uint32_t>(a.file))->ReadExact(a.offset, span.get(), b.offset + b.size - a.offset);
+  ReadInPieces(ShardFile(static_cast<uint32_t>(a.file)), a.offset, b.offset + b.size - a.offset, span.get());
   std::vector<SampleBuffer> out;
   for (int64_t i = first; i < first + count; ++i) {
     const Extent e = ExtentOf(i);

@@ -173,6 +173,12 @@ class Source {
 std::unique_ptr<Source> OpenSource(Env* env, const std::string& path, const SourceOptions& options = {},
                                    const ScanOptions& scan = {});
 
+// Reads n bytes at offset of `file` into dst as up to `pieces` reads of at
+// least 1 MiB each, at once on their own threads: a store where a request
+// costs round trips (a remote file system) serves a large read faster as
+// several in flight. Rethrows the first piece's error.
+void ReadInPieces(ReadableFile* file, int64_t offset, int64_t n, uint8_t* dst, int pieces = 4);
+
 // "shard-{000..002}.tar" -> shard-000.tar, shard-001.tar, shard-002.tar (the
 // width of the first bound is kept); several braces multiply; commas in
 // `pattern` separate independent patterns. A pattern without braces is
