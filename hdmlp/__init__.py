@@ -9,6 +9,7 @@ Entry points:
     hdmlp.AccessPlan          the access order alone, without loading anything
     hdmlp.torch               HDMLPImageFolder and HDMLPDataLoader for PyTorch
     hdmlp.datasets            a generator of ImageNet-like demo folders
+    hdmlp.pack                hdmlp packs: a dataset as a few large shards (`hdmlp pack`)
 """
 __version__ = "0.1.0"
 

@@ -1,6 +1,7 @@
 // Job: one training job's data loading on this rank, from start to close.
 //
-// A Job scans the dataset (source), builds the access plan (plan), loads the
+// A Job opens the dataset (a Source: an image folder, a pack, tar shards or
+// HDF5; source/source.h), builds the access plan (plan), loads the
 // configuration, plans and starts the storage classes (cache), and starts
 // the staging workers, which fetch this rank's samples in plan order, each
 // from its best source, into the staging buffer ahead of the consumer. The
@@ -28,7 +29,8 @@
 // staging workers decode and transform every sample straight into its row
 // of its batch's memory (a BatchPool buffer, one per batch), and the batch
 // is handed out as that memory: no copy. Without one, each sample is its
-// file's bytes. A chain whose output size depends on the image takes the
+// file's bytes, or, for an array source (HDF5), its array, copied into its
+// row of the batch's memory the same way (label arrays after the rows). A chain whose output size depends on the image takes the
 // size of the dataset's first readable image (in index order, so every
 // rank agrees); an image of another size is a bad sample.
 //
