@@ -46,7 +46,8 @@ if REPO not in sys.path:
 from benchmarks import pfs  # noqa: E402
 
 # name: (Mbit/s, ms added each way); a round trip costs twice the delay.
-LINKS = {"bandwidth": (200.0, 1.0), "metadata": (1000.0, 2.5), "metadata-10ms": (1000.0, 5.0)}
+LINKS = {"bandwidth": (200.0, 1.0), "metadata": (1000.0, 2.5), "metadata-10ms": (1000.0, 5.0),
+         "metadata-20ms": (1000.0, 10.0)}
 
 
 def log(*a) -> None:

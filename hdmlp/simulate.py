@@ -61,7 +61,8 @@ def simulate(config: str | os.PathLike[str], nodes: int, batch_size: int, epochs
         seed: the access plan's seed (and that of drawn sizes).
         samples, sample_mb, sample_std_mb: F sizes drawn from a normal distribution
             (MB = 10^6 bytes), when no ``dataset`` is given.
-        dataset: an ImageFolder whose file sizes to use instead (scanned as the runtime does).
+        dataset: a dataset (any format hdmlp.Job reads) whose sample sizes to use instead (indexed as
+            the runtime does).
         threads: planning threads (0: automatic).
 
     Returns:
@@ -321,7 +322,7 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--samples", type=int, help="F, samples (sizes drawn; with --sample-mb)")
     p.add_argument("--sample-mb", type=float, help="mean sample size in MB (10^6 bytes)")
     p.add_argument("--sample-std-mb", type=float, default=0.0, help="standard deviation of sample sizes (MB)")
-    p.add_argument("--dataset", help="an ImageFolder whose file sizes to use instead of --samples")
+    p.add_argument("--dataset", help="a dataset (folder, pack, tar shards, HDF5) whose sample sizes to use instead of --samples")
     p.add_argument("--batch-size", type=int, required=True, help="B, the global batch size")
     p.add_argument("--epochs", type=int, required=True, help="E")
     p.add_argument("--compute-mbps", type=float, required=True, help="c, MB/s a node's training step consumes")
