@@ -258,6 +258,16 @@ def link_raw_mb_s(mount_files: list[str], readers: int = 4) -> float:
     return total / (time.perf_counter() - t) / 1e6
 
 
+def _median_run(runs: list[dict]) -> dict:
+    """The run with the median img/s, with every repeat's img/s beside it."""
+    ok = sorted((r for r in runs if r["status"] == "ok"), key=lambda r: r["img_per_s"])
+    if not ok:
+        return runs[-1]
+    median = dict(ok[len(ok) // 2])
+    median["repeats_img_per_s"] = [round(r["img_per_s"], 1) for r in runs if r["status"] == "ok"]
+    return median
+
+
 def scenario_images(args) -> dict:
     data = prepare_images(args)
     systems = [("hdmlp-raw", "folder"), ("hdmlp-raw", "pack"), ("hdmlp-raw-nocoalesce", "pack"), ("hdmlp-raw", "tar"),
@@ -265,7 +275,7 @@ def scenario_images(args) -> dict:
                ("torch-raw", "folder"), ("torch-train", "folder")]
     if args.systems:
         systems = [s for s in systems if f"{s[0]}/{s[1]}" in args.systems]
-    result = {"scenario": "images", "uptime_start": uptime(), "images": args.images,
+    result = {"scenario": "images", "uptime_start": uptime(), "images": args.images, "repeats": args.repeats,
               "dataset_mb": sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(data["folder"])
                                 for f in fs) / 1e6, "links": {}}
     for link in args.links:
@@ -274,7 +284,8 @@ def scenario_images(args) -> dict:
         with pfs.EmulatedPFS(data["base"], rate_mbit=rate, delay_ms=delay, log=log) as store:
             raw = link_raw_mb_s([store.local_path(s) for s in data["probe"]])
             log(f"[{link}] {rate:g} Mbit/s, {delay:g} ms each way: raw {raw:.1f} MB/s with 4 sequential readers")
-            for system, fmt in systems:
+            # Repeats interleave the systems, so each sees the same changes of load.
+            for system, fmt in [s for _ in range(args.repeats) for s in systems]:
                 name = f"{system}/{fmt}"
                 spec = {"name": name.replace("/", "-"), "system": system, "path": store.local_path(data[fmt]),
                         "batch_size": args.batch_size, "epochs": 1, "workers": args.workers,
@@ -293,8 +304,9 @@ def scenario_images(args) -> dict:
                         f"start-up {r['startup_seconds']:.1f} s")
                 else:
                     log(f"  {name:20s} failed: {r['error'].splitlines()[-1]}")
-                runs[name] = r
-        result["links"][link] = {"rate_mbit": rate, "delay_ms_each_way": delay, "raw_mb_s": raw, "systems": runs}
+                runs.setdefault(name, []).append(r)
+        result["links"][link] = {"rate_mbit": rate, "delay_ms_each_way": delay, "raw_mb_s": raw,
+                                 "systems": {name: _median_run(rs) for name, rs in runs.items()}}
     result["uptime_end"] = uptime()
     return result
 
@@ -369,20 +381,23 @@ def markdown(results: list[dict], command: str) -> str:
                   f"- load at end: `{r['uptime_end']}`", ""]
         if r["scenario"] == "images":
             lines.insert(len(lines) - 1, f"- {r['images']} ImageNet-like JPEGs, {r['dataset_mb']:.1f} MB; first "
-                                         "epoch of each system from a cold store, each in its own process")
+                                         "epoch of each system from a cold store, each in its own process; "
+                                         f"{r.get('repeats', 1)} interleaved repeat(s), the median shown "
+                                         "(every repeat's img/s in the last column)")
             for link, l in r["links"].items():
                 lines += [f"### {link} link: {l['rate_mbit']:g} Mbit/s, {l['delay_ms_each_way']:g} ms each way "
                           f"(raw {l['raw_mb_s']:.1f} MB/s: 4 readers, sequential 1 MiB reads)", "",
                           "| system / format | img/s | MB/s | share of link | vs folder (same system) | "
-                          "files opened | start-up s |", "|---|---|---|---|---|---|---|"]
+                          "files opened | start-up s | repeats img/s |", "|---|---|---|---|---|---|---|---|"]
                 for name, s in l["systems"].items():
                     if s["status"] != "ok":
-                        lines.append(f"| {name} | failed | | | | | |")
+                        lines.append(f"| {name} | failed | | | | | | |")
                         continue
                     base = l["systems"].get(name.split("/")[0].replace("-nocoalesce", "") + "/folder", {})
                     vs = f"{s['img_per_s'] / base['img_per_s']:.2f}x" if base.get("status") == "ok" else ""
                     lines.append(f"| {name} | {s['img_per_s']:.0f} | {s['mb_per_s']:.1f} | {s['share_of_link']:.0%} "
-                                 f"| {vs} | {s['files_opened']} | {s['startup_seconds']:.1f} |")
+                                 f"| {vs} | {s['files_opened']} | {s['startup_seconds']:.1f} | "
+                                 f"{', '.join(f'{x:.0f}' for x in s.get('repeats_img_per_s', []))} |")
                 lines.append("")
         elif r["scenario"] == "max-side":
             lines += [f"- {r['images']} images: folder {r['dataset_mb']['folder']:.1f} MB, pack-256 "
@@ -426,6 +441,7 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers of the baseline (default 2)")
     p.add_argument("--shard-mb", type=float, default=16, help="MiB per pack shard and tar shard (default 16)")
     p.add_argument("--links", nargs="+", choices=list(LINKS), default=["bandwidth", "metadata"])
+    p.add_argument("--repeats", type=int, default=1, help="images: runs of each system, interleaved (median)")
     p.add_argument("--systems", nargs="+", help="images: only these (e.g. hdmlp-raw/folder hdmlp-raw/pack)")
     p.add_argument("--samples", type=int, default=512, help="hdf5: samples (default 512)")
     p.add_argument("--side", type=int, default=64, help="hdf5: a sample is int16[4, side, side, side] (default 64)")

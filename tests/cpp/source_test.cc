@@ -83,11 +83,11 @@ TEST(SourceTest, ReadInPiecesReadsTheSameBytesAsOneRead) {
   std::string got(data.size() - 100, '\0');
   ReadInPieces(file.get(), 100, static_cast<int64_t>(got.size()), reinterpret_cast<uint8_t*>(got.data()));
   EXPECT_EQ(got, data.substr(100));
-  EXPECT_EQ(env.reads(), 3);  // three pieces of at least 1 MiB, at once
+  EXPECT_EQ(env.reads(), 6);  // six pieces of at least 512 KiB, at once
   std::string small(1000, '\0');
   ReadInPieces(file.get(), 0, 1000, reinterpret_cast<uint8_t*>(small.data()));
   EXPECT_EQ(small, data.substr(0, 1000));
-  EXPECT_EQ(env.reads(), 4);
+  EXPECT_EQ(env.reads(), 7);
   EXPECT_THROW(ReadInPieces(file.get(), static_cast<int64_t>(data.size()) - 10, 3 << 20,
                             reinterpret_cast<uint8_t*>(got.data())), Error);
 }

@@ -148,7 +148,7 @@ std::vector<SampleBuffer> Source::ReadRun(int64_t first, int64_t count) {
 }
 
 void ReadInPieces(ReadableFile* file, int64_t offset, int64_t n, uint8_t* dst, int pieces) {
-  constexpr int64_t kMinPiece = 1 << 20;
+  constexpr int64_t kMinPiece = 512 << 10;
   const int64_t count = std::clamp<int64_t>(n / kMinPiece, 1, std::max(pieces, 1));
   if (count == 1) {
     file->ReadExact(offset, dst, n);

@@ -174,10 +174,10 @@ std::unique_ptr<Source> OpenSource(Env* env, const std::string& path, const Sour
                                    const ScanOptions& scan = {});
 
 // Reads n bytes at offset of `file` into dst as up to `pieces` reads of at
-// least 1 MiB each, at once on their own threads: a store where a request
+// least 512 KiB each, at once on their own threads: a store where a request
 // costs round trips (a remote file system) serves a large read faster as
 // several in flight. Rethrows the first piece's error.
-void ReadInPieces(ReadableFile* file, int64_t offset, int64_t n, uint8_t* dst, int pieces = 4);
+void ReadInPieces(ReadableFile* file, int64_t offset, int64_t n, uint8_t* dst, int pieces = 8);
 
 // "shard-{000..002}.tar" -> shard-000.tar, shard-001.tar, shard-002.tar (the
 // width of the first bound is kept); several braces multiply; commas in
