@@ -215,7 +215,7 @@ TEST_F(JobTransformsTest, ShorterBatchesCloseUpTheirRows) {
     ++batches;
     if (batches == 1) EXPECT_EQ(b.ids.size(), 4u);  // the hole at row 1, not filled
     for (size_t r = 0; r < b.ids.size(); ++r) {
-      const std::string file = ReadAll(job.index().Path(b.ids[r]));
+      const std::string file = ReadAll(job.source().Describe(b.ids[r]));
       std::vector<uint8_t> expected(static_cast<size_t>(row));
       pipeline.Apply(reinterpret_cast<const uint8_t*>(file.data()), static_cast<int64_t>(file.size()), "x", 9, 0,
                      b.ids[r], expected.data());
