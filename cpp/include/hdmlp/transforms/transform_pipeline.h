@@ -15,43 +15,30 @@
 //   p.Apply(bytes, n, path, seed, epoch, sample_id,
 //           reinterpret_cast<uint8_t*>(out.data()));
 //
-// Ops and their args (each arg is a list of numbers; defaults are
-// torchvision's). Op i (0-based) is "transform i" in error messages.
-//   ImgDecode             draft: [0|1] = [0]. 1: for a JPEG whose first resize
-//                         shrinks by 2x or more, decode at 1/2, 1/4 or 1/8
-//                         scale in libjpeg (like PIL's Image.draft); faster,
-//                         no longer bit-identical to PIL (docs/transforms.md).
-//   Resize                size: [s] (shorter side) or [h, w]; max_size: [m]
-//                         (only with [s]); interpolation: [PIL code] = [2];
-//                         antialias: [0|1] = [1].
-//   CenterCrop            size: [s] or [h, w]. Zero padding as torchvision
-//                         when the image is smaller (refused at construction
-//                         when the size before it is known to be smaller).
-//   RandomResizedCrop     size: [s] or [h, w]; scale: [lo, hi] = [0.08, 1];
-//                         ratio: [lo, hi] = [3/4, 4/3]; interpolation; antialias.
-//   RandomHorizontalFlip  p: [0.5]          RandomVerticalFlip  p: [0.5]
-//   ToTensor              float32, CHW, values in [0, 1].
-//   Normalize             mean: [m] or [r, g, b]; std: [s] or [r, g, b].
-//                         After ToTensor; several are applied in order.
-//   ToUint8               layout: [0] = CHW (default) or [1] = HWC. 8-bit RGB.
-// Interpolation codes are PIL's: 0 nearest, 1 lanczos, 2 bilinear,
-// 3 bicubic, 4 box, 5 hamming.
+// The ops, their arguments and their rules are listed in docs/transforms.md;
+// each is one class in transforms/ops/ (transform_op.h says how an op works,
+// op_registry.h where it is registered). Op i (0-based) is "transform i" in
+// error messages.
 //
-// A chain is ImgDecode, then any of Resize, CenterCrop, RandomResizedCrop
-// and the flips, then ToTensor (+ Normalize) or ToUint8. Flips may also
-// follow ToTensor/Normalize (they commute with them). The output is always
-// 3-channel RGB.
+// A chain is ImgDecode, then ops on the 8-bit image (resizes, crops, flips,
+// colour, blur, rotations, the augmentation policies, ...), then ToTensor
+// (+ Normalize) or ToUint8, then tensor ops (RandomErasing). Flips may also
+// follow ToTensor/Normalize (they commute with them). The output has 3
+// channels, or 1 after Grayscale(num_output_channels=1).
 //
 // Results: with draft off, every pixel is computed as torchvision computes it
-// on a PIL image (PIL's decoder conventions, PIL's resampling, float32
-// ToTensor/Normalize), so parity is exact up to decoder differences.
+// on a PIL image (PIL's decoder conventions, PIL's resampling, PIL's
+// ImageEnhance/ImageOps/transform arithmetic, float32 ToTensor/Normalize), so
+// parity is exact up to decoder differences, except where docs/transforms.md
+// gives a tolerance (GaussianBlur: torch's float convolution).
 //
 // Randomness: the random parameters of op i for a sample come only from
 // Rng(DeriveKey({seed, epoch, sample, kTransformKeyDomain, i})), drawn in
 // torchvision's order (RandomResizedCrop: up to 10 (scale, log-ratio) tries,
 // then top, left; flips: one uniform double compared with p, none when
-// p = 0). The bytes written depend on nothing else: not on threads, timing
-// or the order of calls, and they differ between epochs.
+// p = 0; the others as docs/transforms.md says). The bytes written depend on
+// nothing else: not on threads, timing or the order of calls, and they
+// differ between epochs.
 //
 // Errors: the constructor throws InvalidArgumentError naming the transform
 // and argument at fault. ShapeOf and Apply throw DecodeError (an
@@ -63,65 +50,44 @@
 //
 // Thread-safety: a constructed pipeline is immutable; ShapeOf, Apply and
 // ApplyToImage may run concurrently on any threads. Each thread keeps two
-// scratch buffers for the resized intermediates (as large as the largest
+// scratch buffers for the intermediates (as large as the largest
 // intermediate it made, e.g. 2 x 256 x 341 x 3 bytes for Resize(256)) and
 // the memory of the last decoded region (up to 16 MB) for its lifetime.
 //
 // Decoding: Apply decodes only the region of the image the chain reads
 // before its first resize (e.g. RandomResizedCrop's box), which for a JPEG
-// skips most of the decoder's work (jpeg_decode.h) and gives the same pixels.
+// skips most of the decoder's work (jpeg_decode.h) and gives the same pixels
+// (sample_plan.h).
 #ifndef HDMLP_TRANSFORMS_TRANSFORM_PIPELINE_H_
 #define HDMLP_TRANSFORMS_TRANSFORM_PIPELINE_H_
 
 #include <cstdint>
-#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "hdmlp/transforms/resample.h"
+#include "hdmlp/transforms/image_view.h"
+#include "hdmlp/transforms/op_args.h"
+#include "hdmlp/transforms/transform_op.h"
 
 namespace hdmlp {
 
-struct TransformSpec {
-  std::string op;
-  std::map<std::string, std::vector<double>> args;
-};
-
-enum class OutputType { kFloat32, kUint8 };
-
-struct OutputShape {
-  int channels = 3;
-  int height = 0;  // 0 in output() when !fixed
-  int width = 0;
-  bool fixed = false;  // same size for every image (a known final size)
-  OutputType type = OutputType::kFloat32;
-  bool chw = true;  // layout: CHW, else HWC
-
-  int64_t element_size() const { return type == OutputType::kFloat32 ? 4 : 1; }
-  // channels * height * width * element_size(); 0 while the size is unknown.
-  int64_t bytes() const { return int64_t{channels} * height * width * element_size(); }
-  // {C, H, W} or {H, W, C}.
-  std::vector<int64_t> dims() const;
-  // "float32 3x224x224 (CHW)".
-  std::string ToString() const;
-  // Same type, layout and dims (`fixed` is not compared).
-  bool SameAs(const OutputShape& other) const;
-};
-
-// Folded into every key so that transform randomness never coincides with
-// other uses of (seed, epoch, ...) such as the epoch permutation.
-inline constexpr uint64_t kTransformKeyDomain = 0x7472616e73666f72ULL;  // "transfor"
+class SamplePlan;
 
 class TransformPipeline {
  public:
   explicit TransformPipeline(std::vector<TransformSpec> specs);
+  ~TransformPipeline();
+  TransformPipeline(const TransformPipeline&) = delete;
+  TransformPipeline& operator=(const TransformPipeline&) = delete;
 
   const std::vector<TransformSpec>& specs() const { return specs_; }
   // The output: fixed = true with its size when every image gives the same
   // size; else fixed = false, height = width = 0, and ShapeOf tells per image.
   const OutputShape& output() const { return output_; }
   // Whether ImgDecode(draft=1) was asked for.
-  bool draft() const { return draft_; }
+  bool draft() const { return decode_.draft; }
+  const DecodeOptions& decode_options() const { return decode_; }
 
   // The shape Apply will write for this image, from its header alone (a few
   // microseconds; nothing decoded). Equals output() for a fixed chain.
@@ -150,44 +116,28 @@ class TransformPipeline {
                            int64_t sample, uint8_t* dst) const;
 
   // The random decisions Apply makes for an image of width x height, in
-  // chain order (for tests and debugging): for each RandomResizedCrop, its
+  // chain order (for tests, statistics and debugging): one RandomDraw per op
+  // that drew something (transform_op.h): for each RandomResizedCrop, its
   // crop box in the coordinates of its input image; for each flip with
-  // 0 < p, whether it flips. Draft decoding does not change them.
-  struct RandomDraw {
-    int index = 0;  // position in specs()
-    int top = 0, left = 0, height = 0, width = 0;  // RandomResizedCrop
-    bool flip = false;                             // flips
-  };
+  // 0 < p, whether it flips; the other ops' decisions in `values`. Draft
+  // decoding does not change them.
+  using RandomDraw = hdmlp::RandomDraw;
   std::vector<RandomDraw> RandomDraws(int width, int height, uint64_t seed, int epoch, int64_t sample) const;
 
-  // Internal: one geometric op of the chain, as validated.
-  struct Step {
-    enum Kind { kResize, kCenterCrop, kRandomResizedCrop, kHorizontalFlip, kVerticalFlip } kind = kResize;
-    int index = 0;              // position in specs()
-    int height = 0, width = 0;  // target size; Resize(int): width = 0, height = shorter side
-    int max_size = 0;           // Resize: 0 = none
-    Interpolation interpolation = Interpolation::kBilinear;
-    bool antialias = true;
-    double scale[2] = {0.08, 1.0};
-    double ratio[2] = {3.0 / 4.0, 4.0 / 3.0};
-    double p = 0.5;
-  };
-
  private:
-  struct Plan;
   void MakePlan(int width, int height, bool is_jpeg, uint64_t seed, int epoch, int64_t sample,
-                const std::string& path, Plan* plan) const;
+                const std::string& path, bool record_draws, SamplePlan* plan) const;
   OutputShape ShapeFor(int height, int width) const;
   // `decoded` holds the pixels of the image from `origin` (x, y) on: the
   // plan's region for Apply, the whole image for ApplyToImage.
-  void Execute(const Plan& plan, const ImageView& decoded, const PixelRect& origin, const OutputShape& shape,
+  void Execute(const SamplePlan& plan, const ImageView& decoded, const PixelRect& origin, const OutputShape& shape,
                uint8_t* dst) const;
 
   std::vector<TransformSpec> specs_;
-  std::vector<Step> steps_;
+  std::vector<std::unique_ptr<TransformOp>> ops_;
   OutputShape output_;
-  bool draft_ = false;
-  float lut_[3][256] = {};  // float32 output: value of each 8-bit level, per RGB channel
+  DecodeOptions decode_;
+  float lut_[3][256] = {};  // float32 output: value of each 8-bit level, per output channel
 };
 
 }  // namespace hdmlp
