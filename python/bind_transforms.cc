@@ -111,23 +111,23 @@ void BindTransforms(py::module_& m) {
             for (const auto& d : p.RandomDraws(width, height, seed, epoch, sample)) {
               py::dict e;
               e["index"] = d.index;
-              const std::string& op = p.specs()[d.index].op;
-              e["op"] = op;
-              if (op == "RandomResizedCrop") {
-                e["top"] = d.top;
-                e["left"] = d.left;
-                e["height"] = d.height;
-                e["width"] = d.width;
-              } else {
-                e["flip"] = d.flip;
+              e["op"] = p.specs()[d.index].op;
+              for (const DrawValue& v : d.values) {
+                switch (v.kind) {
+                  case DrawValue::Kind::kInt: e[v.name.c_str()] = static_cast<int64_t>(v.value); break;
+                  case DrawValue::Kind::kBool: e[v.name.c_str()] = v.value != 0; break;
+                  case DrawValue::Kind::kFloat: e[v.name.c_str()] = v.value; break;
+                  case DrawValue::Kind::kText: e[v.name.c_str()] = v.text; break;
+                }
               }
               out.append(e);
             }
             return out;
           },
           py::arg("width"), py::arg("height"), py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("sample") = 0,
-          "The random decisions apply() makes for an image of that size: [{index, op, top, left, height, width} "
-          "or {index, op, flip}], in chain order.")
+          "The random decisions apply() makes for an image of that size, in chain order: one dict per op that "
+          "drew something, {index, op, ...its values} (RandomResizedCrop: top, left, height, width; flips: flip; "
+          "the others: see docs/transforms.md).")
       .def(
           "apply",
           [](const TransformPipeline& p, const py::object& data, const std::string& path, uint64_t seed, int epoch,

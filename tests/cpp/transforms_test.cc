@@ -143,8 +143,8 @@ TEST(TransformSpecTest, RefusesImpossibleChains) {
   EXPECT_NE(e.find("twice"), std::string::npos) << e;
   e = BuildError({{"ImgDecode", {}}, {"ToTensor", {}}, {"ToUint8", {}}});
   EXPECT_NE(e.find("one output transform"), std::string::npos) << e;
-  e = BuildError({{"ImgDecode", {}}, {"ColorJitter", {}}, {"ToTensor", {}}});
-  EXPECT_NE(e.find("unknown transform 'ColorJitter'"), std::string::npos) << e;
+  e = BuildError({{"ImgDecode", {}}, {"ElasticTransform", {}}, {"ToTensor", {}}});
+  EXPECT_NE(e.find("unknown transform 'ElasticTransform'"), std::string::npos) << e;
 }
 
 TEST(TransformSpecTest, RefusesCropsLargerThanAFixedResize) {
