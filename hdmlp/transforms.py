@@ -1,10 +1,13 @@
 """Image transforms that hdmlp runs in C++, with torchvision's names and defaults.
 
-A chain is a list that starts with :class:`ImgDecode` and ends with
-:class:`ToTensor` (optionally followed by :class:`Normalize`) or
-:class:`ToUint8`; in between, any of :class:`Resize`, :class:`CenterCrop`,
-:class:`RandomResizedCrop`, :class:`RandomHorizontalFlip` and
-:class:`RandomVerticalFlip`::
+A chain is a list that starts with :class:`ImgDecode`, goes on with ops on
+the 8-bit image (:class:`Resize`, :class:`CenterCrop`,
+:class:`RandomResizedCrop`, :class:`RandomCrop`, :class:`Pad`, the flips,
+:class:`ColorJitter`, :class:`Grayscale`, :class:`RandomGrayscale`,
+:class:`GaussianBlur`, :class:`RandomRotation`, :class:`RandomAffine`,
+:class:`TrivialAugmentWide`, :class:`RandAugment`, :class:`AutoAugment`),
+then :class:`ToTensor` (optionally followed by :class:`Normalize`) or
+:class:`ToUint8`, and optionally :class:`RandomErasing` on the tensor::
 
     from hdmlp import transforms as T
 
@@ -25,29 +28,52 @@ An impossible chain (no ``ImgDecode`` first, ``Normalize`` before
 ``ToTensor``, a crop larger than a fixed resize, ...) raises ``ValueError``
 when it is compiled; a bad image raises ``ValueError`` naming the file.
 
+:class:`MixUp` and :class:`CutMix` work on delivered batches (NumPy arrays or
+torch tensors) and their labels, as ``torchvision.transforms.v2`` does, with
+parameters drawn from ``(seed, epoch, batch)``.
+
 This module imports neither torch nor torchvision; ``interpolation`` accepts
 ``torchvision.transforms.InterpolationMode`` members as well as their names.
 """
 
 from __future__ import annotations
 
+import enum
+import hashlib
 import math
+import numbers
+import random
 from collections.abc import Sequence
 from typing import Any
 
 from hdmlp import _core
 
 __all__ = [
+    "AutoAugment",
+    "AutoAugmentPolicy",
     "CenterCrop",
+    "ColorJitter",
+    "CutMix",
+    "GaussianBlur",
+    "Grayscale",
     "ImgDecode",
+    "MixUp",
     "Normalize",
+    "Pad",
+    "RandAugment",
+    "RandomAffine",
+    "RandomCrop",
+    "RandomErasing",
+    "RandomGrayscale",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
+    "RandomRotation",
     "RandomVerticalFlip",
     "Resize",
     "ToTensor",
     "ToUint8",
     "Transform",
+    "TrivialAugmentWide",
     "apply",
     "compile_pipeline",
     "pipeline_specs",
@@ -310,6 +336,568 @@ class ToUint8(Transform):
         return ("ToUint8", {"layout": [0.0 if self.layout == "CHW" else 1.0]})
 
 
+_NOT_IN_CHAINS = ("Transform", "AutoAugmentPolicy", "MixUp", "CutMix")
+_PAD_MODES = {"constant": 0, "edge": 1, "reflect": 2, "symmetric": 3}
+
+
+def _fill(fill: Any, name: str = "fill") -> list[float] | None:
+    """A fill colour as torchvision takes it: None, a number, or one value per channel."""
+    if fill is None:
+        return None
+    if isinstance(fill, numbers.Number) and not isinstance(fill, bool):
+        return [float(fill)]
+    if isinstance(fill, Sequence) and len(fill) in (1, 3) and all(
+        isinstance(v, numbers.Number) and not isinstance(v, bool) for v in fill
+    ):
+        return [float(v) for v in fill]
+    raise TypeError(f"{name} must be a number or a sequence of 1 or 3 numbers, got {fill!r}")
+
+
+def _pair(value: Any, name: str) -> list[float]:
+    values = _numbers(value, name)
+    if len(values) != 2:
+        raise ValueError(f"{name} should be a sequence of length 2, got {value!r}")
+    return values
+
+
+def _degrees(value: Any, name: str, lengths: tuple[int, ...] = (2,)) -> list[float]:
+    """torchvision's _setup_angle: a number d means (-d, d)."""
+    if isinstance(value, numbers.Number) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"If {name} is a single number, it must be positive.")
+        return [-float(value), float(value)]
+    values = _numbers(value, name)
+    if len(values) not in lengths:
+        raise ValueError(f"{name} should be a sequence of length {' or '.join(map(str, lengths))}.")
+    return values
+
+
+def _geometric_interpolation(interpolation: Any) -> int:
+    code = _interpolation_code(interpolation)
+    if code not in (0, 2, 3):
+        raise ValueError(f"interpolation must be nearest, bilinear or bicubic here (PIL's transforms), "
+                         f"got {interpolation!r}")
+    return code
+
+
+def _with_fill(args: dict[str, list[float]], fill: Any) -> dict[str, list[float]]:
+    values = _fill(fill)
+    if values is not None:
+        args["fill"] = values
+    return args
+
+
+class ColorJitter(Transform):
+    """Randomly change brightness, contrast, saturation and hue, like torchvision's ``ColorJitter``.
+
+    Per sample: a random order of the four adjustments and a factor uniform in
+    each range, applied with PIL's arithmetic (``ImageEnhance``, and the HSV
+    round trip of ``adjust_hue``), bit for bit.
+
+    Args:
+        brightness, contrast, saturation: A number ``f`` (factor in
+            ``[max(0, 1 - f), 1 + f]``) or a pair ``(min, max)``.
+        hue: A number ``f <= 0.5`` (in ``[-f, f]``) or a pair in ``[-0.5, 0.5]``.
+    """
+
+    def __init__(self, brightness: Any = 0, contrast: Any = 0, saturation: Any = 0, hue: Any = 0) -> None:
+        self.brightness = self._check_input(brightness, "brightness")
+        self.contrast = self._check_input(contrast, "contrast")
+        self.saturation = self._check_input(saturation, "saturation")
+        self.hue = self._check_input(hue, "hue", center=0.0, bound=(-0.5, 0.5), clip_first_on_zero=False)
+
+    @staticmethod
+    def _check_input(value: Any, name: str, center: float = 1.0, bound: tuple[float, float] = (0.0, math.inf),
+                     clip_first_on_zero: bool = True) -> tuple[float, float] | None:
+        if isinstance(value, numbers.Number) and not isinstance(value, bool):
+            if value < 0:
+                raise ValueError(f"If {name} is a single number, it must be non negative.")
+            lo, hi = center - float(value), center + float(value)
+            if clip_first_on_zero:
+                lo = max(lo, 0.0)
+        elif isinstance(value, Sequence) and len(value) == 2:
+            lo, hi = float(value[0]), float(value[1])
+        else:
+            raise TypeError(f"{name} should be a single number or a list/tuple with length 2.")
+        if not bound[0] <= lo <= hi <= bound[1]:
+            raise ValueError(f"{name} values should be between {bound}, but got {[lo, hi]}.")
+        return None if lo == hi == center else (lo, hi)
+
+    def _spec(self) -> Spec:
+        args = {name: list(getattr(self, name)) for name in ("brightness", "contrast", "saturation", "hue")
+                if getattr(self, name) is not None}
+        return ("ColorJitter", args)
+
+
+class Grayscale(Transform):
+    """Convert to grayscale, like torchvision's ``Grayscale`` (PIL's ``convert("L")``).
+
+    Args:
+        num_output_channels: 1 (the chain's output then has one channel) or 3.
+    """
+
+    def __init__(self, num_output_channels: int = 1) -> None:
+        if num_output_channels not in (1, 3):
+            raise ValueError("num_output_channels should be either 1 or 3")
+        self.num_output_channels = num_output_channels
+
+    def _spec(self) -> Spec:
+        return ("Grayscale", {"num_output_channels": [float(self.num_output_channels)]})
+
+
+class RandomGrayscale(Transform):
+    """Convert to grayscale with probability ``p``, keeping the channels, like torchvision's."""
+
+    def __init__(self, p: float = 0.1) -> None:
+        self.p = float(p)
+
+    def _spec(self) -> Spec:
+        return ("RandomGrayscale", {"p": [self.p]})
+
+
+class GaussianBlur(Transform):
+    """Blur with a Gaussian of random sigma, like torchvision's ``GaussianBlur``.
+
+    Per sample sigma is uniform in ``sigma``; the blur is torch's float32
+    kernel on the reflect-padded image (within one 8-bit level of torch).
+
+    Args:
+        kernel_size: An odd positive int, or ``(kx, ky)``.
+        sigma: A positive number, or ``(min, max)``.
+    """
+
+    def __init__(self, kernel_size: int | Sequence[int], sigma: float | Sequence[float] = (0.1, 2.0)) -> None:
+        self.kernel_size = _size(kernel_size, "kernel_size")
+        for k in self.kernel_size:
+            if k <= 0 or k % 2 == 0:
+                raise ValueError("Kernel size value should be an odd and positive number.")
+        if isinstance(sigma, numbers.Number) and not isinstance(sigma, bool):
+            if sigma <= 0:
+                raise ValueError("If sigma is a single number, it must be positive.")
+            self.sigma = [float(sigma), float(sigma)]
+        elif isinstance(sigma, Sequence) and len(sigma) == 2:
+            if not 0.0 < sigma[0] <= sigma[1]:
+                raise ValueError("sigma values should be positive and of the form (min, max).")
+            self.sigma = [float(sigma[0]), float(sigma[1])]
+        else:
+            raise ValueError("sigma should be a single number or a list/tuple with length 2.")
+
+    def _spec(self) -> Spec:
+        return ("GaussianBlur", {"kernel_size": list(self.kernel_size), "sigma": list(self.sigma)})
+
+
+class Pad(Transform):
+    """Pad the image, like torchvision's ``Pad`` on a PIL image.
+
+    Args:
+        padding: An int (all sides), ``(left/right, top/bottom)`` or
+            ``(left, top, right, bottom)``; non-negative.
+        fill: The constant mode's colour: a number or ``(r, g, b)``.
+        padding_mode: ``"constant"``, ``"edge"``, ``"reflect"`` or ``"symmetric"``.
+    """
+
+    def __init__(self, padding: int | Sequence[int], fill: Any = 0, padding_mode: str = "constant") -> None:
+        _padding(padding)
+        _fill(fill)
+        self.padding = padding
+        self.fill = fill
+        if padding_mode not in _PAD_MODES:
+            raise ValueError("Padding mode should be either constant, edge, reflect or symmetric")
+        self.padding_mode = padding_mode
+
+    def _spec(self) -> Spec:
+        return ("Pad", _with_fill({"padding": _padding(self.padding),
+                                   "padding_mode": [float(_PAD_MODES[self.padding_mode])]}, self.fill))
+
+
+def _padding(padding: Any) -> list[float]:
+    if isinstance(padding, int) and not isinstance(padding, bool):
+        padding = [padding]
+    if not (isinstance(padding, Sequence) and len(padding) in (1, 2, 4)
+            and all(isinstance(p, int) and not isinstance(p, bool) for p in padding)):
+        raise ValueError(f"padding must be an int or a 1, 2, or 4 element sequence of ints, got {padding!r}")
+    if any(p < 0 for p in padding):
+        raise ValueError(f"padding must be non-negative, got {padding!r}")
+    return [float(p) for p in padding]
+
+
+class RandomCrop(Transform):
+    """Crop at a random place, like torchvision's ``RandomCrop`` (CIFAR-style recipes).
+
+    Args:
+        size: An int for a square, or ``(h, w)``.
+        padding: Optional padding first, as :class:`Pad`'s.
+        pad_if_needed: Pad an image smaller than ``size`` by the missing
+            size on both sides (torchvision's rule); else such an image is a
+            bad sample (``ValueError`` naming the file).
+        fill, padding_mode: As :class:`Pad`'s.
+    """
+
+    def __init__(self, size: int | Sequence[int], padding: Any = None, pad_if_needed: bool = False, fill: Any = 0,
+                 padding_mode: str = "constant") -> None:
+        self.size = _size(size)
+        if padding is not None:
+            _padding(padding)
+        _fill(fill)
+        self.padding = padding
+        self.pad_if_needed = bool(pad_if_needed)
+        self.fill = fill
+        if padding_mode not in _PAD_MODES:
+            raise ValueError("Padding mode should be either constant, edge, reflect or symmetric")
+        self.padding_mode = padding_mode
+
+    def _spec(self) -> Spec:
+        args = {"size": list(self.size), "pad_if_needed": [1.0 if self.pad_if_needed else 0.0],
+                "padding_mode": [float(_PAD_MODES[self.padding_mode])]}
+        if self.padding is not None:
+            args["padding"] = _padding(self.padding)
+        return ("RandomCrop", _with_fill(args, self.fill))
+
+
+class RandomRotation(Transform):
+    """Rotate by a random angle, like torchvision's ``RandomRotation`` (PIL's ``Image.rotate``).
+
+    Args:
+        degrees: ``d`` for ``(-d, d)``, or ``(min, max)``; counter-clockwise.
+        interpolation: ``"nearest"`` (default), ``"bilinear"`` or ``"bicubic"``.
+        expand: Grow the output to hold the whole rotated image (its size
+            then varies: follow with a resize or crop for fixed batches).
+        center: ``(x, y)`` in pixels; default the image's centre.
+        fill: The colour outside the rotated image.
+    """
+
+    def __init__(self, degrees: Any, interpolation: Any = "nearest", expand: bool = False,
+                 center: Sequence[float] | None = None, fill: Any = 0) -> None:
+        self.degrees = _degrees(degrees, "degrees")
+        self.interpolation = _geometric_interpolation(interpolation)
+        self.expand = bool(expand)
+        self.center = None if center is None else _pair(center, "center")
+        _fill(fill)
+        self.fill = fill
+
+    def _spec(self) -> Spec:
+        args = {"degrees": list(self.degrees), "interpolation": [float(self.interpolation)],
+                "expand": [1.0 if self.expand else 0.0]}
+        if self.center is not None:
+            args["center"] = list(self.center)
+        return ("RandomRotation", _with_fill(args, self.fill))
+
+
+class RandomAffine(Transform):
+    """A random affine transform, like torchvision's ``RandomAffine`` (PIL's ``Image.transform``).
+
+    Args:
+        degrees: ``d`` for ``(-d, d)``, or ``(min, max)``.
+        translate: ``(a, b)``: horizontal shift up to ``a * width``, vertical
+            up to ``b * height`` pixels.
+        scale: ``(min, max)``.
+        shear: ``s`` for an x-shear in ``(-s, s)`` degrees, ``(min, max)``,
+            or ``(xmin, xmax, ymin, ymax)``.
+        interpolation: ``"nearest"`` (default), ``"bilinear"`` or ``"bicubic"``.
+        fill: The colour outside the transformed image.
+        center: ``(x, y)`` in pixels; default the image's centre.
+    """
+
+    def __init__(self, degrees: Any, translate: Sequence[float] | None = None, scale: Sequence[float] | None = None,
+                 shear: Any = None, interpolation: Any = "nearest", fill: Any = 0,
+                 center: Sequence[float] | None = None) -> None:
+        self.degrees = _degrees(degrees, "degrees")
+        self.translate = None if translate is None else _pair(translate, "translate")
+        if self.translate is not None and not all(0.0 <= t <= 1.0 for t in self.translate):
+            raise ValueError("translation values should be between 0 and 1")
+        self.scale = None if scale is None else _pair(scale, "scale")
+        if self.scale is not None and not all(s > 0 for s in self.scale):
+            raise ValueError("scale values should be positive")
+        self.shear = None if shear is None else _degrees(shear, "shear", (2, 4))
+        self.interpolation = _geometric_interpolation(interpolation)
+        _fill(fill)
+        self.fill = fill
+        self.center = None if center is None else _pair(center, "center")
+
+    def _spec(self) -> Spec:
+        args: dict[str, list[float]] = {"degrees": list(self.degrees), "interpolation": [float(self.interpolation)]}
+        for name in ("translate", "scale", "shear", "center"):
+            if getattr(self, name) is not None:
+                args[name] = list(getattr(self, name))
+        return ("RandomAffine", _with_fill(args, self.fill))
+
+
+class TrivialAugmentWide(Transform):
+    """torchvision's ``TrivialAugmentWide``: one random op of its wide space at a random magnitude.
+
+    Args:
+        num_magnitude_bins: The number of magnitude values (at least 2).
+        interpolation: ``"nearest"`` (default), ``"bilinear"`` or ``"bicubic"``.
+        fill: The colour outside a sheared, translated or rotated image.
+    """
+
+    def __init__(self, num_magnitude_bins: int = 31, interpolation: Any = "nearest", fill: Any = None) -> None:
+        self.num_magnitude_bins = int(num_magnitude_bins)
+        self.interpolation = _geometric_interpolation(interpolation)
+        _fill(fill)
+        self.fill = fill
+
+    def _spec(self) -> Spec:
+        return ("TrivialAugmentWide", _with_fill({"num_magnitude_bins": [float(self.num_magnitude_bins)],
+                                                  "interpolation": [float(self.interpolation)]}, self.fill))
+
+
+class RandAugment(Transform):
+    """torchvision's ``RandAugment``: ``num_ops`` random ops at magnitude bin ``magnitude``.
+
+    Args:
+        num_ops: Ops applied in a row.
+        magnitude: The bin (``< num_magnitude_bins``) of every op's magnitude.
+        num_magnitude_bins: The number of magnitude values (at least 2).
+        interpolation, fill: As :class:`TrivialAugmentWide`'s.
+    """
+
+    def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
+                 interpolation: Any = "nearest", fill: Any = None) -> None:
+        self.num_ops = int(num_ops)
+        self.magnitude = int(magnitude)
+        self.num_magnitude_bins = int(num_magnitude_bins)
+        self.interpolation = _geometric_interpolation(interpolation)
+        _fill(fill)
+        self.fill = fill
+
+    def _spec(self) -> Spec:
+        return ("RandAugment", _with_fill({"num_ops": [float(self.num_ops)], "magnitude": [float(self.magnitude)],
+                                           "num_magnitude_bins": [float(self.num_magnitude_bins)],
+                                           "interpolation": [float(self.interpolation)]}, self.fill))
+
+
+class AutoAugmentPolicy(enum.Enum):
+    """AutoAugment's learned policies, as ``torchvision.transforms.AutoAugmentPolicy``."""
+
+    IMAGENET = "imagenet"
+    CIFAR10 = "cifar10"
+    SVHN = "svhn"
+
+
+_POLICY_CODES = {"imagenet": 0, "cifar10": 1, "svhn": 2}
+
+
+class AutoAugment(Transform):
+    """torchvision's ``AutoAugment`` with its learned sub-policies.
+
+    Args:
+        policy: ``AutoAugmentPolicy.IMAGENET`` (default), ``CIFAR10`` or
+            ``SVHN``; torchvision's enum members and their names are accepted.
+        interpolation, fill: As :class:`TrivialAugmentWide`'s.
+    """
+
+    def __init__(self, policy: Any = AutoAugmentPolicy.IMAGENET, interpolation: Any = "nearest",
+                 fill: Any = None) -> None:
+        value = getattr(policy, "value", policy)
+        if not isinstance(value, str) or value.lower() not in _POLICY_CODES:
+            raise ValueError(f"policy must be an AutoAugmentPolicy or one of {sorted(_POLICY_CODES)}, got {policy!r}")
+        self.policy = AutoAugmentPolicy(value.lower())
+        self.interpolation = _geometric_interpolation(interpolation)
+        _fill(fill)
+        self.fill = fill
+
+    def _spec(self) -> Spec:
+        return ("AutoAugment", _with_fill({"policy": [float(_POLICY_CODES[self.policy.value])],
+                                           "interpolation": [float(self.interpolation)]}, self.fill))
+
+
+class RandomErasing(Transform):
+    """Erase a random rectangle of the tensor, like torchvision's ``RandomErasing``.
+
+    Comes after :class:`ToTensor` (and :class:`Normalize`, as torchvision's
+    recipes place it).
+
+    Args:
+        p: The probability of erasing.
+        scale: Range of the erased area as a fraction of the image's.
+        ratio: Range of the erased rectangle's aspect ratio.
+        value: A number, one per channel, or ``"random"`` (standard normal
+            noise; float output only).
+        inplace: Accepted for compatibility.
+    """
+
+    def __init__(self, p: float = 0.5, scale: Sequence[float] = (0.02, 0.33), ratio: Sequence[float] = (0.3, 3.3),
+                 value: Any = 0, inplace: bool = False) -> None:
+        if isinstance(value, str) and value != "random":
+            raise ValueError("If value is str, it should be 'random'")
+        if not isinstance(value, (numbers.Number, str, Sequence)) or isinstance(value, bool):
+            raise TypeError("Argument value should be either a number or str or a sequence")
+        self.p = float(p)
+        self.scale = _pair(scale, "scale")
+        self.ratio = _pair(ratio, "ratio")
+        if self.scale[0] < 0 or self.scale[1] > 1:
+            raise ValueError("Scale should be between 0 and 1")
+        if not 0 <= self.p <= 1:
+            raise ValueError("Random erasing probability should be between 0 and 1")
+        self.value = value if isinstance(value, str) else _numbers(value, "value")
+        self.inplace = inplace
+
+    def _spec(self) -> Spec:
+        args = {"p": [self.p], "scale": list(self.scale), "ratio": list(self.ratio)}
+        if self.value == "random":
+            args["random"] = [1.0]
+        else:
+            args["value"] = list(self.value)
+        return ("RandomErasing", args)
+
+
+# ---- Batch-level mixing -----------------------------------------------------------------------
+
+
+class _BatchMix:
+    """What MixUp and CutMix share: labels to soft labels, and parameters from (seed, epoch, batch)."""
+
+    _domain = ""
+
+    def __init__(self, *, alpha: float = 1.0, num_classes: int | None = None, label_smoothing: float = 0.0,
+                 seed: int = 0) -> None:
+        if not alpha > 0:
+            raise ValueError(f"alpha must be positive, got {alpha!r}")
+        if num_classes is not None and (not isinstance(num_classes, int) or num_classes < 1):
+            raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
+        self.alpha = float(alpha)
+        self.num_classes = num_classes
+        self.label_smoothing = float(label_smoothing)
+        self.seed = int(seed)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(alpha={self.alpha}, num_classes={self.num_classes}, "
+                f"label_smoothing={self.label_smoothing}, seed={self.seed})")
+
+    def _rng(self, epoch: int, batch: int) -> random.Random:
+        # A portable stream per (seed, epoch, batch): Python's Mersenne Twister
+        # seeded with a hash, the same on every platform and Python version.
+        key = f"hdmlp.{self._domain}:{self.seed}:{int(epoch)}:{int(batch)}".encode()
+        return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:16], "little"))
+
+    def _soft_labels(self, labels: Any, lam: float, batch_size: int) -> Any:
+        """One-hot (smoothed) labels mixed with the batch rolled by one, as torchvision.transforms.v2."""
+        torch_like = hasattr(labels, "roll")
+        ndim = labels.ndim
+        if ndim not in (1, 2) or labels.shape[0] != batch_size:
+            raise ValueError(f"labels should have shape (batch_size,) or (batch_size, num_classes) with batch_size "
+                             f"{batch_size}, got {tuple(labels.shape)}")
+        if ndim == 1:
+            if self.num_classes is None:
+                raise ValueError("num_classes must be passed if the labels are index-based (1D)")
+            if torch_like:
+                import torch
+
+                labels = torch.nn.functional.one_hot(labels.long(), self.num_classes).float()
+            else:
+                import numpy as np
+
+                labels = np.eye(self.num_classes, dtype=np.float32)[np.asarray(labels)]
+        elif self.num_classes is not None and labels.shape[-1] != self.num_classes:
+            raise ValueError(f"When passing 2D labels, the number of elements in last dimension must match "
+                             f"num_classes: {labels.shape[-1]} != {self.num_classes}.")
+        if torch_like:
+            labels = labels if labels.is_floating_point() else labels.float()
+        else:
+            import numpy as np
+
+            labels = labels if np.issubdtype(labels.dtype, np.floating) else labels.astype(np.float32)
+        if self.label_smoothing:
+            n = labels.shape[-1]
+            labels = labels * (1.0 - self.label_smoothing) + self.label_smoothing / n
+        return _mix(labels, lam)
+
+
+def _roll(x: Any) -> Any:
+    if hasattr(x, "roll"):
+        return x.roll(1, 0)
+    import numpy as np
+
+    return np.roll(x, 1, axis=0)
+
+
+def _mix(x: Any, lam: float) -> Any:
+    """x.roll(1, 0) * (1 - lam) + x * lam, in x's float type (torchvision's order)."""
+    if hasattr(x, "roll"):
+        return x.roll(1, 0).mul_(1.0 - lam).add_(x.mul(lam))
+    import numpy as np
+
+    t = x.dtype.type
+    return (np.roll(x, 1, axis=0) * t(1.0 - lam) + x * t(lam)).astype(x.dtype, copy=False)
+
+
+def _check_batch(images: Any, labels: Any) -> tuple[int, int, int]:
+    if getattr(images, "ndim", 0) != 4:
+        raise ValueError(f"images must be a batch [B, C, H, W], got shape {tuple(getattr(images, 'shape', ()))}")
+    if images.shape[0] != labels.shape[0]:
+        raise ValueError(f"The batch size of the images and the labels differ: {images.shape[0]} != "
+                         f"{labels.shape[0]}")
+    return int(images.shape[0]), int(images.shape[-2]), int(images.shape[-1])
+
+
+class MixUp(_BatchMix):
+    """MixUp on a delivered batch, as ``torchvision.transforms.v2.MixUp``.
+
+    ``images, labels = mixup(images, labels, epoch=e, batch=i)``: each image
+    becomes ``lam * image + (1 - lam) * previous image`` (the batch rolled by
+    one), the labels the same mix of one-hot labels; ``lam ~ Beta(alpha,
+    alpha)`` is drawn from ``(seed, epoch, batch)`` alone, so a restarted or
+    re-run job mixes the same way.
+
+    Args:
+        alpha: Beta's parameter.
+        num_classes: Needed for index labels (shape ``[B]``).
+        label_smoothing: Smooth the one-hot labels first (``1 - s + s/K`` and
+            ``s/K``; 0, torchvision's behaviour, by default).
+        seed: Usually the job's seed.
+
+    Images and labels are NumPy arrays or torch tensors (float images); the
+    results are new arrays of the same kind.
+    """
+
+    _domain = "mixup"
+
+    def params(self, epoch: int, batch: int) -> dict[str, float]:
+        """The parameters of batch ``batch`` of epoch ``epoch``: ``{"lam": ...}``."""
+        return {"lam": self._rng(epoch, batch).betavariate(self.alpha, self.alpha)}
+
+    def __call__(self, images: Any, labels: Any, *, epoch: int, batch: int) -> tuple[Any, Any]:
+        batch_size, _, _ = _check_batch(images, labels)
+        lam = self.params(epoch, batch)["lam"]
+        return _mix(images, lam), self._soft_labels(labels, lam, batch_size)
+
+
+class CutMix(_BatchMix):
+    """CutMix on a delivered batch, as ``torchvision.transforms.v2.CutMix``.
+
+    Each image gets the box ``(x1, y1, x2, y2)`` pasted from the previous
+    image (the batch rolled by one): ``lam ~ Beta(alpha, alpha)``, a centre
+    uniform in the image, half sizes ``int(0.5 * sqrt(1 - lam) * W)`` and
+    ``... * H``, clipped to the image; the labels mix with the pasted area's
+    share, ``lam = 1 - box area / image area``. Parameters come from
+    ``(seed, epoch, batch)`` alone. Arguments as :class:`MixUp`'s.
+    """
+
+    _domain = "cutmix"
+
+    def params(self, epoch: int, batch: int, height: int, width: int) -> dict[str, Any]:
+        """``{"box": (x1, y1, x2, y2), "lam_adjusted": ...}`` for batch ``batch`` of epoch ``epoch``."""
+        rng = self._rng(epoch, batch)
+        lam = rng.betavariate(self.alpha, self.alpha)
+        r_x, r_y = rng.randrange(width), rng.randrange(height)
+        r = 0.5 * math.sqrt(1.0 - lam)
+        r_w_half, r_h_half = int(r * width), int(r * height)
+        x1, y1 = max(r_x - r_w_half, 0), max(r_y - r_h_half, 0)
+        x2, y2 = min(r_x + r_w_half, width), min(r_y + r_h_half, height)
+        return {"box": (x1, y1, x2, y2), "lam_adjusted": float(1.0 - (x2 - x1) * (y2 - y1) / (width * height))}
+
+    def __call__(self, images: Any, labels: Any, *, epoch: int, batch: int) -> tuple[Any, Any]:
+        batch_size, height, width = _check_batch(images, labels)
+        p = self.params(epoch, batch, height, width)
+        x1, y1, x2, y2 = p["box"]
+        out = images.clone() if hasattr(images, "clone") else images.copy()
+        out[..., y1:y2, x1:x2] = _roll(images)[..., y1:y2, x1:x2]
+        return out, self._soft_labels(labels, p["lam_adjusted"], batch_size)
+
+
 def pipeline_specs(transforms: Sequence[Transform]) -> list[Spec]:
     """The ``(op, args)`` specs of a chain, as the C++ pipeline takes them.
 
@@ -329,8 +917,8 @@ def pipeline_specs(transforms: Sequence[Transform]) -> list[Spec]:
             kind = f"{type(t).__module__}.{type(t).__qualname__}"
             raise TypeError(
                 f"transform {i} is a {kind}, not an hdmlp.transforms object: use "
-                f"hdmlp.transforms.{type(t).__name__} (ImgDecode, Resize, CenterCrop, RandomResizedCrop, "
-                "RandomHorizontalFlip, RandomVerticalFlip, ToTensor, Normalize, ToUint8)"
+                f"hdmlp.transforms.{type(t).__name__} (the ops hdmlp runs in C++: "
+                f"{', '.join(n for n in __all__ if n[0].isupper() and n not in _NOT_IN_CHAINS)})"
             )
         specs.append(t._spec())
     return specs
