@@ -29,6 +29,24 @@ inline uint8_t Blend(int degenerate, int image, float alpha) {
   return static_cast<uint8_t>(temp);
 }
 
+// Blend over a row of n values: out[i] = Blend(degenerate[i], image[i]),
+// with the branch on alpha outside the loop so that it vectorises.
+void BlendRow(const uint8_t* degenerate, const uint8_t* image, int64_t n, float alpha, uint8_t* out) {
+  if (alpha >= 0 && alpha <= 1.0) {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = static_cast<uint8_t>(static_cast<float>(degenerate[i]) +
+                                    alpha * static_cast<float>(int{image[i]} - int{degenerate[i]}));
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float t = static_cast<float>(degenerate[i]) + alpha * static_cast<float>(int{image[i]} - int{degenerate[i]});
+    t = t <= 0.0f ? 0.0f : t;
+    t = t >= 255.0f ? 255.0f : t;
+    out[i] = static_cast<uint8_t>(t);
+  }
+}
+
 // out = lut[channel][in] (lut in B, G, R order, as the pixels).
 void ApplyLut(const ImageView& in, const uint8_t (*lut)[256], const MutableImageView& out) {
   for (int y = 0; y < in.height; ++y) {
@@ -354,13 +372,17 @@ void AdjustContrast(const ImageView& in, double factor, const MutableImageView& 
 
 void AdjustSaturation(const ImageView& in, double factor, const MutableImageView& out) {
   const float alpha = static_cast<float>(factor);
+  const int64_t n = int64_t{in.width} * 3;
+  // Per row: each value's degenerate level (its pixel's luma) first, then
+  // one contiguous blend loop the compiler can vectorise.
+  thread_local std::vector<uint8_t> luma;
+  luma.resize(static_cast<size_t>(n));
+  uint8_t* l = luma.data();
   for (int y = 0; y < in.height; ++y) {
     const uint8_t* s = in.data + y * in.stride;
     uint8_t* o = out.data + y * out.stride;
-    for (int x = 0; x < in.width; ++x) {
-      const int l = Luma(s + 3 * x);
-      for (int c = 0; c < 3; ++c) o[3 * x + c] = Blend(l, s[3 * x + c], alpha);
-    }
+    for (int x = 0; x < in.width; ++x) l[3 * x] = l[3 * x + 1] = l[3 * x + 2] = Luma(s + 3 * x);
+    BlendRow(l, s, n, alpha, o);
   }
 }
 
@@ -372,33 +394,35 @@ void AdjustSharpness(const ImageView& in, double factor, const MutableImageView&
     return;
   }
   // ImageFilter.SMOOTH: kernel (1 1 1 / 1 5 1 / 1 1 1) / 13 in C float,
-  // offset 0.5, truncated; the border rows and columns are copied.
+  // offset 0.5, summed row by row as libImaging/Filter.c does, clamped and
+  // truncated; the border rows and columns are copied (blend(x, x) = x).
   const float k1 = 1.0f / 13.0f, k5 = 5.0f / 13.0f;
+  const int64_t n = int64_t{w} * 3;
+  thread_local std::vector<uint8_t> smooth;
+  smooth.resize(static_cast<size_t>(n));
   for (int y = 0; y < h; ++y) {
     const uint8_t* s = in.data + y * in.stride;
     uint8_t* o = out.data + y * out.stride;
     if (y == 0 || y == h - 1) {
-      std::memcpy(o, s, static_cast<size_t>(w) * 3);  // blend(x, x) = x
+      std::memcpy(o, s, static_cast<size_t>(n));
       continue;
     }
     const uint8_t* up = s - in.stride;
     const uint8_t* down = s + in.stride;
-    std::memcpy(o, s, 3);
-    std::memcpy(o + 3 * (w - 1), s + 3 * (w - 1), 3);
-    for (int x = 1; x < w - 1; ++x) {
-      for (int c = 0; c < 3; ++c) {
-        const int i = 3 * x + c;
-        float ss = 0.5f;
-        ss += static_cast<float>(down[i - 3]) * k1 + static_cast<float>(down[i]) * k1 +
-              static_cast<float>(down[i + 3]) * k1;
-        ss += static_cast<float>(s[i - 3]) * k1 + static_cast<float>(s[i]) * k5 + static_cast<float>(s[i + 3]) * k1;
-        ss += static_cast<float>(up[i - 3]) * k1 + static_cast<float>(up[i]) * k1 +
-              static_cast<float>(up[i + 3]) * k1;
-        ss = ss < 0.0f ? 0.0f : ss;
-        ss = ss > 255.0f ? 255.0f : ss;
-        o[i] = Blend(static_cast<uint8_t>(ss), s[i], alpha);
-      }
+    uint8_t* __restrict sm = smooth.data();
+    std::memcpy(sm, s, 3);
+    std::memcpy(sm + n - 3, s + n - 3, 3);
+    for (int64_t i = 3; i < n - 3; ++i) {
+      float ss = 0.5f;
+      ss += static_cast<float>(down[i - 3]) * k1 + static_cast<float>(down[i]) * k1 +
+            static_cast<float>(down[i + 3]) * k1;
+      ss += static_cast<float>(s[i - 3]) * k1 + static_cast<float>(s[i]) * k5 + static_cast<float>(s[i + 3]) * k1;
+      ss += static_cast<float>(up[i - 3]) * k1 + static_cast<float>(up[i]) * k1 + static_cast<float>(up[i + 3]) * k1;
+      ss = ss < 0.0f ? 0.0f : ss;
+      ss = ss > 255.0f ? 255.0f : ss;
+      sm[i] = static_cast<uint8_t>(ss);
     }
+    BlendRow(sm, s, n, alpha, o);
   }
 }
 

@@ -22,7 +22,7 @@
 // the unflipped view and the output pass flips their result.
 //
 // Thread-safety: a plan belongs to one thread (the pipeline keeps one per
-// thread and reuses its memory). Not copyable in spirit: pass by pointer.
+// thread and reuses its memory). Copyable, but passed by pointer.
 #ifndef HDMLP_TRANSFORMS_SAMPLE_PLAN_H_
 #define HDMLP_TRANSFORMS_SAMPLE_PLAN_H_
 
