@@ -12,8 +12,11 @@
 //                   1/8 DCT scaling when the crop is shrunk by 2x or more
 //   val             ImgDecode + Resize(256) + CenterCrop(224) + ToTensor +
 //                   Normalize
+//   timm            ImgDecode + RandomResizedCrop(224) + RandomHorizontalFlip
+//                   + TrivialAugmentWide + ToTensor + Normalize +
+//                   RandomErasing(p=0.25): the timm-style training chain
 //
-//   ... after decode  the train and val chains on images decoded beforehand
+//   ... after decode  the train, val and timm chains on images decoded beforehand
 //                   (TransformPipeline::ApplyToImage): the per-image cost of
 //                   everything after the decode
 //
@@ -30,10 +33,11 @@
 //   target_compile_options(transform_ceiling PRIVATE -Wall -Wextra)
 // By hand:
 //   g++ -std=c++17 -O2 -I cpp/include -I /usr/include/opencv4 benchmarks/transform_ceiling.cc
-//     cpp/src/transforms/*.cc cpp/src/tools/*.cc -lopencv_core -lopencv_imgproc -lopencv_imgcodecs -ljpeg
+//     cpp/src/transforms/*.cc cpp/src/transforms/ops/*.cc cpp/src/tools/*.cc -lopencv_core -lopencv_imgproc -lopencv_imgcodecs -ljpeg
 //     -pthread -o /tmp/transform_ceiling
 // Run:
 //   /tmp/transform_ceiling [--images N] [--passes P] [--threads T] [--min-side S --max-side S] [--root DIR]
+//                          [--only SUBSTRING]
 // The folder (generated once, under /tmp by default) has ImageNet-like
 // 250..500-pixel sides; --min-side 800 --max-side 1600 shows the draft
 // decode on large photos.
@@ -71,6 +75,7 @@ struct Options {
   int images = 500;
   int passes = 2;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string only;  // run only the cases whose name contains this
 };
 
 double ThreadCpuSeconds() {
@@ -114,6 +119,16 @@ std::vector<TransformSpec> TrainChain(bool draft) {
           {"Normalize", {{"mean", {0.485, 0.456, 0.406}}, {"std", {0.229, 0.224, 0.225}}}}};
 }
 
+std::vector<TransformSpec> TimmChain() {
+  return {{"ImgDecode", {}},
+          {"RandomResizedCrop", {{"size", {224}}}},
+          {"RandomHorizontalFlip", {}},
+          {"TrivialAugmentWide", {}},
+          {"ToTensor", {}},
+          {"Normalize", {{"mean", {0.485, 0.456, 0.406}}, {"std", {0.229, 0.224, 0.225}}}},
+          {"RandomErasing", {{"p", {0.25}}}}};
+}
+
 std::vector<TransformSpec> ValChain() {
   return {{"ImgDecode", {}},
           {"Resize", {{"size", {256}}}},
@@ -147,9 +162,12 @@ int main(int argc, char** argv) {
       opt.min_side = std::atoi(value());
     } else if (a == "--max-side") {
       opt.max_side = std::atoi(value());
+    } else if (a == "--only") {
+      opt.only = value();
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--root DIR] [--images N] [--passes P] [--threads T] [--min-side S] [--max-side S]\n",
+                   "usage: %s [--root DIR] [--images N] [--passes P] [--threads T] [--min-side S] [--max-side S] "
+                   "[--only SUBSTRING]\n",
                    argv[0]);
       return 2;
     }
@@ -185,7 +203,8 @@ int main(int argc, char** argv) {
               opt.root.c_str(), opt.images, gen.total_bytes / 1024.0 / opt.images, pixels / 1000.0 / opt.images,
               static_cast<long long>(gen.files_written));
 
-  const hdmlp::TransformPipeline train(TrainChain(false)), train_draft(TrainChain(true)), val(ValChain());
+  const hdmlp::TransformPipeline train(TrainChain(false)), train_draft(TrainChain(true)), val(ValChain()),
+      timm(TimmChain());
   // How often the draft chain reduces the decode (same crops as Apply).
   int reduced[4] = {0, 0, 0, 0};  // 1, 2, 4, 8
   for (int p = 0; p < opt.passes; ++p) {
@@ -261,13 +280,16 @@ int main(int argc, char** argv) {
                         {"train", chain(train)},
                         {"train, draft", chain(train_draft)},
                         {"val", chain(val)},
+                        {"timm", chain(timm)},
                         {"train after decode", after(train)},
-                        {"val after decode", after(val)}};
+                        {"val after decode", after(val)},
+                        {"timm after decode", after(timm)}};
 
   Run(max_threads, std::min<int64_t>(n, 64), cases[1].work);  // warm-up: caches, scratch buffers
   std::printf("AVX2 kernels: %s\n", hdmlp::ResampleUsesAvx2() ? "yes" : "no");
   std::printf("\n%-20s %8s %12s %12s %14s\n", "case", "threads", "images/s", "per core", "CPU us/image");
   for (const Case& c : cases) {
+    if (!opt.only.empty() && std::string(c.name).find(opt.only) == std::string::npos) continue;
     std::vector<int> thread_counts = {1};
     if (max_threads > 1) thread_counts.push_back(max_threads);
     for (int t : thread_counts) {

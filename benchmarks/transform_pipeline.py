@@ -1,16 +1,23 @@
 """The ImageNet training pipeline: hdmlp's C++ transforms against torchvision, side by side.
 
 Every system reads the same generated ImageNet-like folder (page cache warm)
-and delivers batches of the standard training chain
+and delivers batches of a training chain as [B, 3, 224, 224] float32 tensors
+with their labels. --chain classic (default) is the standard chain
 
     RandomResizedCrop(224), RandomHorizontalFlip(), ToTensor(), Normalize(mean, std)
 
-as [B, 3, 224, 224] float32 tensors with their labels:
+and --chain timm the timm-style chain of today's recipes
+
+    RandomResizedCrop(224), RandomHorizontalFlip(), TrivialAugmentWide(), ToTensor(),
+    Normalize(mean, std), RandomErasing(p=0.25)
+
+(the same torchvision ops and arguments on both sides). Systems:
 
   hdmlp               hdmlp.Job(transforms=[ImgDecode(), ...]) + HDMLPDataLoader: the
                       staging threads decode and transform in C++ into the batch
   hdmlp draft         the same with ImgDecode(draft=True) (libjpeg's reduced-size
-                      decode when the crop is shrunk 2x or more; docs/transforms.md)
+                      decode when the crop is shrunk 2x or more; docs/transforms.md;
+                      classic chain only)
   torchvision wN      torchvision ImageFolder + DataLoader(num_workers=N), N = 0, 1, 2
   ceiling             the bare C++ pipeline (hdmlp._core.TransformPipeline.apply) on
                       every core over files already in memory: no reading, batching
@@ -24,6 +31,9 @@ medians and the range of the per-repeat ratios.
 
     python benchmarks/transform_pipeline.py --images 1000 --epochs 3 --repeats 3 \\
         --json benchmarks/results/transform_pipeline.json --markdown benchmarks/results/transform_pipeline.md
+    python benchmarks/transform_pipeline.py --chain timm --images 1000 --epochs 3 --repeats 3 \\
+        --json benchmarks/results/transform_pipeline_timm.json \\
+        --markdown benchmarks/results/transform_pipeline_timm.md
 """
 from __future__ import annotations
 
@@ -48,9 +58,22 @@ from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
-def hdmlp_chain(size: int, draft: bool) -> list:
+ERASE_P = 0.25  # timm's default re_prob
+
+
+def hdmlp_chain(size: int, draft: bool, chain: str = "classic") -> list:
+    if chain == "timm":
+        return [T.ImgDecode(draft=draft), T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.TrivialAugmentWide(),
+                T.ToTensor(), T.Normalize(MEAN, STD), T.RandomErasing(ERASE_P)]
     return [T.ImgDecode(draft=draft), T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(),
             T.Normalize(MEAN, STD)]
+
+
+def torchvision_chain(size: int, chain: str = "classic") -> TV.Compose:
+    if chain == "timm":
+        return TV.Compose([TV.RandomResizedCrop(size), TV.RandomHorizontalFlip(), TV.TrivialAugmentWide(),
+                           TV.ToTensor(), TV.Normalize(MEAN, STD), TV.RandomErasing(ERASE_P)])
+    return TV.Compose([TV.RandomResizedCrop(size), TV.RandomHorizontalFlip(), TV.ToTensor(), TV.Normalize(MEAN, STD)])
 
 
 def consume(x: torch.Tensor) -> None:
@@ -71,15 +94,14 @@ def epoch_rates(loader, epochs: int) -> list[float]:
 
 
 def run_hdmlp(root: str, args, draft: bool) -> list[float]:
-    job = hdmlp.Job(root, args.batch_size, args.epochs, transforms=hdmlp_chain(args.size, draft), seed=1)
+    job = hdmlp.Job(root, args.batch_size, args.epochs, transforms=hdmlp_chain(args.size, draft, args.chain), seed=1)
     rates = epoch_rates(HDMLPDataLoader(HDMLPImageFolder(root, job)), args.epochs)
     job.close()
     return rates
 
 
 def run_torchvision(root: str, args, workers: int) -> list[float]:
-    transform = TV.Compose([TV.RandomResizedCrop(args.size), TV.RandomHorizontalFlip(), TV.ToTensor(),
-                            TV.Normalize(MEAN, STD)])
+    transform = torchvision_chain(args.size, args.chain)
     dataset = torchvision.datasets.ImageFolder(root, transform=transform)
     loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=workers,
                         persistent_workers=workers > 0)
@@ -88,7 +110,7 @@ def run_torchvision(root: str, args, workers: int) -> list[float]:
 
 def run_ceiling(root: str, args, draft: bool) -> float:
     files = [open(p, "rb").read() for p, _ in torchvision.datasets.ImageFolder(root).samples]
-    pipeline = T.compile_pipeline(hdmlp_chain(args.size, draft))
+    pipeline = T.compile_pipeline(hdmlp_chain(args.size, draft, args.chain))
     threads = os.cpu_count() or 1
     passes = max(args.epochs - 1, 1)
     items = [(p, i) for p in range(passes) for i in range(len(files))]
@@ -121,6 +143,9 @@ def steady(rates: list[float]) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--chain", choices=["classic", "timm"], default="classic",
+                    help="classic: RandomResizedCrop, flip, ToTensor, Normalize; timm: also TrivialAugmentWide "
+                         "and RandomErasing")
     ap.add_argument("--images", type=int, default=1000)
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--epochs", type=int, default=3)
@@ -141,12 +166,14 @@ def main() -> None:
 
     # Every repeat runs every system once, in the same order, so a change in
     # the machine's load hits all of them alike; ratios are taken per repeat.
+    drafts = (False, True) if args.chain == "classic" else (False,)
+    load = [os.getloadavg()]
     runs: list[dict[str, dict]] = []
     for _ in range(args.repeats):
         run: dict[str, dict] = {}
-        run["ceiling"] = {"steady": run_ceiling(root, args, draft=False)}
-        run["ceiling draft"] = {"steady": run_ceiling(root, args, draft=True)}
-        for draft in (False, True):
+        for draft in drafts:
+            run["ceiling draft" if draft else "ceiling"] = {"steady": run_ceiling(root, args, draft=draft)}
+        for draft in drafts:
             rates = run_hdmlp(root, args, draft)
             run["hdmlp draft" if draft else "hdmlp"] = {"epochs": rates, "steady": steady(rates)}
         for w in args.workers:
@@ -156,10 +183,12 @@ def main() -> None:
         run["ratios"] = {
             "hdmlp_vs_best_torchvision": run["hdmlp"]["steady"] / best,
             "hdmlp_vs_ceiling": run["hdmlp"]["steady"] / run["ceiling"]["steady"],
-            "hdmlp_draft_vs_best_torchvision": run["hdmlp draft"]["steady"] / best,
-            "hdmlp_draft_vs_ceiling_draft": run["hdmlp draft"]["steady"] / run["ceiling draft"]["steady"],
         }
+        if "hdmlp draft" in run:
+            run["ratios"]["hdmlp_draft_vs_best_torchvision"] = run["hdmlp draft"]["steady"] / best
+            run["ratios"]["hdmlp_draft_vs_ceiling_draft"] = run["hdmlp draft"]["steady"] / run["ceiling draft"]["steady"]
         runs.append(run)
+        load.append(os.getloadavg())
     names = [k for k in runs[0] if k != "ratios"]
     systems = {name: {"steady": statistics.median(r[name]["steady"] for r in runs),
                       "repeats": [r[name]["steady"] for r in runs],
@@ -179,7 +208,11 @@ def main() -> None:
         spread = f" (repeats: {fmt(lo)} to {fmt(hi)})" if args.repeats > 1 else ""
         return f"**{fmt(summary[key])}**{spread}"
 
-    lines = [f"Machine: {machine}. Dataset: {args.images} ImageNet-like JPEGs, page cache warm. "
+    chain_text = ", ".join(type(t).__name__ for t in hdmlp_chain(args.size, False, args.chain)[1:])
+    load_text = ", ".join(f"{a[0]:.1f}" for a in load)
+    lines = [f"Chain: {chain_text}.", "",
+             f"Machine: {machine}; 1-minute load average before the run and after each repeat: {load_text}. "
+             f"Dataset: {args.images} ImageNet-like JPEGs, page cache warm. "
              f"Batch {args.batch_size}, {args.size}x{args.size}, {args.epochs} epochs; steady state = mean of "
              f"epochs after the first; {args.repeats} repeat(s) of every system, interleaved; images/s and "
              f"ratios are the medians over the repeats.", "",
@@ -190,19 +223,21 @@ def main() -> None:
     lines += ["", f"hdmlp / best torchvision: {ratio('hdmlp_vs_best_torchvision')} (goal >= 3x); "
                   f"hdmlp / ceiling: {ratio('hdmlp_vs_ceiling', True)} (goal >= 85%). The ceiling is the bare "
                   f"pipeline driven from Python threads with one output allocation per image, so the loader "
-                  f"can come out above it.",
-              f"With the draft decode: {ratio('hdmlp_draft_vs_best_torchvision')} torchvision, "
-              f"{ratio('hdmlp_draft_vs_ceiling_draft', True)} of the draft ceiling.", "",
-              f"Command: `{command}`"]
+                  f"can come out above it."]
+    if "hdmlp_draft_vs_best_torchvision" in summary:
+        lines += [f"With the draft decode: {ratio('hdmlp_draft_vs_best_torchvision')} torchvision, "
+                  f"{ratio('hdmlp_draft_vs_ceiling_draft', True)} of the draft ceiling."]
+    lines += ["", f"Command: `{command}`"]
     text = "\n".join(lines)
     print(text)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": machine, "command": command, "systems": systems, "summary": summary,
-                       "ranges": ranges, "runs": runs}, f, indent=2)
+            json.dump({"machine": machine, "chain": chain_text, "load_average": load, "command": command,
+                       "systems": systems, "summary": summary, "ranges": ranges, "runs": runs}, f, indent=2)
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write("# ImageNet training pipeline: hdmlp against torchvision\n\n"
+            title = "timm-style training chain" if args.chain == "timm" else "ImageNet training pipeline"
+            f.write(f"# {title}: hdmlp against torchvision\n\n"
                     "Generated by `benchmarks/transform_pipeline.py`; do not edit.\n\n" + text + "\n")
 
 
