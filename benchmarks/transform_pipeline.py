@@ -136,6 +136,36 @@ def run_ceiling(root: str, args, draft: bool) -> float:
     return len(items) / (time.perf_counter() - t0)
 
 
+def cpu_costs(root: str, args) -> dict[str, float]:
+    """CPU microseconds per image of each side's bare chain on one thread (decode included).
+
+    Measured with the process's CPU clock, so other jobs on the machine
+    distort it far less than they distort images/s: the load-robust part of
+    the comparison. torchvision runs its loader and Compose in this process
+    (torch limited to one thread, as in DataLoader workers), hdmlp its pipeline.
+    """
+    n = min(args.cpu_cost_images, len(torchvision.datasets.ImageFolder(root).samples))
+    dataset = torchvision.datasets.ImageFolder(root)
+    paths = [p for p, _ in dataset.samples[:n]]
+    files = [open(p, "rb").read() for p in paths]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        transform = torchvision_chain(args.size, args.chain)
+        t0 = time.process_time()
+        for p in paths:
+            transform(dataset.loader(p))
+        tv = (time.process_time() - t0) / n * 1e6
+    finally:
+        torch.set_num_threads(threads)
+    pipeline = T.compile_pipeline(hdmlp_chain(args.size, False, args.chain))
+    t0 = time.process_time()
+    for i, data in enumerate(files):
+        pipeline.apply(data, "x", 1, 0, i)
+    ours = (time.process_time() - t0) / n * 1e6
+    return {"torchvision_us": tv, "hdmlp_us": ours, "ratio": tv / ours}
+
+
 def steady(rates: list[float]) -> float:
     later = rates[1:] or rates
     return sum(later) / len(later)
@@ -152,6 +182,8 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--cpu-cost-images", type=int, default=300,
+                    help="images for the per-image CPU cost of each side's bare chain (0: skip)")
     ap.add_argument("--repeats", type=int, default=1, help="run every system this many times, interleaved")
     ap.add_argument("--data", default=None, help="dataset folder (generated there once)")
     ap.add_argument("--json", default=None)
@@ -187,9 +219,11 @@ def main() -> None:
         if "hdmlp draft" in run:
             run["ratios"]["hdmlp_draft_vs_best_torchvision"] = run["hdmlp draft"]["steady"] / best
             run["ratios"]["hdmlp_draft_vs_ceiling_draft"] = run["hdmlp draft"]["steady"] / run["ceiling draft"]["steady"]
+        if args.cpu_cost_images > 0:
+            run["cpu_cost"] = cpu_costs(root, args)
         runs.append(run)
         load.append(os.getloadavg())
-    names = [k for k in runs[0] if k != "ratios"]
+    names = [k for k in runs[0] if k not in ("ratios", "cpu_cost")]
     systems = {name: {"steady": statistics.median(r[name]["steady"] for r in runs),
                       "repeats": [r[name]["steady"] for r in runs],
                       "epochs": [r[name].get("epochs", []) for r in runs]} for name in names}
@@ -224,6 +258,16 @@ def main() -> None:
                   f"hdmlp / ceiling: {ratio('hdmlp_vs_ceiling', True)} (goal >= 85%). The ceiling is the bare "
                   f"pipeline driven from Python threads with one output allocation per image, so the loader "
                   f"can come out above it."]
+    if args.cpu_cost_images > 0:
+        costs = [r["cpu_cost"] for r in runs]
+        med = {k: statistics.median(c[k] for c in costs) for k in costs[0]}
+        per_repeat = ", ".join(f"{c['ratio']:.2f}x" for c in costs)
+        lines += ["", f"CPU cost per image of the bare chains on one thread (decode included; process CPU clock, "
+                      f"which other jobs distort far less than images/s): torchvision {med['torchvision_us']:.0f} us, "
+                      f"hdmlp {med['hdmlp_us']:.0f} us, **{med['ratio']:.2f}x** (repeats: "
+                      f"{per_repeat}). On a busy machine images/s favour the "
+                      f"system with more threads (hdmlp's staging threads against the DataLoader's workers); "
+                      f"this ratio does not."]
     if "hdmlp_draft_vs_best_torchvision" in summary:
         lines += [f"With the draft decode: {ratio('hdmlp_draft_vs_best_torchvision')} torchvision, "
                   f"{ratio('hdmlp_draft_vs_ceiling_draft', True)} of the draft ceiling."]
