@@ -69,9 +69,9 @@ void SamplePlan::Crop(int left, int top, int w, int h) {  // left, top in view c
 void SamplePlan::Resample(const TransformOp& op, int64_t nh, int64_t nw, Interpolation interpolation,
                           bool antialias) {
   if (nh < 1 || nw < 1 || nh * nw > kMaxImagePixels) {
-    Fail(op, "would resize this " + std::to_string(rw_) + "x" + std::to_string(rh_) + " (w x h) image to " +
-                 std::to_string(nw) + "x" + std::to_string(nh) + ", outside 1.." + std::to_string(kMaxImagePixels) +
-                 " pixels");
+    throw InvalidArgumentError("'" + *path_ + "': " + op.label() + " would resize this " + std::to_string(rw_) + "x" +
+                               std::to_string(rh_) + " (w x h) image to " + std::to_string(nw) + "x" +
+                               std::to_string(nh) + ", outside 1.." + std::to_string(kMaxImagePixels) + " pixels");
   }
   Reading();
   if (first_resample_ < 0) first_resample_ = static_cast<int>(actions_.size());
