@@ -482,7 +482,8 @@ TEST(TransformOpRandomTest, PolicyAndJitterDrawsHaveTheirFrequencies) {
   std::map<std::string, int> ops;
   int negative = 0, signed_draws = 0;
   for (int i = 0; i < n; ++i) {
-    const auto& v = ta.RandomDraws(64, 64, 1, 0, i)[0].values;
+    const auto draws = ta.RandomDraws(64, 64, 1, 0, i);
+    const auto& v = draws[0].values;
     ++ops[v[0].text];
     const double magnitude = v[2].value;
     if (magnitude != 0 && v[0].text != "Posterize" && v[0].text != "Solarize") {
@@ -498,7 +499,8 @@ TEST(TransformOpRandomTest, PolicyAndJitterDrawsHaveTheirFrequencies) {
   std::map<int, int> orders;
   double sum = 0, sum2 = 0;
   for (int i = 0; i < n; ++i) {
-    const auto& v = cj.RandomDraws(8, 8, 2, 0, i)[0].values;
+    const auto draws = cj.RandomDraws(8, 8, 2, 0, i);
+    const auto& v = draws[0].values;
     ++orders[static_cast<int>(v[0].value)];
     sum += v[1].value;
     sum2 += v[1].value * v[1].value;
@@ -512,7 +514,8 @@ TEST(TransformOpRandomTest, PolicyAndJitterDrawsHaveTheirFrequencies) {
   const TransformPipeline aa({{"ImgDecode", {}}, {"AutoAugment", {}}, {"ToTensor", {}}});
   int first = 0, applied[2] = {0, 0};
   for (int i = 0; i < n; ++i) {
-    const auto& v = aa.RandomDraws(8, 8, 3, 0, i)[0].values;
+    const auto draws = aa.RandomDraws(8, 8, 3, 0, i);
+    const auto& v = draws[0].values;
     if (v[0].value != 0) continue;
     ++first;
     applied[0] += v[2].value != 0;
