@@ -76,6 +76,7 @@ void ReadJpeg(const uint8_t* d, int64_t n, const std::string& path, bool check_c
       if (h->height == 0) {
         Fail(path, "unsupported JPEG: the height is given by a DNL marker after the first scan");
       }
+      if (h->width == 0) Fail(path, "corrupt JPEG: the frame header (SOF) gives a width of 0");
       have_sof = true;
       if (!check_complete) return;
     }
@@ -167,11 +168,12 @@ void ReadTiff(const uint8_t* d, int64_t n, const std::string& path, ImageHeader*
   if (n < first) Fail(path, "truncated TIFF: the file ends inside its header");
   const uint64_t ifd = big ? u64(8) : u32(4);
   const int64_t count_size = big ? 8 : 2, entry_size = big ? 20 : 12;
-  if (ifd < static_cast<uint64_t>(first) || ifd + count_size > static_cast<uint64_t>(n)) {
+  // Written so that no sum can wrap around (found by tests/fuzz/decode_fuzz.cc).
+  if (ifd < static_cast<uint64_t>(first) || ifd > static_cast<uint64_t>(n - count_size)) {
     Fail(path, "truncated or corrupt TIFF: the first image directory is outside the file");
   }
   const uint64_t count = big ? u64(static_cast<int64_t>(ifd)) : u16(static_cast<int64_t>(ifd));
-  if (ifd + count_size + count * entry_size > static_cast<uint64_t>(n)) {
+  if (count > (static_cast<uint64_t>(n) - ifd - count_size) / entry_size) {
     Fail(path, "truncated TIFF: the file ends inside the first image directory");
   }
   int64_t w = -1, hh = -1, bits = 1, samples = 1;
@@ -389,6 +391,10 @@ ImageHeader ReadImageHeader(const uint8_t* d, int64_t n, const std::string& path
     }
     Fail(path, what + ": hdmlp decodes JPEG, PNG, BMP, TIFF, WebP and PBM/PGM/PPM files (first bytes: " +
                    Hex(d, n) + ")");
+  }
+  if (h.width <= 0 || h.height <= 0) {
+    Fail(path, std::string("corrupt ") + ImageFormatName(h.format) + ": the header gives a size of " +
+                   std::to_string(h.width) + "x" + std::to_string(h.height));
   }
   const int64_t pixels = int64_t{h.width} * h.height;
   if (pixels > kMaxImagePixels) {
