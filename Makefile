@@ -1,6 +1,12 @@
 # Developer shortcuts; scripts/dev.sh is the entry point that sets things up.
 #   make sanitize   C++ tests under ASan+UBSan and under TSan (CI runs this)
-.PHONY: demo test sanitize asan tsan
+#   make fuzz       every libFuzzer target for FUZZ_SECONDS (default 300) each
+.PHONY: demo test sanitize asan tsan fuzz
+
+FUZZ_SECONDS ?= 300
+
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 demo:
 	scripts/dev.sh demo
@@ -14,7 +20,7 @@ asan:
 	cmake -S . -B build/asan -G Ninja -DHDMLP_BUILD_TESTS=ON -DHDMLP_BUILD_PYTHON=OFF \
 	  -DCMAKE_BUILD_TYPE=Debug -DHDMLP_SANITIZE=address,undefined >/dev/null
 	cmake --build build/asan -j 2
-	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
 	  ctest --test-dir build/asan --output-on-failure -j 2
 
 tsan:

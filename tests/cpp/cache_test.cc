@@ -1,10 +1,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "hdmlp/cache/cache_hierarchy.h"
 #include "hdmlp/cache/storage_class.h"
@@ -120,17 +123,22 @@ TEST_F(CacheTest, HalfSizedClassServesWhatItHolds) {
   EXPECT_EQ(pfs_reads[2], 40 - cached);
 }
 
-TEST_F(CacheTest, FilesystemClassServesLaterEpochsAndCleansUp) {
-  const std::string disk = dir_ / "disk";
-  // A folder a crashed job on this host left behind (no such process).
+std::string ThisHost() {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   std::string h(host);
   for (char& c : h) {
     if (c == '-' || c == '/') c = '_';
   }
-  const std::string stale = disk + "/hdmlp-job-" + h + "-999999999-deadbeef";
+  return h;
+}
+
+TEST_F(CacheTest, FilesystemClassServesLaterEpochsAndCleansUp) {
+  const std::string disk = dir_ / "disk";
+  // A folder a crashed job left behind: its lock file is held by nobody.
+  const std::string stale = disk + "/hdmlp-job-" + ThisHost() + "-999999999-deadbeef";
   WriteFile(stale + "/1.bin", "old");
+  WriteFile(stale + "/.lock", "");
   std::string folder;
   {
     Job job(Options(Config(DiskClass(disk, 1)), nullptr));
@@ -203,6 +211,142 @@ TEST_F(CacheTest, SlowPfsIsReadOnceEvenUnderPressure) {
   const auto pfs_reads = RunAll(job);
   EXPECT_EQ(pfs.files_opened(), 40);
   for (size_t e = 1; e < pfs_reads.size(); ++e) EXPECT_EQ(pfs_reads[e], 0);
+}
+
+// The sweep of crash leftovers trusts locks, not host names and PIDs: a job
+// in another PID namespace (a container) may have a PID that does not exist
+// here, on the same host name.
+TEST(FilesystemClassTest, SweepRemovesOnlyFoldersNobodyHolds) {
+  TempDir dir;
+  const std::string disk = dir / "disk";
+  const std::string live = disk + "/hdmlp-job-" + ThisHost() + "-999999998-cafecafe";  // "dead" PID, live job
+  const std::string dead = disk + "/hdmlp-job-" + ThisHost() + "-999999997-deadbeef";
+  const std::string old_unlocked = disk + "/hdmlp-job-otherhost-1-00000001";
+  const std::string young_unlocked = disk + "/hdmlp-job-otherhost-2-00000002";
+  const std::string half_made = disk + "/.hdmlp-new-otherhost-3-00000003";
+  for (const auto& f : {live, dead, old_unlocked, young_unlocked, half_made}) WriteFile(f + "/1.bin", "x");
+  WriteFile(live + "/.lock", "");
+  WriteFile(dead + "/.lock", "");
+  auto held = Env::Default()->TryLockFile(live + "/.lock", false);  // as the live job in its container does
+  ASSERT_NE(held, nullptr);
+  const auto two_hours_ago = std::filesystem::file_time_type::clock::now() - std::chrono::hours(2);
+  std::filesystem::last_write_time(old_unlocked, two_hours_ago);
+  std::filesystem::last_write_time(half_made, two_hours_ago);
+
+  auto cls = MakeFilesystemClass(Env::Default(), "filesystem", disk);
+  EXPECT_TRUE(std::filesystem::exists(live + "/1.bin")) << "a live job's folder was removed";
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_FALSE(std::filesystem::exists(old_unlocked));
+  EXPECT_TRUE(std::filesystem::exists(young_unlocked));
+  EXPECT_FALSE(std::filesystem::exists(half_made));
+  // The new class's own folder is locked while it lives, and only then.
+  const std::string mine = FilesystemClassFolder(*cls);
+  EXPECT_EQ(Env::Default()->TryLockFile(mine + "/.lock", false), nullptr);
+  auto other = MakeFilesystemClass(Env::Default(), "filesystem", disk);
+  EXPECT_TRUE(std::filesystem::exists(mine));
+  cls.reset();
+  EXPECT_FALSE(std::filesystem::exists(mine));
+}
+
+// Store and Release race (a staging worker caching a sample on its way while
+// the job closes): whatever the interleaving, nothing is left on disk.
+TEST(FilesystemClassTest, ReleaseWhileStoringLeavesNothing) {
+  TempDir dir;
+  const std::string disk = dir / "disk";
+  const std::string payload(4096, 'p');
+  for (int round = 0; round < 10; ++round) {
+    auto cls = MakeFilesystemClass(Env::Default(), "filesystem", disk);
+    const std::string folder = FilesystemClassFolder(*cls);
+    std::atomic<bool> go{false};
+    std::vector<std::thread> storers;
+    for (int t = 0; t < 3; ++t) {
+      storers.emplace_back([&, t] {
+        while (!go.load()) std::this_thread::yield();
+        for (int i = 0; i < 100; ++i) {
+          cls->Store(t * 1000 + i, t * 1000 + i, reinterpret_cast<const uint8_t*>(payload.data()), 4096);
+        }
+      });
+    }
+    go = true;
+    std::this_thread::sleep_for(std::chrono::microseconds(200 * (round % 10)));
+    cls->Release();
+    for (auto& t : storers) t.join();
+    EXPECT_FALSE(std::filesystem::exists(folder)) << "round " << round << ": files written after the release";
+    if (std::filesystem::exists(folder)) break;
+  }
+}
+
+TEST(FilesystemClassTest, AChangedFileIsDroppedNeverServed) {
+  TempDir dir;
+  auto cls = MakeFilesystemClass(Env::Default(), "filesystem", dir / "disk");
+  const std::string bytes = "the bytes of sample seven";
+  ASSERT_TRUE(cls->Store(0, 7, reinterpret_cast<const uint8_t*>(bytes.data()), static_cast<int64_t>(bytes.size())));
+  SampleBuffer out;
+  ASSERT_TRUE(cls->Read(0, 7, static_cast<int64_t>(bytes.size()), &out));
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data.get()), static_cast<size_t>(out.size)), bytes);
+  // One byte changed in place, same size.
+  const std::string file = FilesystemClassFolder(*cls) + "/7.bin";
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4);
+    f.put('X');
+  }
+  EXPECT_FALSE(cls->Read(0, 7, static_cast<int64_t>(bytes.size()), &out));
+  EXPECT_EQ(cls->dropped_corrupt(), 1);
+  EXPECT_NE(cls->corruption_warning().find(file), std::string::npos) << cls->corruption_warning();
+  EXPECT_FALSE(std::filesystem::exists(file)) << "the changed file must be dropped";
+}
+
+TEST_F(CacheTest, ACorruptCachedFileIsReadFromThePfsWithAWarning) {
+  const std::string disk = dir_ / "disk";
+  Job job(Options(Config(DiskClass(disk, 1)), nullptr, 3));
+  // Epoch 0 fills the class; then every cached file gets one byte changed.
+  job.BeginEpoch(0);
+  Batch batch;
+  for (;;) {
+    const auto r = job.NextBatch(&batch, 1000ms);
+    if (r == Job::Next::kEndOfEpoch) break;
+  }
+  for (int i = 0; i < 200 && job.ClassStatuses()[0].filled_samples < 40; ++i) std::this_thread::sleep_for(10ms);
+  int changed = 0;
+  for (auto& e : std::filesystem::recursive_directory_iterator(disk)) {
+    if (e.path().extension() != ".bin") continue;
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(10);
+    f.put('\x7f');
+    ++changed;
+  }
+  ASSERT_EQ(changed, 40);
+  // Epochs 1 and 2: every sample's bytes are still right (RunAll checks).
+  for (int e = 1; e < 3; ++e) {
+    job.BeginEpoch(e);
+    for (;;) {
+      const auto r = job.NextBatch(&batch, 1000ms);
+      if (r == Job::Next::kTimeout) continue;
+      if (r == Job::Next::kEndOfEpoch) break;
+      for (size_t k = 0; k < batch.ids.size(); ++k) {
+        const auto& s = batch.samples[k];
+        EXPECT_EQ(std::string(reinterpret_cast<const char*>(s.data.get()), static_cast<size_t>(s.size)),
+                  contents_[job.source().names()[static_cast<size_t>(batch.ids[k])]]);
+      }
+    }
+  }
+  EXPECT_EQ(job.ClassStatuses()[0].dropped_corrupt, 40);
+  EXPECT_EQ(job.Metrics()[2].reads.at("pfs").count, 40);
+  bool warned = false;
+  for (const auto& w : job.Warnings()) warned = warned || w.find("checksum") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
+TEST_F(CacheTest, ASourceFileChangedDuringTheJobIsReported) {
+  // No cache class: every epoch reads the dataset's storage.
+  Job job(Options(Config(""), nullptr, 2));
+  // Same size, new time (a file rewritten in place) after the job indexed it.
+  const std::string changed = root_ + "/c1/f5.jpg";
+  std::filesystem::last_write_time(changed, std::filesystem::last_write_time(changed) + std::chrono::seconds(5));
+  RunAll(job);  // still delivers the bytes on disk
+  EXPECT_EQ(job.changed_samples(), 1);
+  EXPECT_EQ(job.ChangedFiles(), std::vector<std::string>{changed});
 }
 
 TEST(MemoryClassTest, StoresAndReadsBack) {

@@ -1,6 +1,7 @@
 #include "hdmlp/config/config.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -35,6 +36,19 @@ std::string ShippedConfig(const std::string& name) {
 
 // Loads `text` expecting a ConfigError; returns its message ("" after
 // recording a failure if something else happened).
+std::string LoadFileError(const std::string& path) {
+  try {
+    Config::LoadFile(path);
+  } catch (const ConfigError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type, message: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "loaded without error: " << path;
+  return "";
+}
+
 std::string LoadError(const std::string& text) {
   try {
     Config::LoadString(text, "test.cfg");
@@ -105,12 +119,50 @@ std::string WithClasses(const std::string& extra_classes, const std::string& top
 
 // ---------------------------------------------------------------- valid input
 
+TEST(ConfigTest, FifosAndDevicesAreRefusedNotWaitedFor) {
+  TempDir tmp;
+  const std::string fifo = tmp.path() + "/pipe.cfg";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  // The config itself, or a file it includes: fopen would wait for a writer forever.
+  std::string msg = LoadFileError(fifo);
+  EXPECT_CONTAINS(msg, "FIFO");
+  {
+    std::ofstream(tmp.path() + "/main.cfg") << "@include \"pipe.cfg\"\nstorage_classes = ( { capacity = 1; threads = 1; } );\n";
+    std::ofstream(tmp.path() + "/dev.cfg") << "b_c = 5;\n  @include \"/dev/zero\"\n";
+    std::ofstream(tmp.path() + "/nested.cfg") << "@include \"main.cfg\"\n";
+    std::ofstream(tmp.path() + "/ok_part.cfg") << "b_c = 7;\n";
+    std::ofstream(tmp.path() + "/ok.cfg") << "@include \"ok_part.cfg\"\nstorage_classes = ( { capacity = 1; threads = 1; } );\n";
+  }
+  msg = LoadFileError(tmp.path() + "/main.cfg");
+  EXPECT_CONTAINS(msg, "main.cfg:1: @include \"pipe.cfg\"");
+  EXPECT_CONTAINS(msg, "FIFO");
+  EXPECT_CONTAINS(LoadFileError(tmp.path() + "/nested.cfg"), "FIFO");
+  // libconfig resolves even "/dev/zero" against a file's folder; a string's
+  // includes are taken as written.
+  LoadFileError(tmp.path() + "/dev.cfg");
+  EXPECT_CONTAINS(LoadError("@include \"/dev/zero\"\n"), "character device");
+  EXPECT_EQ(Config::LoadFile(tmp.path() + "/ok.cfg").b_c_mbps, 7);
+}
+
+TEST(ConfigTest, CapacitiesBeyondAnyMachineAreRefused) {
+  // 1e300 MB would overflow the byte count (undefined behaviour before).
+  for (const char* big : {"1e300", "9e12", "1e13"}) {
+    try {
+      Config::LoadString(std::string("storage_classes = ( { capacity = ") + big + "; threads = 3; } );");
+      FAIL() << big << " accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("at most 1e+12"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(Config::LoadString("storage_classes = ( { capacity = 1e12; threads = 3; } );"));
+}
+
 TEST(ConfigTest, MinimalConfigGetsDefaults) {
   Config c = Config::LoadString("storage_classes = ( { capacity = 100; threads = 3; } );");
   EXPECT_EQ(c.b_c_mbps, 10000);
   EXPECT_EQ(c.b_fs_mbps, 2000);
   EXPECT_EQ(c.distributed_threads, 2);
-  EXPECT_FALSE(c.checkpoint);
+  EXPECT_TRUE(c.checkpoint);  // the index cache is on unless switched off
   EXPECT_EQ(c.checkpoint_path, ExpandPath(UserCacheDir()));
   EXPECT_TRUE(c.pfs_bandwidth.empty());
   EXPECT_EQ(c.origin, "<string>");

@@ -13,6 +13,8 @@
 #include <tuple>
 #include <vector>
 
+#include <limits>
+
 #include "hdmlp/errors.h"
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/plan/random.h"
@@ -157,6 +159,37 @@ TEST(CountRankAccessesTest, OneSamplePerStepAndSingleSample) {
   EXPECT_EQ(uses[0].sample, 0);
   EXPECT_EQ(uses[0].count, 4);
   EXPECT_EQ(uses[0].first_item, 0);
+}
+
+// A job of 2^31 - 1 epochs counts only the first H epochs, H * epoch size
+// about max_counted_reads: what it counts is exactly those epochs' reads.
+TEST(CountRankAccessesTest, ManyEpochsCountABoundedPrefix) {
+  const AccessPlan huge(Options(30, 7, std::numeric_limits<int>::max(), 2, false));
+  PlanningOptions options;
+  options.max_counted_reads = 1000;
+  const int counted = CountedEpochs(huge, 1, options);
+  EXPECT_EQ(counted, static_cast<int>(1000 / huge.RankEpochSize(1)));
+  const AccessPlan prefix(Options(30, 7, counted, 2, false));
+  ExpectSameUses(CountRankAccesses(huge, 1, options), ReferenceUses(prefix, 1), "prefix");
+  const Placement placement = PlanPlacement(huge, 1, std::vector<int64_t>(30, 10), {0, 100}, options);
+  EXPECT_EQ(placement.class_samples[1].size(), 10u);
+  // A job that fits is counted whole, and the default budget fits every
+  // usual job (2^24 reads a rank).
+  options.max_counted_reads = 0;
+  EXPECT_EQ(CountedEpochs(prefix, 1, options), counted);
+  EXPECT_EQ(CountedEpochs(AccessPlan(Options(1281167, 256 * 16, 90, 16, false)), 3), 90);
+  EXPECT_EQ(CountedEpochs(huge, 1), (int64_t{1} << 24) / huge.RankEpochSize(1));
+}
+
+TEST(CountRankAccessesTest, InterruptStopsTheCount) {
+  const AccessPlan plan(Options(1000, 10, 2000, 1, false));  // 2M reads: several chunks
+  PlanningOptions options;
+  int polls = 0;
+  options.interrupt = [&polls] {
+    if (++polls == 2) throw InterruptedError("stop");
+  };
+  EXPECT_THROW(CountRankAccesses(plan, 0, options), InterruptedError);
+  EXPECT_EQ(polls, 2);
 }
 
 TEST(CountRankAccessesTest, RejectsBadRank) {

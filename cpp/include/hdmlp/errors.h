@@ -36,6 +36,21 @@ class InvalidArgumentError : public Error {
   using Error::Error;
 };
 
+// An argument of the wrong type, reported by the Python layer of another
+// rank (Python: TypeError).
+class TypeError : public InvalidArgumentError {
+ public:
+  using InvalidArgumentError::InvalidArgumentError;
+};
+
+// One sample that cannot be held in memory: an allocation for it failed
+// (Python: MemoryError). A bad sample, like an InvalidArgumentError: the
+// message names the file, and on_error="skip" leaves it out.
+class AllocationError : public InvalidArgumentError {
+ public:
+  using InvalidArgumentError::InvalidArgumentError;
+};
+
 // A bad configuration file or value (Python: hdmlp.ConfigError, a ValueError).
 class ConfigError : public InvalidArgumentError {
  public:
@@ -54,6 +69,20 @@ class ClosedError : public Error {
   using Error::Error;
 };
 
+// A job used in a process forked from the one that made it, where its
+// threads do not exist (Python: RuntimeError).
+class ForkedError : public ClosedError {
+ public:
+  using ClosedError::ClosedError;
+};
+
+// A long start-up phase saw a pending interrupt (Ctrl-C) and stopped; the
+// caller re-raises the interrupt (Python: KeyboardInterrupt).
+class InterruptedError : public Error {
+ public:
+  using Error::Error;
+};
+
 // An error caught on one thread, to be raised again on another. It keeps
 // the type and message, not the exception object: an exception object
 // shared between threads is destroyed by whichever drops it last, which
@@ -66,12 +95,19 @@ class CapturedError {
   static CapturedError FromCurrentException();
   explicit operator bool() const { return kind_ != Kind::kNone; }
   const std::string& message() const { return message_; }
-  // An InvalidArgumentError: for a sample, a bad image rather than bad storage.
-  bool IsInvalidArgument() const { return kind_ == Kind::kInvalidArgument; }
+  // An InvalidArgumentError: for a sample, a bad image (or one too large to
+  // hold in memory) rather than bad storage.
+  bool IsInvalidArgument() const { return kind_ == Kind::kInvalidArgument || kind_ == Kind::kAllocation; }
   [[noreturn]] void Throw() const;
+  // The same error with another message (e.g. prefixed by where it happened).
+  CapturedError WithMessage(std::string message) const;
+  // A one-word name of the type, and back: to carry an error to another rank.
+  std::string KindName() const;
+  static CapturedError FromKindName(const std::string& kind, std::string message);
 
  private:
-  enum class Kind { kNone, kNotFound, kNotADirectory, kConfig, kInvalidArgument, kIO, kClosed, kOther };
+  enum class Kind { kNone, kNotFound, kNotADirectory, kConfig, kInvalidArgument, kAllocation, kIO, kClosed, kOther,
+                    kType };
   Kind kind_ = Kind::kNone;
   std::string message_;
 };

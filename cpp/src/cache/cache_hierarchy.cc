@@ -16,9 +16,13 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, Source& source,
-                               Env* local_env, Communicator* comm, int worker_slots)
-    : source_(source), model_(config, plan.options().world_size), my_rank_(rank),
-      worker_slots_(worker_slots), coalesce_bytes_(int64_t{config.coalesce_kb} * 1024) {
+                               Env* local_env, Communicator* comm, int worker_slots,
+                               std::shared_ptr<SourceReader> reader, const InterruptCheck& interrupt)
+    : source_(source), model_(config, plan.options().world_size),
+      reader_(reader != nullptr ? std::move(reader)
+                                : std::make_shared<SourceReader>(std::shared_ptr<Source>(&source, [](Source*) {}),
+                                                                 nullptr, 300.0)),
+      my_rank_(rank), worker_slots_(worker_slots), coalesce_bytes_(int64_t{config.coalesce_kb} * 1024) {
   const size_t num_classes = config.storage_classes.size();
   levels_.resize(num_classes);
   std::vector<int64_t> capacities(num_classes, 0);
@@ -48,11 +52,14 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
     levels_[j] = std::move(level);
   }
 
+  const bool several_ranks = comm != nullptr && comm->size() > 1;
   PlanningOptions planning;
   // Only ranks that serve each other gain from caching their first-epoch
   // samples first (cache_hierarchy.h); alone (or under a launcher without
   // MPI) the most-read samples win.
-  planning.first_epoch_first = comm != nullptr && comm->size() > 1;
+  planning.first_epoch_first = several_ranks;
+  planning.keep_read_samples = several_ranks;  // what to ask the peer directory about
+  planning.interrupt = interrupt;
   placement_ = PlanPlacement(plan, rank, source.sizes(), capacities, planning);
 
   int64_t slots = 0;
@@ -88,39 +95,28 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
   states_.reset(new std::atomic<uint8_t>[static_cast<size_t>(std::max<int64_t>(slots, 1))]);
   for (int64_t s = 0; s < slots; ++s) states_[static_cast<size_t>(s)].store(kEmpty, std::memory_order_relaxed);
 
-  if (comm != nullptr && comm->size() > 1) {
-    ExchangePlacements(plan, comm);
+  if (several_ranks) {
+    ExchangePlacements(plan, comm, placement_.read_samples);
+    std::vector<int64_t>().swap(placement_.read_samples);
     int prefetch_threads = 0;
     for (size_t j = 1; j < levels_.size(); ++j) prefetch_threads += levels_[j]->threads;
-    transport_ = std::make_unique<PeerTransport>(comm, config.distributed_threads, worker_slots_ + prefetch_threads,
-                                                 [this](int64_t sample, SampleBuffer* out) { return Serve(sample, out); });
+    // Lingering at close: long enough for a peer an epoch of a small job
+    // behind, never longer than the job waits for a peer anyway.
+    transport_ = std::make_unique<PeerTransport>(
+        comm, config.distributed_threads, worker_slots_ + prefetch_threads,
+        [this](int64_t sample, SampleBuffer* out) { return Serve(sample, out); }, std::min(10.0, comm->timeout_s()));
   }
 }
 
-void CacheHierarchy::ExchangePlacements(const AccessPlan& plan, Communicator* comm) {
-  // Each rank sends (sample << 8 | class) for everything it will cache.
-  std::string mine;
-  mine.reserve(slot_samples_.size() * sizeof(int64_t));
+void CacheHierarchy::ExchangePlacements(const AccessPlan& plan, Communicator* comm, const std::vector<int64_t>& reads) {
+  std::vector<CachedSample> cached;
+  cached.reserve(slot_samples_.size());
   for (size_t j = 1; j < levels_.size(); ++j) {
-    for (int64_t sample : levels_[j]->samples) {
-      const int64_t entry = sample << 8 | static_cast<int64_t>(j);
-      mine.append(reinterpret_cast<const char*>(&entry), sizeof entry);
-    }
+    for (int64_t sample : levels_[j]->samples) cached.push_back({sample, static_cast<int>(j)});
   }
-  const std::vector<std::string> all = comm->AllGather(mine, "the exchange of cache placements");
-  directory_.assign(static_cast<size_t>(source_.size()), -1);
-  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-    const std::string& theirs = all[static_cast<size_t>(r)];
-    for (size_t off = 0; off + sizeof(int64_t) <= theirs.size(); off += sizeof(int64_t)) {
-      int64_t entry;
-      std::memcpy(&entry, theirs.data() + off, sizeof entry);
-      const int64_t sample = entry >> 8;
-      if (sample < 0 || sample >= source_.size()) continue;
-      int32_t& who = directory_[static_cast<size_t>(sample)];
-      // The first-epoch reader wins; else the lowest rank (ranks come in order).
-      if (who < 0 || plan.FirstEpochReader(sample) == r) who = static_cast<int32_t>(r << 8 | (entry & 0xff));
-    }
-  }
+  directory_ = PeerDirectory::Exchange(plan, my_rank_, cached, reads, [comm](const RankMessages& out) {
+    return comm->AllToAll(out, "the exchange of cache placements");
+  });
 }
 
 CacheHierarchy::~CacheHierarchy() { Close(); }
@@ -153,27 +149,29 @@ int CacheHierarchy::ClassOf(int64_t sample) const {
   return SlotOf(sample, &level) < 0 ? -1 : level;
 }
 
-SampleBuffer CacheHierarchy::ReadFromPfs(int64_t sample) {
-  SampleBuffer bytes = source_.Read(sample);
+SampleBuffer CacheHierarchy::ReadFromPfs(int64_t sample, const std::atomic<bool>* stop) {
+  SampleBuffer bytes = reader_->Read(sample, stop);
   pfs_reads_.fetch_add(1);
   pfs_bytes_.fetch_add(bytes.size);
   return bytes;
 }
 
-const std::string& CacheHierarchy::ReadUncached(int64_t sample, SampleBuffer* out, int client, bool may_ask_peers) {
-  if (may_ask_peers && transport_) {
-    const int32_t who = directory_[static_cast<size_t>(sample)];
-    const int peer = who >> 8;
-    // A peer only when the model predicts it faster than the PFS: b_c caps
-    // what its class can deliver.
-    if (who >= 0 && peer != my_rank_ &&
-        std::min(model_.RemoteLinkMbps(), model_.ClassMbps(who & 0xff)) > model_.PfsMbps() &&
-        transport_->Fetch(peer, sample, client, out)) {
-      remote_reads_.fetch_add(1);
-      return remote_name_;
-    }
+int64_t CacheHierarchy::changed_samples() const { return reader_->changed_samples(); }
+
+std::vector<std::string> CacheHierarchy::ChangedFiles() const { return reader_->ChangedFiles(); }
+
+const std::string& CacheHierarchy::ReadUncached(int64_t sample, SampleBuffer* out, int client, bool may_ask_peers,
+                                                const std::atomic<bool>* stop) {
+  int peer = -1, storage_class = 0;
+  // A peer only when the model predicts it faster than the PFS: b_c caps
+  // what its class can deliver.
+  if (may_ask_peers && transport_ && directory_.Lookup(sample, &peer, &storage_class) && peer != my_rank_ &&
+      std::min(model_.RemoteLinkMbps(), model_.ClassMbps(storage_class)) > model_.PfsMbps() &&
+      transport_->Fetch(peer, sample, client, out)) {
+    remote_reads_.fetch_add(1);
+    return remote_name_;
   }
-  *out = ReadFromPfs(sample);
+  *out = ReadFromPfs(sample, stop);
   return pfs_name_;
 }
 
@@ -186,10 +184,10 @@ void CacheHierarchy::SetState(int64_t slot, State state) {
 }
 
 const std::string& CacheHierarchy::FillSlot(int level, int64_t slot, int64_t sample, SampleBuffer* out, int client,
-                                            bool may_ask_peers) {
+                                            bool may_ask_peers, const std::atomic<bool>* stop) {
   const std::string* source;
   try {
-    source = &ReadUncached(sample, out, client, may_ask_peers);
+    source = &ReadUncached(sample, out, client, may_ask_peers, stop);
   } catch (...) {
     SetState(slot, kFailed);
     throw;
@@ -214,8 +212,8 @@ bool CacheHierarchy::StoreFilled(int level, int64_t slot, int64_t sample, const 
 
 bool CacheHierarchy::ReadsItself(int64_t sample) const {
   if (!transport_) return true;
-  const int32_t who = directory_[static_cast<size_t>(sample)];
-  return who < 0 || (who >> 8) == my_rank_;
+  int peer = -1, storage_class = 0;
+  return !directory_.Lookup(sample, &peer, &storage_class) || peer == my_rank_;
 }
 
 std::vector<std::pair<int64_t, int64_t>> CacheHierarchy::ClaimRun(int level, int64_t sample, int64_t slot) {
@@ -243,16 +241,16 @@ std::vector<std::pair<int64_t, int64_t>> CacheHierarchy::ClaimRun(int level, int
   return run;
 }
 
-bool CacheHierarchy::WaitWhileFilling(const std::atomic<uint8_t>& state) {
+bool CacheHierarchy::WaitWhileFilling(const std::atomic<uint8_t>& state, const std::atomic<bool>& stop) {
   std::unique_lock<std::mutex> lock(mu_);
-  filled_cv_.wait(lock, [&] { return closed_.load() || state.load() != kFilling; });
-  return !closed_.load();
+  filled_cv_.wait(lock, [&] { return stop.load() || state.load() != kFilling; });
+  return !stop.load();
 }
 
 const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out, int client) {
   int level = -1;
   const int64_t slot = SlotOf(sample, &level);
-  if (slot < 0) return ReadUncached(sample, out, client, true);
+  if (slot < 0) return ReadUncached(sample, out, client, true, &closed_);
   std::atomic<uint8_t>& state = states_[static_cast<size_t>(slot)];
   Level& l = *levels_[static_cast<size_t>(level)];
   for (;;) {
@@ -266,14 +264,16 @@ const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out, int 
         state.compare_exchange_strong(s, kFailed);
         continue;
       case kEmpty:
-        if (state.compare_exchange_strong(s, kFilling)) return FillSlot(level, slot, sample, out, client, true);
+        if (state.compare_exchange_strong(s, kFilling)) {
+          return FillSlot(level, slot, sample, out, client, true, &closed_);
+        }
         continue;
       case kFilling:
         // Another thread is reading it: wait rather than read twice.
-        if (!WaitWhileFilling(state)) throw ClosedError("the job was closed");
+        if (!WaitWhileFilling(state, closed_)) throw ClosedError("the job was closed");
         continue;
       default:
-        return ReadUncached(sample, out, client, true);
+        return ReadUncached(sample, out, client, true, &closed_);
     }
   }
 }
@@ -293,12 +293,12 @@ bool CacheHierarchy::Serve(int64_t sample, SampleBuffer* out) {
         // Asked before its prefetch got to it: this rank is the one that
         // reads it from the PFS, so it does so now (never asking a peer).
         if (state.compare_exchange_strong(s, kFilling)) {
-          FillSlot(level, slot, sample, out, 0, false);
+          FillSlot(level, slot, sample, out, 0, false, &serving_stopped_);
           return true;
         }
         continue;
       case kFilling:
-        if (!WaitWhileFilling(state)) return false;
+        if (!WaitWhileFilling(state, serving_stopped_)) return false;
         continue;
       default:
         return false;
@@ -321,7 +321,7 @@ void CacheHierarchy::PrefetchLoop(int level, int client) {
     std::vector<SampleBuffer> many;
     if (run.size() > 1) {
       try {
-        many = source_.ReadRun(sample, static_cast<int64_t>(run.size()));
+        many = reader_->ReadRun(sample, static_cast<int64_t>(run.size()), &closed_);
         pfs_reads_.fetch_add(static_cast<int64_t>(run.size()));
       } catch (const Error&) {
         many.clear();  // one bad sample among them: read each on its own below
@@ -335,7 +335,7 @@ void CacheHierarchy::PrefetchLoop(int level, int client) {
           pfs_bytes_.fetch_add(bytes.size);
           StoreFilled(level, run[k].second, run[k].first, bytes);
         } else {
-          FillSlot(level, run[k].second, run[k].first, &bytes, client, true);
+          FillSlot(level, run[k].second, run[k].first, &bytes, client, true, &closed_);
         }
         l.prefetched_samples.fetch_add(1);
         l.prefetched_bytes.fetch_add(bytes.size);
@@ -348,15 +348,34 @@ void CacheHierarchy::PrefetchLoop(int level, int client) {
   }
 }
 
-void CacheHierarchy::Close() {
+void CacheHierarchy::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (closed_.exchange(true)) return;
+    closed_ = true;
   }
   filled_cv_.notify_all();
+  reader_->WakeWaiters();
+  if (transport_) transport_->StopClients();
+}
+
+void CacheHierarchy::Close() {
+  Stop();
+  if (close_started_.exchange(true)) return;
   for (auto& t : threads_) t.join();
   threads_.clear();
+  // Serves peers until they have all said bye (or a few seconds): a peer
+  // still reading then gets its samples from here, not from the PFS. Then
+  // the serving threads stop, also when a read of theirs hangs.
+  if (transport_) transport_->Linger();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    serving_stopped_ = true;
+  }
+  filled_cv_.notify_all();
+  reader_->WakeWaiters();
   if (transport_) transport_->Close();
+  // A read still stuck in the dataset's storage is left behind.
+  reader_->Close();
   for (size_t j = 1; j < levels_.size(); ++j) {
     if (levels_[j]->storage) levels_[j]->storage->Release();
   }
@@ -373,6 +392,7 @@ std::vector<ClassStatus> CacheHierarchy::Status() const {
     s.prefetched_bytes = l.prefetched_bytes.load();
     s.prefetch_seconds = static_cast<double>(l.prefetch_micros.load()) / 1e6;
     if (l.storage && s.warning.empty()) s.warning = l.storage->warning();
+    if (l.storage) s.dropped_corrupt = l.storage->dropped_corrupt();
     out.push_back(std::move(s));
   }
   return out;
@@ -381,7 +401,9 @@ std::vector<ClassStatus> CacheHierarchy::Status() const {
 std::vector<std::string> CacheHierarchy::Warnings() const {
   std::vector<std::string> out = warnings_;
   for (size_t j = 1; j < levels_.size(); ++j) {
-    if (levels_[j]->storage && !levels_[j]->storage->warning().empty()) out.push_back(levels_[j]->storage->warning());
+    if (!levels_[j]->storage) continue;
+    if (!levels_[j]->storage->warning().empty()) out.push_back(levels_[j]->storage->warning());
+    if (!levels_[j]->storage->corruption_warning().empty()) out.push_back(levels_[j]->storage->corruption_warning());
   }
   return out;
 }

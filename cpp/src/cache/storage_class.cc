@@ -1,16 +1,18 @@
 #include "hdmlp/cache/storage_class.h"
 
-#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <random>
+#include <shared_mutex>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/util/checksum.h"
 
 namespace hdmlp {
 
@@ -22,6 +24,16 @@ std::string StorageClass::warning() const {
 void StorageClass::SetWarning(const std::string& warning) {
   std::lock_guard<std::mutex> lock(warning_mu_);
   if (warning_.empty()) warning_ = warning;
+}
+
+std::string StorageClass::corruption_warning() const {
+  std::lock_guard<std::mutex> lock(warning_mu_);
+  return corruption_warning_;
+}
+
+void StorageClass::SetCorruptionWarning(const std::string& warning) {
+  std::lock_guard<std::mutex> lock(warning_mu_);
+  if (corruption_warning_.empty()) corruption_warning_ = warning;
 }
 
 namespace {
@@ -67,25 +79,55 @@ std::string HostName() {
 }
 
 constexpr const char* kFolderPrefix = "hdmlp-job-";
+// A folder is made under this prefix, locked, then renamed to its final
+// name: a folder under the final name always has its lock file.
+constexpr const char* kNewFolderPrefix = ".hdmlp-new-";
+constexpr const char* kLockFile = ".lock";
+// Folders without a lock file (made by an older hdmlp, or by a job that
+// crashed while making one) are removed once they are this old.
+constexpr int64_t kUnlockedFolderAgeNs = int64_t{3600} * 1000000000;
 
-// Removes folders of earlier jobs on this host whose process no longer runs.
-void RemoveStaleFolders(Env* env, const std::string& path, const std::string& host) {
+int64_t NowRealtimeNs() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+bool StartsWith(const std::string& s, const char* prefix) {
+  return s.compare(0, std::strlen(prefix), prefix) == 0;
+}
+
+// Removes the folders of jobs that are gone: a live job holds the lock of
+// its folder (an flock, released by the kernel however the job ends), so a
+// folder whose lock can be taken is nobody's, whatever host or PID
+// namespace made it.
+void RemoveStaleFolders(Env* env, const std::string& path) {
   std::vector<DirEntry> entries;
   try {
     entries = env->ListDir(path);
   } catch (const Error&) {
     return;
   }
-  const std::string prefix = std::string(kFolderPrefix) + host + "-";
   for (const auto& entry : entries) {
-    if (!entry.is_dir || entry.name.compare(0, prefix.size(), prefix) != 0) continue;
-    const long pid = std::strtol(entry.name.c_str() + prefix.size(), nullptr, 10);
-    if (pid <= 0 || pid == ::getpid()) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still running
+    if (!entry.is_dir) continue;
+    const bool made = StartsWith(entry.name, kFolderPrefix);
+    if (!made && !StartsWith(entry.name, kNewFolderPrefix)) continue;
+    const std::string folder = JoinPath(path, entry.name);
+    const std::string lock_path = JoinPath(folder, kLockFile);
     try {
-      env->RemoveTree(JoinPath(path, entry.name));
+      // A folder being made (or left half made by a crash), or one of an
+      // older hdmlp without a lock: only an old one is surely nobody's.
+      if (!made || !env->Stat(lock_path).exists) {
+        const FileInfo info = env->Stat(folder);
+        if (info.exists && NowRealtimeNs() - info.mtime_ns > kUnlockedFolderAgeNs) env->RemoveTree(folder);
+        continue;
+      }
+      const std::unique_ptr<FileLock> lock = env->TryLockFile(lock_path, /*create=*/false);
+      if (lock == nullptr) continue;  // a live job's
+      env->RemoveTree(folder);        // holding its lock: no job can be using it
     } catch (const Error&) {
-      // Somebody else's leftovers we cannot remove are not our failure.
+      // Removed by another sweeper meanwhile, or leftovers we cannot remove:
+      // not our failure.
     }
   }
 }
@@ -94,26 +136,47 @@ class FilesystemClass : public StorageClass {
  public:
   FilesystemClass(Env* env, const std::string& name, const std::string& path)
       : StorageClass(name, "filesystem"), env_(env) {
-    const std::string host = HostName();
-    RemoveStaleFolders(env, path, host);
+    RemoveStaleFolders(env, path);
     char suffix[32];
     std::snprintf(suffix, sizeof suffix, "%ld-%08x", static_cast<long>(::getpid()),
                   static_cast<unsigned>(std::random_device()()));
-    folder_ = JoinPath(path, std::string(kFolderPrefix) + host + "-" + suffix);
+    const std::string unique = HostName() + "-" + suffix;
+    folder_ = JoinPath(path, std::string(kFolderPrefix) + unique);
+    const std::string making = JoinPath(path, std::string(kNewFolderPrefix) + unique);
     try {
-      env_->CreateDirs(folder_);
+      env_->CreateDirs(making);
+      lock_ = env_->TryLockFile(JoinPath(making, kLockFile), /*create=*/true);
+      if (lock_ == nullptr) throw IOError("cannot lock '" + JoinPath(making, kLockFile) + "'");
+      env_->Rename(making, folder_);
     } catch (const Error& e) {
+      lock_.reset();
+      try {
+        env_->RemoveTree(making);
+      } catch (const Error&) {
+      }
       throw IOError("storage class '" + name + "': cannot create its folder under '" + path + "' (" + e.what() +
                     "); its samples stay on the PFS");
     }
   }
   ~FilesystemClass() override { Release(); }
 
+  // A file holds the sample's bytes and then their checksum (8 bytes), so a
+  // file changed behind hdmlp's back (a failing disk, another process) is
+  // never served.
   bool Store(int64_t, int64_t sample, const uint8_t* data, int64_t size) override {
-    if (broken_.load()) return false;
+    // Shared with other stores, exclusive with Release: nothing is written
+    // into the folder once its removal has begun.
+    std::shared_lock<std::shared_mutex> gate(gate_);
+    if (released_ || broken_.load()) return false;
     try {
-      env_->WriteFileAtomic(FileOf(sample), data, size);
+      std::unique_ptr<uint8_t[]> file(new uint8_t[static_cast<size_t>(size) + sizeof(uint64_t)]);
+      std::memcpy(file.get(), data, static_cast<size_t>(size));
+      const uint64_t sum = Checksum64(data, static_cast<size_t>(size));
+      std::memcpy(file.get() + size, &sum, sizeof sum);
+      env_->WriteFileAtomic(FileOf(sample), file.get(), size + static_cast<int64_t>(sizeof sum));
       return true;
+    } catch (const std::bad_alloc&) {
+      return false;  // the sample stays on the PFS
     } catch (const Error& e) {
       broken_ = true;
       SetWarning("storage class '" + name() + "' stopped caching: " + e.what() +
@@ -123,23 +186,37 @@ class FilesystemClass : public StorageClass {
   }
 
   bool Read(int64_t, int64_t sample, int64_t size, SampleBuffer* out) override {
+    const std::string path = FileOf(sample);
+    SampleBuffer bytes;
     try {
-      auto file = env_->OpenForRead(FileOf(sample));
-      if (file->Size() != size) return false;  // not what was stored: never hand out wrong bytes
-      *out = SampleBuffer::Allocate(size);
-      file->ReadExact(0, out->data.get(), size);
-      return true;
-    } catch (const Error&) {
+      auto file = env_->OpenForRead(path);
+      const auto stored = size + static_cast<int64_t>(sizeof(uint64_t));
+      if (file->Size() != stored) return Drop(path, "has " + std::to_string(file->Size()) + " bytes, not " +
+                                                  std::to_string(stored));
+      bytes = SampleBuffer::Allocate(stored);
+      file->ReadExact(0, bytes.data.get(), stored);
+    } catch (const std::bad_alloc&) {
       return false;
+    } catch (const Error&) {
+      return false;  // e.g. removed: never hand out wrong bytes
     }
+    uint64_t sum;
+    std::memcpy(&sum, bytes.data.get() + size, sizeof sum);
+    if (sum != Checksum64(bytes.data.get(), static_cast<size_t>(size))) return Drop(path, "does not match its checksum");
+    bytes.size = size;
+    *out = std::move(bytes);
+    return true;
   }
 
   void Release() override {
-    if (released_.exchange(true)) return;
+    std::unique_lock<std::shared_mutex> gate(gate_);
+    if (released_) return;
+    released_ = true;
     try {
       env_->RemoveTree(folder_);
     } catch (const Error&) {
     }
+    lock_.reset();
   }
 
   const std::string& folder() const { return folder_; }
@@ -147,10 +224,28 @@ class FilesystemClass : public StorageClass {
  private:
   std::string FileOf(int64_t sample) const { return JoinPath(folder_, std::to_string(sample) + ".bin"); }
 
+  // A cached file that is not what was stored: removed, counted, and the
+  // caller reads the sample from the dataset's storage.
+  bool Drop(const std::string& path, const std::string& why) {
+    try {
+      env_->RemoveFile(path);
+    } catch (const Error&) {
+    }
+    if (dropped_.fetch_add(1) == 0) {
+      SetCorruptionWarning("storage class '" + name() + "': the cached file '" + path + "' " + why +
+                           ": it was changed after hdmlp wrote it (a failing disk, or another process); it was "
+                           "dropped and its sample read from the dataset's storage instead (metrics()[\"classes\"] "
+                           "counts such files in dropped_corrupt)");
+    }
+    return false;
+  }
+
   Env* env_;
   std::string folder_;
+  std::unique_ptr<FileLock> lock_;
+  std::shared_mutex gate_;
+  bool released_ = false;  // guarded by gate_
   std::atomic<bool> broken_{false};
-  std::atomic<bool> released_{false};
 };
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <libconfig.h++>
 #include <limits>
 #include <map>
@@ -31,6 +32,7 @@ namespace {
 
 constexpr int kMaxThreads = 1024;
 constexpr double kBytesPerMb = 1024.0 * 1024.0;
+constexpr double kMaxCapacityMb = 1e12;
 
 const char* NonEmptyEnv(const char* name) {
   const char* v = std::getenv(name);
@@ -452,6 +454,8 @@ class Loader {
     }
     double mb = Number(s, key, "MB");
     if (!(mb > 0) || !std::isfinite(mb)) Fail(&s, key, expect + "; got " + Num(mb));
+    // Bytes are counted in 64 bits: a million TB is far beyond any machine.
+    if (mb > kMaxCapacityMb) Fail(&s, key, "expected at most " + Num(kMaxCapacityMb) + " MB; got " + Num(mb));
     *spec = Num(mb);
     return mb;
   }
@@ -469,6 +473,45 @@ Config Parse(libconfig::Config& parsed, const std::string& origin) {
                     " (not valid libconfig syntax; see docs/config.md)");
 }
 
+const char* KindOf(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// libconfig opens @include'd files itself with fopen: a FIFO or a device
+// there would block the load forever, or never end. So every @include line
+// is checked first (recursively, as deep as libconfig follows them), and a
+// file that is not regular is a ConfigError naming it. A missing one is left
+// to libconfig, which reports it.
+void CheckIncludes(const std::string& text, const std::string& include_dir, const std::string& origin, int depth) {
+  constexpr int kMaxDepth = 10;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    size_t at = line.find_first_not_of(" \t");
+    if (at == std::string::npos || line.compare(at, 8, "@include") != 0) continue;
+    const size_t open = line.find('"', at + 8);
+    const size_t close = open == std::string::npos ? open : line.find('"', open + 1);
+    if (close == std::string::npos) continue;  // a syntax error libconfig reports
+    const std::string file = line.substr(open + 1, close - open - 1);
+    const std::string path = include_dir.empty() ? file : include_dir + "/" + file;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) continue;
+    if (!S_ISREG(st.st_mode)) {
+      throw ConfigError(origin + ":" + std::to_string(number) + ": @include \"" + file + "\": \"" + path + "\" is " +
+                        KindOf(st.st_mode) + "; expected a config file");
+    }
+    if (depth >= kMaxDepth) continue;
+    std::ifstream in(path, std::ios::binary);
+    std::string included((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CheckIncludes(included, include_dir, path, depth + 1);
+  }
+}
+
 }  // namespace
 
 Config Config::LoadFile(const std::string& path) {
@@ -480,14 +523,21 @@ Config Config::LoadFile(const std::string& path) {
     }
     throw IOError("cannot access config file \"" + path + "\": " + std::strerror(err));
   }
-  if (S_ISDIR(st.st_mode)) {
-    throw ConfigError("\"" + path +
-                      "\" is a directory; expected a config file such as configs/default.cfg");
+  if (!S_ISREG(st.st_mode)) {
+    // A FIFO or device would block the parser forever, or never end.
+    throw ConfigError("\"" + path + "\" is " + KindOf(st.st_mode) +
+                      "; expected a config file such as configs/default.cfg");
   }
   libconfig::Config parsed;
   // @include "x.cfg" then means next to this file, not the current directory.
   std::string dir = fs::path(path).parent_path().string();
-  parsed.setIncludeDir(dir.empty() ? "." : dir.c_str());
+  if (dir.empty()) dir = ".";
+  parsed.setIncludeDir(dir.c_str());
+  {
+    std::ifstream in(path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CheckIncludes(text, dir, path, 1);
+  }
   try {
     parsed.readFile(path.c_str());
   } catch (const libconfig::ParseException& e) {
@@ -499,6 +549,7 @@ Config Config::LoadFile(const std::string& path) {
 }
 
 Config Config::LoadString(const std::string& text, const std::string& origin) {
+  CheckIncludes(text, "", origin, 1);
   libconfig::Config parsed;
   try {
     parsed.readString(text);
@@ -548,7 +599,13 @@ double InterpolateBandwidth(const std::vector<BandwidthPoint>& table, double thr
 }
 
 std::string UserCacheDir() {
-  if (const char* dir = NonEmptyEnv("HDMLP_CACHE_DIR")) return dir;
+  if (const char* dir = NonEmptyEnv("HDMLP_CACHE_DIR")) {
+    // A relative one means the current directory's, now: not wherever a
+    // later chdir leads.
+    std::error_code ec;
+    const fs::path absolute = fs::absolute(dir, ec);
+    return ec ? std::string(dir) : absolute.lexically_normal().string();
+  }
   if (const char* xdg = NonEmptyEnv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
     return JoinPath(xdg, "hdmlp");
   }

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
 #include <thread>
 
@@ -24,52 +26,73 @@ namespace {
   throw IOError(msg);
 }
 
+FileKind KindOf(mode_t mode) {
+  if (S_ISREG(mode)) return FileKind::kRegular;
+  if (S_ISDIR(mode)) return FileKind::kDirectory;
+  if (S_ISFIFO(mode)) return FileKind::kFifo;
+  if (S_ISSOCK(mode)) return FileKind::kSocket;
+  if (S_ISCHR(mode)) return FileKind::kCharDevice;
+  if (S_ISBLK(mode)) return FileKind::kBlockDevice;
+  return FileKind::kOther;
+}
+
+FileInfo InfoOf(const struct stat& st) {
+  FileInfo info;
+  info.exists = true;
+  info.kind = KindOf(st.st_mode);
+  info.is_dir = info.kind == FileKind::kDirectory;
+  info.size = st.st_size;
+  info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return info;
+}
+
 class PosixFile : public ReadableFile {
  public:
-  PosixFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  PosixFile(const std::string& path, int fd) : ReadableFile(path), fd_(fd) {}
   ~PosixFile() override { ::close(fd_); }
 
-  int64_t Size() override {
+  FileInfo Info() override {
     struct stat st;
-    if (::fstat(fd_, &st) != 0) ThrowErrno("cannot stat", path_, errno);
-    return st.st_size;
+    if (::fstat(fd_, &st) != 0) ThrowErrno("cannot stat", path(), errno);
+    return InfoOf(st);
   }
 
-  void ReadExact(int64_t offset, uint8_t* dst, int64_t n) override {
+  int64_t ReadUpTo(int64_t offset, uint8_t* dst, int64_t n) override {
     int64_t done = 0;
     while (done < n) {
       ssize_t got = ::pread(fd_, dst + done, static_cast<size_t>(n - done), offset + done);
       if (got < 0) {
         if (errno == EINTR) continue;
-        ThrowErrno("cannot read", path_, errno);
+        ThrowErrno("cannot read", path(), errno);
       }
-      if (got == 0) {
-        throw IOError("file '" + path_ + "' is shorter than expected (" + std::to_string(offset + done) +
-                      " of " + std::to_string(offset + n) + " bytes): it changed while being read");
-      }
+      if (got == 0) break;
       done += got;
     }
+    return done;
   }
 
  private:
-  std::string path_;
+  int fd_;
+};
+
+class PosixFileLock : public FileLock {
+ public:
+  explicit PosixFileLock(int fd) : fd_(fd) {}
+  ~PosixFileLock() override { ::close(fd_); }  // closing the last descriptor releases the lock
+
+ private:
   int fd_;
 };
 
 class PosixEnv : public Env {
  public:
   FileInfo Stat(const std::string& path) override {
-    FileInfo info;
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) {
-      if (errno == ENOENT || errno == ENOTDIR) return info;
+      if (errno == ENOENT || errno == ENOTDIR) return FileInfo();
       ThrowErrno("cannot stat", path, errno);
     }
-    info.exists = true;
-    info.is_dir = S_ISDIR(st.st_mode);
-    info.size = st.st_size;
-    info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    return info;
+    return InfoOf(st);
   }
 
   std::vector<DirEntry> ListDir(const std::string& path) override {
@@ -99,16 +122,25 @@ class PosixEnv : public Env {
 
   std::unique_ptr<ReadableFile> OpenForRead(const std::string& path) override {
     int fd;
+    // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever.
     do {
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) ThrowErrno("cannot open", path, errno);
-    return std::make_unique<PosixFile>(path, fd);
+    auto file = std::make_unique<PosixFile>(path, fd);
+    const FileKind kind = file->Info().kind;
+    if (kind != FileKind::kRegular) {
+      throw IOError("cannot read '" + path + "': it is " + FileKindName(kind) +
+                    ", not a regular file (hdmlp reads regular files only)");
+    }
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return file;
   }
 
   void WriteFileAtomic(const std::string& path, const void* data, int64_t n) override {
-    std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                      std::to_string(std::hash<std::thread::id>()(std::this_thread::get_id()) % 100000);
+    // Unique per process and call: two writers never share a temporary file.
+    static std::atomic<uint64_t> counter{0};
+    std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) ThrowErrno("cannot create", tmp, errno);
     const auto* p = static_cast<const uint8_t*>(data);
@@ -151,6 +183,10 @@ class PosixEnv : public Env {
     }
   }
 
+  void Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) ThrowErrno("cannot rename '" + from + "' to", to, errno);
+  }
+
   void RemoveFile(const std::string& path) override {
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) ThrowErrno("cannot remove", path, errno);
   }
@@ -162,9 +198,58 @@ class PosixEnv : public Env {
       throw IOError("cannot remove folder '" + path + "': " + ec.message());
     }
   }
+
+  std::unique_ptr<FileLock> TryLockFile(const std::string& path, bool create) override {
+    int fd;
+    do {
+      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) ThrowErrno("cannot open lock file", path, errno);
+    int rc;
+    do {
+      rc = ::flock(fd, LOCK_EX | LOCK_NB);
+    } while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      const int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK) return nullptr;
+      ThrowErrno("cannot lock", path, err);
+    }
+    return std::make_unique<PosixFileLock>(fd);
+  }
 };
 
 }  // namespace
+
+const char* FileKindName(FileKind kind) {
+  switch (kind) {
+    case FileKind::kMissing:
+      return "missing";
+    case FileKind::kRegular:
+      return "a regular file";
+    case FileKind::kDirectory:
+      return "a directory";
+    case FileKind::kFifo:
+      return "a FIFO (named pipe)";
+    case FileKind::kSocket:
+      return "a socket";
+    case FileKind::kCharDevice:
+      return "a character device";
+    case FileKind::kBlockDevice:
+      return "a block device";
+    case FileKind::kOther:
+      break;
+  }
+  return "not a regular file";
+}
+
+void ReadableFile::ReadExact(int64_t offset, uint8_t* dst, int64_t n) {
+  const int64_t got = ReadUpTo(offset, dst, n);
+  if (got < n) {
+    throw IOError("file '" + path() + "' is shorter than expected (" + std::to_string(offset + got) + " of " +
+                  std::to_string(offset + n) + " bytes): it changed while being read");
+  }
+}
 
 Env* Env::Default() {
   static PosixEnv* env = new PosixEnv();  // never destroyed: threads may outlive static destruction
@@ -173,8 +258,17 @@ Env* Env::Default() {
 
 std::string Env::ReadWholeFile(const std::string& path) {
   auto file = OpenForRead(path);
-  std::string data(static_cast<size_t>(file->Size()), '\0');
-  file->ReadExact(0, reinterpret_cast<uint8_t*>(data.data()), static_cast<int64_t>(data.size()));
+  // One byte more than stat says, so that the end of the file is seen.
+  std::string data(static_cast<size_t>(std::max<int64_t>(file->Size(), 0) + 1), '\0');
+  int64_t done = 0;
+  for (;;) {
+    const int64_t got = file->ReadUpTo(done, reinterpret_cast<uint8_t*>(data.data()) + done,
+                                       static_cast<int64_t>(data.size()) - done);
+    done += got;
+    if (done < static_cast<int64_t>(data.size())) break;  // short read: the end
+    data.resize(data.size() * 2);
+  }
+  data.resize(static_cast<size_t>(done));
   return data;
 }
 
@@ -196,16 +290,17 @@ struct ThrottledEnvCounters {
 class ThrottledEnv::ThrottledFile : public ReadableFile {
  public:
   ThrottledFile(std::unique_ptr<ReadableFile> base, double mbps, std::shared_ptr<ThrottledEnvCounters> counters)
-      : base_(std::move(base)), mbps_(mbps), counters_(std::move(counters)) {}
-  int64_t Size() override { return base_->Size(); }
-  void ReadExact(int64_t offset, uint8_t* dst, int64_t n) override {
-    counters_->reads.fetch_add(1);
+      : ReadableFile(base->path()), base_(std::move(base)), mbps_(mbps), counters_(std::move(counters)) {}
+  FileInfo Info() override { return base_->Info(); }
+  int64_t ReadUpTo(int64_t offset, uint8_t* dst, int64_t n) override {
     const auto start = std::chrono::steady_clock::now();
-    base_->ReadExact(offset, dst, n);
+    const int64_t got = base_->ReadUpTo(offset, dst, n);
+    if (got > 0) counters_->reads.fetch_add(1);  // a read that finds the end is not one
     if (mbps_ > 0) {
-      const auto budget = std::chrono::duration<double>(static_cast<double>(n) / (mbps_ * 1e6));
+      const auto budget = std::chrono::duration<double>(static_cast<double>(got) / (mbps_ * 1e6));
       std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(budget));
     }
+    return got;
   }
 
  private:
@@ -241,8 +336,17 @@ void ThrottledEnv::CreateDirs(const std::string& path) {
   }
   base_->CreateDirs(path);
 }
+void ThrottledEnv::Rename(const std::string& from, const std::string& to) {
+  if (Below(to, options_.read_only_prefix)) {
+    throw IOError("cannot rename into '" + to + "': Permission denied (injected by ThrottledEnv)");
+  }
+  base_->Rename(from, to);
+}
 void ThrottledEnv::RemoveFile(const std::string& path) { base_->RemoveFile(path); }
 void ThrottledEnv::RemoveTree(const std::string& path) { base_->RemoveTree(path); }
+std::unique_ptr<FileLock> ThrottledEnv::TryLockFile(const std::string& path, bool create) {
+  return base_->TryLockFile(path, create);
+}
 int64_t ThrottledEnv::files_opened() const { return counters_->files_opened.load(); }
 int64_t ThrottledEnv::reads() const { return counters_->reads.load(); }
 

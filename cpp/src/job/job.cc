@@ -1,8 +1,10 @@
 #include "hdmlp/job/job.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <random>
 
@@ -17,14 +19,39 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Far above any real batch, and far enough below 2^63 that no sum of a few
+// batch sizes overflows.
+constexpr int64_t kMaxBatchSize = int64_t{1} << 62;
+
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// The most seconds a wait may be given: beyond it a deadline would
+// overflow the clock's nanoseconds.
+constexpr double kMaxWaitSeconds = 1e9;
+
+std::string Number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", v);
+  return text;
+}
+
+void CheckSeconds(const char* name, double value, bool zero_means_default) {
+  if (zero_means_default && value == 0) return;
+  if (!(value > 0 && value <= kMaxWaitSeconds)) {
+    throw InvalidArgumentError(std::string(name) + " must be a number of seconds > 0 and at most 1e9, got " +
+                               Number(value) + (std::isnan(value) || std::isinf(value)
+                                                    ? " (a wait must end: an infinite one would hang on a missing "
+                                                      "rank or a stuck read)"
+                                                    : ""));
+  }
+}
+
 // Runs before any member that depends on the arguments is built.
 const JobOptions& Validated(const JobOptions& options) {
-  if (options.batch_size_per_rank < 0) {
-    throw InvalidArgumentError("batch_size_per_rank must be at least 1, got " +
+  if (options.batch_size_per_rank < 0 || options.batch_size_per_rank > kMaxBatchSize) {
+    throw InvalidArgumentError("batch_size_per_rank must be from 1 to 2**62, got " +
                                std::to_string(options.batch_size_per_rank));
   }
   if (options.batch_size_per_rank > 0 && options.batch_size != 0) {
@@ -32,8 +59,8 @@ const JobOptions& Validated(const JobOptions& options) {
                                "batch_size=" + std::to_string(options.batch_size) +
                                " and batch_size_per_rank=" + std::to_string(options.batch_size_per_rank));
   }
-  if (options.batch_size_per_rank == 0 && options.batch_size < 1) {
-    throw InvalidArgumentError("batch_size must be at least 1, got " + std::to_string(options.batch_size));
+  if (options.batch_size_per_rank == 0 && (options.batch_size < 1 || options.batch_size > kMaxBatchSize)) {
+    throw InvalidArgumentError("batch_size must be from 1 to 2**62, got " + std::to_string(options.batch_size));
   }
   if (options.epochs < 1) throw InvalidArgumentError("epochs must be at least 1, got " + std::to_string(options.epochs));
   if (options.staging_threads < 0 || options.staging_threads > 1024) {
@@ -49,7 +76,18 @@ const JobOptions& Validated(const JobOptions& options) {
   }
   ParseDistributionScheme(options.distr_scheme);
   if (options.config_path.empty()) throw InvalidArgumentError("config_path is empty: give a configuration file");
+  CheckSeconds("timeout_s", options.timeout_s, false);
+  CheckSeconds("read_timeout_s", options.read_timeout_s, true);
+  if (!(options.exchange_fraction >= 0 && options.exchange_fraction <= 1)) {
+    throw InvalidArgumentError("exchange_fraction must be in [0, 1], got " + Number(options.exchange_fraction));
+  }
   return options;
+}
+
+std::shared_ptr<Env> SharedEnv(const JobOptions& o) {
+  if (o.shared_env) return o.shared_env;
+  // Not owned: the caller keeps it alive (Env::Default() lives forever).
+  return std::shared_ptr<Env>(o.env != nullptr ? o.env : Env::Default(), [](Env*) {});
 }
 
 std::string HostName() {
@@ -113,8 +151,10 @@ double PercentOf(const StorageClassConfig& c) {
 
 Job::Job(const JobOptions& options)
     : options_(Validated(options)),
-      comm_(options.use_mpi ? Communicator::Create(options.timeout_s) : nullptr),
-      env_(options.env != nullptr ? options.env : Env::Default()),
+      creator_pid_(::getpid()),
+      comm_(options.use_mpi ? Communicator::Create(options.timeout_s, options.interrupt) : nullptr),
+      shared_env_(SharedEnv(options)),
+      env_(shared_env_.get()),
       metrics_(options.epochs) {
   if (comm_) {
     rank_ = comm_->rank();
@@ -126,7 +166,7 @@ Job::Job(const JobOptions& options)
   // A rank that cannot start must still take part in the check below, or
   // the others would wait for it until their timeout.
   const bool ranks_talk = comm_ != nullptr || static_cast<bool>(options.gather);
-  std::string local_error;
+  CapturedError local_error;
   std::exception_ptr local_exception;
   try {
     if (comm_ && options.launcher_world_size > 0 &&
@@ -138,20 +178,32 @@ Job::Job(const JobOptions& options)
                                  ": start the job with one launcher (mpirun/srun, or torchrun without MPI), or "
                                  "give torch.distributed MPI's rank and world size");
     }
+    if (options.batch_size_per_rank > kMaxBatchSize / world_size_) {
+      throw InvalidArgumentError("batch_size_per_rank " + std::to_string(options.batch_size_per_rank) + " times " +
+                                 std::to_string(world_size_) + " ranks is more than 2**62 samples per batch");
+    }
     config_ = Config::LoadFile(options.config_path);
     if (options.staging_threads > 0) config_.storage_classes.at(0).threads = options.staging_threads;
     // An impossible chain is refused here, before anything is read.
     if (!options.transforms.empty()) pipeline_ = std::make_unique<TransformPipeline>(options.transforms);
-    source_ = OpenSource(env_, options.dataset_path, options.source, options.scan);
+    // The config's "checkpoint" is the index cache: on or off, and where.
+    ScanOptions scan = options.scan;
+    if (!config_.checkpoint) scan.use_cache = false;
+    if (scan.cache_dir.empty()) scan.cache_dir = JoinPath(config_.checkpoint_path, "index");
+    scan.interrupt = options.interrupt;
+    source_ = OpenSource(env_, options.dataset_path, options.source, scan);
     arrays_ = source_->format() == SampleFormat::kArray;
     if (arrays_ && pipeline_) {
       throw InvalidArgumentError("'" + options.dataset_path + "' holds arrays (" + source_->sample_array()->ToString() +
                                  ", a " + source_->kind() + " source), and transforms decode images: leave "
                                  "transforms=None to receive each batch as one [B, ...] array");
     }
-  } catch (const std::exception& e) {
+    // Every read of the dataset's storage from here on has a deadline.
+    reader_ = std::make_shared<SourceReader>(source_, shared_env_,
+                                             options.read_timeout_s > 0 ? options.read_timeout_s : options.timeout_s);
+  } catch (const std::exception&) {
     if (!ranks_talk) throw;
-    local_error = e.what();
+    local_error = CapturedError::FromCurrentException();
     local_exception = std::current_exception();
   }
   if (options.batch_size_per_rank > 0) options_.batch_size = options.batch_size_per_rank * world_size_;
@@ -186,6 +238,11 @@ Job::Job(const JobOptions& options)
     throw InvalidArgumentError("'" + options.dataset_path + "': " + e.what());
   }
   epoch_size_ = plan_->RankEpochSize(rank());
+  int64_t items = 0;
+  if (__builtin_mul_overflow(static_cast<int64_t>(options.epochs), epoch_size_, &items)) {
+    throw InvalidArgumentError("epochs * samples per epoch (" + std::to_string(options.epochs) + " * " +
+                               std::to_string(epoch_size_) + ") exceeds 2**63: use fewer epochs");
+  }
   ShareCapacities();
 
   batch_start_.assign(static_cast<size_t>(plan_->BatchesPerEpoch() + 1), 0);
@@ -217,7 +274,9 @@ Job::Job(const JobOptions& options)
   // the samples that replace skipped ones).
   cache_ = std::make_unique<CacheHierarchy>(config_, *plan_, rank(), *source_,
                                             options.local_env != nullptr ? options.local_env : Env::Default(),
-                                            comm_.get(), staging.threads + 1);
+                                            comm_.get(), staging.threads + 1, reader_, options.interrupt);
+  // From here on threads call MPI: they stop before MPI is finalised.
+  if (comm_) mpi_user_ = Communicator::RegisterUser([this] { Close(); });
   cache_->Start();
   // What the classes really hold is what this job keeps of the process's budgets.
   const std::vector<ClassStatus> statuses = cache_->Status();
@@ -240,12 +299,21 @@ Job::Job(const JobOptions& options)
   for (int t = 0; t < staging.threads; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
 }
 
-void Job::CheckRanksAgree(const std::string& local_error) {
-  // Every rank sends either its error or its view of the job (and its seed
-  // and host); every rank then draws the same conclusion from the same data.
-  const std::string mine = local_error.empty() ? "ok\n" + std::to_string(seed_) + "\n" + HostName() + "\n" +
-                                                     Signature(options_, *source_, config_)
-                                               : "error\n" + local_error;
+void Job::ReportStartupFailure(const CapturedError& error, double timeout_s) {
+  if (!Communicator::InMpiJob()) return;
+  const std::unique_ptr<Communicator> comm = Communicator::Create(timeout_s);
+  if (!comm) return;
+  // The same collectives as a Job's constructor, up to its start-up check.
+  comm->AllGather("error\n" + error.KindName() + "\n" + error.message(), "the start-up check of the job's arguments");
+}
+
+void Job::CheckRanksAgree(const CapturedError& local_error) {
+  // Every rank sends either its error (type and message) or its view of the
+  // job (and its seed and host); every rank then draws the same conclusion
+  // from the same data, and raises the failing rank's error as its type.
+  const std::string mine = !local_error ? "ok\n" + std::to_string(seed_) + "\n" + HostName() + "\n" +
+                                              Signature(options_, *source_, config_)
+                                        : "error\n" + local_error.KindName() + "\n" + local_error.message();
   const std::vector<std::string> all = comm_ ? comm_->AllGather(mine, "the start-up check of the job's arguments")
                                              : options_.gather(mine);
   if (static_cast<int>(all.size()) != world_size_) {
@@ -254,7 +322,10 @@ void Job::CheckRanksAgree(const std::string& local_error) {
   }
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r].compare(0, 6, "error\n") == 0) {
-      throw InvalidArgumentError("rank " + std::to_string(r) + " could not start the job: " + all[r].substr(6));
+      const size_t end = all[r].find('\n', 6);
+      const std::string kind = all[r].substr(6, end == std::string::npos ? std::string::npos : end - 6);
+      const std::string message = end == std::string::npos ? "" : all[r].substr(end + 1);
+      CapturedError::FromKindName(kind, "rank " + std::to_string(r) + " could not start the job: " + message).Throw();
     }
   }
   // "ok", seed, host, then the signature.
@@ -292,25 +363,45 @@ void Job::ShareCapacities() {
   }
 }
 
-Job::~Job() { Close(); }
+Job::~Job() {
+  Close();
+  if (mpi_user_ >= 0) Communicator::UnregisterUser(mpi_user_);
+}
+
+bool Job::InCreatingProcess() const { return ::getpid() == creator_pid_; }
+
+void Job::CheckNotForked(const char* what) const {
+  if (InCreatingProcess()) return;
+  throw ForkedError(std::string("cannot ") + what + ": this hdmlp job was created in process " +
+                    std::to_string(creator_pid_) + " and this is a forked child (process " +
+                    std::to_string(::getpid()) +
+                    ") where its loader threads do not exist; create the Job in the process that uses it (with "
+                    "PyTorch: iterate HDMLPDataLoader in the main process, not a DataLoader with workers)");
+}
 
 void Job::Close() {
+  if (!InCreatingProcess()) return;  // its threads are the parent's: nothing here to stop
+  std::lock_guard<std::mutex> lock(close_mu_);
   if (closed_.exchange(true)) return;
   // First, so that the process's other jobs get their share back at once.
   if (budget_) budget_->Leave();
   if (staging_) staging_->Close();
-  // Wakes workers waiting for a prefetch, joins the prefetch threads and
-  // removes on-disk classes; the classes' memory lives until the destructor.
-  if (cache_) cache_->Close();
+  // Wakes workers waiting for a prefetch, a peer or the dataset's storage.
+  if (cache_) cache_->Stop();
   for (auto& worker : workers_) worker.join();
   workers_.clear();
+  // Joins the prefetch threads, lingers while peers still read from this
+  // rank, and removes on-disk classes; their memory lives until the
+  // destructor.
+  if (cache_) cache_->Close();
+  if (reader_) reader_->Close();
 }
 
 OutputShape Job::FirstImageShape() {
   CapturedError first_error;
   for (int64_t i = 0; i < source_->size(); ++i) {
     try {
-      const SampleBuffer bytes = source_->Read(i);
+      const SampleBuffer bytes = reader_->Read(i);
       if (source_->format() == SampleFormat::kRawImage) {
         return RawImageShape(*pipeline_, bytes.data.get(), bytes.size, source_->Describe(i));
       }
@@ -428,6 +519,12 @@ void Job::WorkerLoop(int slot) {
       } else {
         staging_->Complete(item, std::move(bytes));
       }
+    } catch (const std::bad_alloc&) {
+      // One sample too large for the memory left: a bad sample, named.
+      staging_->Fail(item, CapturedError::FromKindName(
+                               "allocation", "cannot hold sample " + source_->Describe(sample) + " (" +
+                                                 std::to_string(source_->sizes()[static_cast<size_t>(sample)]) +
+                                                 " bytes) in memory: an allocation for it failed"));
     } catch (...) {
       staging_->Fail(item, CapturedError::FromCurrentException());
     }
@@ -435,6 +532,7 @@ void Job::WorkerLoop(int slot) {
 }
 
 void Job::BeginEpoch(int epoch) {
+  CheckNotForked("start an epoch");
   if (closed_) throw ClosedError("the job is closed");
   if (epoch < 0 || epoch >= options_.epochs) {
     throw InvalidArgumentError("epoch " + std::to_string(epoch) + " is outside the job's " +
@@ -486,8 +584,12 @@ bool Job::FillFromEpochEnd(int64_t min_position) {
       pending_.labels.push_back(source_->labels()[static_cast<size_t>(sample)]);
       return true;
     } catch (const InvalidArgumentError& e) {
-      RecordSkip(e.what());  // bad too: try the one before it
+      RecordSkip(e.what());  // bad too (or too large to hold): try the one before it
       pending_bad_.push_back(e.what());
+    } catch (const std::bad_alloc&) {
+      const std::string why = "cannot hold sample " + source_->Describe(sample) + " in memory: an allocation for it failed";
+      RecordSkip(why);
+      pending_bad_.push_back(why);
     }
   }
   return false;
@@ -499,6 +601,7 @@ void Job::ThrowAndTellPeers(const CapturedError& error) {
 }
 
 Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
+  CheckNotForked("read a batch");
   if (closed_) throw ClosedError("the job is closed");
   if (epoch_ < 0) throw InvalidArgumentError("no epoch has been started: call BeginEpoch first");
   const std::string peer_error = cache_->PeerAbortMessage();

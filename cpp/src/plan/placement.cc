@@ -177,7 +177,7 @@ void MergeBack(std::vector<SampleUse>& a, const std::vector<SampleUse>& b) {
 // in one loop was measured 2x slower: the random counter updates stall the
 // long dependency chain of the permutation.
 std::vector<SampleUse> CountDense(const AccessPlan& plan, int rank, int64_t epoch_size, int64_t total,
-                                  int threads, int64_t piece) {
+                                  int threads, int64_t piece, const InterruptCheck& interrupt) {
   const int64_t num_samples = plan.options().num_samples;
   std::vector<int32_t> count(static_cast<size_t>(num_samples), 0);
   std::vector<int64_t> first(static_cast<size_t>(num_samples));
@@ -185,6 +185,7 @@ std::vector<SampleUse> CountDense(const AccessPlan& plan, int rank, int64_t epoc
   const int64_t chunk_cap = std::min(total, piece * threads);
   std::vector<uint64_t> samples(static_cast<size_t>(chunk_cap));
   for (int64_t t = 0; t < total;) {
+    CheckInterrupt(interrupt);
     const int64_t chunk = std::min(total - t, chunk_cap);
     const int64_t slices = (chunk + piece - 1) / piece;
     ParallelFor(slices, threads, [&](int64_t p) {
@@ -221,7 +222,8 @@ std::vector<SampleUse> CountDense(const AccessPlan& plan, int rank, int64_t epoc
 // Chunks of reads are evaluated, sorted by sample and compressed by the
 // threads, then merged into the running per-sample totals.
 std::vector<SampleUse> CountSorted(const AccessPlan& plan, int rank, int64_t epoch_size, int64_t total,
-                                   int threads, int64_t min_piece_items, double expected_distinct) {
+                                   int threads, int64_t min_piece_items, double expected_distinct,
+                                   const InterruptCheck& interrupt) {
   const int sample_bits = BitWidth(static_cast<uint64_t>(plan.options().num_samples - 1));
   // A piece's item offsets share a 64-bit key with the sample id.
   const int max_rel_bits = std::min(40, 64 - sample_bits);
@@ -235,6 +237,7 @@ std::vector<SampleUse> CountSorted(const AccessPlan& plan, int rank, int64_t epo
   std::vector<Piece> pieces(static_cast<size_t>(threads));
   std::vector<SampleUse> chunk_uses;
   for (int64_t t = 0; t < total;) {
+    CheckInterrupt(interrupt);
     // A chunk of about D/2 reads: each merge (O(D)) is paid for by D/2 new
     // reads, O(1) amortised per read, and the chunk's buffers (40 bytes a
     // read) stay within about the totals' own 24 bytes a sample.
@@ -261,11 +264,20 @@ std::vector<SampleUse> CountSorted(const AccessPlan& plan, int rank, int64_t epo
 
 }  // namespace
 
+int CountedEpochs(const AccessPlan& plan, int rank, const PlanningOptions& options) {
+  CheckRank(plan, rank);
+  const int64_t epoch_size = plan.RankEpochSize(rank);
+  if (options.max_counted_reads <= 0 || epoch_size == 0) return plan.epochs();
+  const int64_t horizon = std::max<int64_t>(1, options.max_counted_reads / epoch_size);
+  return static_cast<int>(std::min<int64_t>(plan.epochs(), horizon));
+}
+
 std::vector<SampleUse> CountRankAccesses(const AccessPlan& plan, int rank, const PlanningOptions& options) {
   CheckRank(plan, rank);
   const int64_t epoch_size = plan.RankEpochSize(rank);
+  const int epochs = CountedEpochs(plan, rank, options);
   int64_t total = 0;
-  if (__builtin_mul_overflow(static_cast<int64_t>(plan.epochs()), epoch_size, &total)) {
+  if (__builtin_mul_overflow(static_cast<int64_t>(epochs), epoch_size, &total)) {
     throw InvalidArgumentError("epochs * samples per epoch of rank " + std::to_string(rank) +
                                " overflows a 64-bit item count");
   }
@@ -276,15 +288,17 @@ std::vector<SampleUse> CountRankAccesses(const AccessPlan& plan, int rank, const
   // subset, as the permutation makes it: F * (1 - (1 - R/F)^E).
   const double f = static_cast<double>(plan.options().num_samples);
   const double r = static_cast<double>(epoch_size);
-  const double expected = -f * std::expm1(plan.epochs() * std::log1p(-std::min(1.0, r / f)));
+  const double expected = -f * std::expm1(epochs * std::log1p(-std::min(1.0, r / f)));
   CountMethod method = options.method;
   if (method == CountMethod::kAuto) {
     // Dense arrays (12 bytes a dataset sample) when they cost at most 48
     // bytes a distinct sample, about what kSorted's buffers would (~50).
     method = 4 * expected >= f ? CountMethod::kDense : CountMethod::kSorted;
   }
-  if (method == CountMethod::kDense) return CountDense(plan, rank, epoch_size, total, threads, min_piece);
-  return CountSorted(plan, rank, epoch_size, total, threads, min_piece, expected);
+  if (method == CountMethod::kDense) {
+    return CountDense(plan, rank, epoch_size, total, threads, min_piece, options.interrupt);
+  }
+  return CountSorted(plan, rank, epoch_size, total, threads, min_piece, expected, options.interrupt);
 }
 
 int Placement::ClassOf(int64_t sample) const {
@@ -323,10 +337,14 @@ Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int6
   placement.class_samples.assign(classes, {});
   placement.class_bytes.assign(classes, 0);
 
-  if (total_capacity == 0) return placement;  // nothing to place: skip the counting too
+  if (total_capacity == 0 && !options.keep_read_samples) return placement;  // nothing to place: skip the counting too
   std::vector<SampleUse> uses = CountRankAccesses(plan, rank, options);
   placement.rank_samples = static_cast<int64_t>(uses.size());
-  if (uses.empty()) return placement;
+  if (options.keep_read_samples) {
+    placement.read_samples.reserve(uses.size());
+    for (const SampleUse& u : uses) placement.read_samples.push_back(u.sample);
+  }
+  if (uses.empty() || total_capacity == 0) return placement;
 
   // Orders by one 64-bit key per sample, (first << count_bits) | (E - count),
   // with an index into `uses` (sorted by sample) as payload:
@@ -335,7 +353,7 @@ Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int6
   //             first read asc), the order in which samples claim space.
   // Radix sorts, because n log n comparison sorts of millions of samples
   // cost several times more.
-  const int epochs = plan.epochs();
+  const int epochs = CountedEpochs(plan, rank, options);
   const int64_t total_items = static_cast<int64_t>(epochs) * plan.RankEpochSize(rank);
   const int first_bits = BitWidth(static_cast<uint64_t>(total_items - 1));
   const int count_bits = BitWidth(static_cast<uint64_t>(epochs - 1));

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <functional>
 #include <thread>
 
 #include "hdmlp/config/config.h"
@@ -44,7 +45,8 @@ struct WalkedDirectory {
 };
 
 void Walk(Env* env, const std::string& root, const std::string& relpath, int depth,
-          std::vector<WalkedDirectory>* out) {
+          std::vector<WalkedDirectory>* out, const std::function<void()>& between_folders) {
+  between_folders();
   const std::string path = JoinPath(root, relpath);
   WalkedDirectory dir;
   dir.relpath = relpath;
@@ -63,7 +65,7 @@ void Walk(Env* env, const std::string& root, const std::string& relpath, int dep
     throw InvalidArgumentError("folder '" + path + "' is nested more than " + std::to_string(kMaxWalkDepth) +
                                " levels deep; is there a symbolic link loop?");
   }
-  for (const auto& sub : subdirs) Walk(env, root, relpath + "/" + sub, depth + 1, out);
+  for (const auto& sub : subdirs) Walk(env, root, relpath + "/" + sub, depth + 1, out, between_folders);
 }
 
 std::string ExtensionList() {
@@ -142,23 +144,47 @@ ImageFolderIndex ScanImageFolder(Env* env, const std::string& root, const ScanOp
   if (threads <= 0) threads = static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
 
   // Listing is I/O-bound and classes are independent: one task per class.
+  // Only the calling thread polls for an interrupt (see interrupt.h).
+  const auto caller = std::this_thread::get_id();
+  const std::function<void()> between_folders = [&] {
+    if (std::this_thread::get_id() == caller) CheckInterrupt(options.interrupt);
+  };
   const auto num_classes = static_cast<int64_t>(index.classes.size());
   std::vector<std::vector<WalkedDirectory>> walked(index.classes.size());
-  std::vector<std::vector<int64_t>> class_sizes(index.classes.size());
+  std::vector<std::vector<FileInfo>> class_files(index.classes.size());
+  std::vector<std::vector<std::string>> not_regular(index.classes.size());
   ParallelFor(num_classes, threads, [&](int64_t c) {
     auto& dirs = walked[static_cast<size_t>(c)];
-    Walk(env, root, index.classes[static_cast<size_t>(c)], 0, &dirs);
+    Walk(env, root, index.classes[static_cast<size_t>(c)], 0, &dirs, between_folders);
     std::sort(dirs.begin(), dirs.end(),
               [](const WalkedDirectory& a, const WalkedDirectory& b) { return a.relpath < b.relpath; });
-    auto& sizes = class_sizes[static_cast<size_t>(c)];
+    auto& files = class_files[static_cast<size_t>(c)];
     for (const auto& dir : dirs) {
-      for (const auto& file : dir.files) sizes.push_back(env->Stat(JoinPath(root, dir.relpath + "/" + file)).size);
+      for (const auto& file : dir.files) {
+        const std::string path = JoinPath(root, dir.relpath + "/" + file);
+        files.push_back(env->Stat(path));
+        const FileKind kind = files.back().kind;
+        if (kind != FileKind::kRegular && kind != FileKind::kMissing) {
+          not_regular[static_cast<size_t>(c)].push_back("'" + path + "' (" + FileKindName(kind) + ")");
+        }
+      }
     }
-    if (sizes.empty()) {
+    if (files.empty()) {
       throw NotFoundError("Found no valid file for the class '" + index.classes[static_cast<size_t>(c)] + "' in '" +
                           root + "'. Supported extensions are: " + ExtensionList());
     }
   });
+  std::vector<std::string> refused;
+  for (auto& names : not_regular) refused.insert(refused.end(), names.begin(), names.end());
+  if (!refused.empty()) {
+    std::string list;
+    for (size_t i = 0; i < refused.size() && i < 10; ++i) list += (i == 0 ? "" : ", ") + refused[i];
+    if (refused.size() > 10) list += " and " + std::to_string(refused.size() - 10) + " more";
+    throw InvalidArgumentError("dataset '" + root + "' has " + std::to_string(refused.size()) +
+                               " file(s) with an image extension that are not regular files: " + list +
+                               "; a reader of a FIFO, socket or device may wait forever or never reach its end: "
+                               "remove them or replace them by the files they stand for");
+  }
 
   std::vector<ScannedDirectory> scanned{{"", root_mtime}};
   bool racy = root_mtime > scan_start_ns - 2'000'000'000LL;
@@ -170,7 +196,9 @@ ImageFolderIndex ScanImageFolder(Env* env, const std::string& root, const ScanOp
       for (const auto& file : dir.files) {
         index.relpaths.push_back(dir.relpath + "/" + file);
         index.labels.push_back(static_cast<int32_t>(c));
-        index.sizes.push_back(class_sizes[static_cast<size_t>(c)][k++]);
+        const FileInfo& info = class_files[static_cast<size_t>(c)][k++];
+        index.sizes.push_back(info.size);
+        index.mtimes_ns.push_back(info.mtime_ns);
       }
     }
   }

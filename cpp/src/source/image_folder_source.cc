@@ -1,5 +1,6 @@
 #include "hdmlp/source/image_folder_source.h"
 
+#include "hdmlp/env/deadline_reader.h"
 #include "hdmlp/errors.h"
 
 namespace hdmlp {
@@ -11,15 +12,26 @@ ImageFolderSource::ImageFolderSource(Env* env, const std::string& root, const Sc
   index_.names = std::move(folder.relpaths);
   index_.labels = std::move(folder.labels);
   index_.sizes = std::move(folder.sizes);
+  mtimes_ns_ = std::move(folder.mtimes_ns);
   from_cache_ = folder.from_cache;
 }
 
+SampleIdentity ImageFolderSource::Identity(int64_t i) const {
+  const auto k = static_cast<size_t>(i);
+  return {index_.sizes[k], k < mtimes_ns_.size() ? mtimes_ns_[k] : 0};
+}
+
 SampleBuffer ImageFolderSource::Read(int64_t i) {
+  SampleIdentity found;
+  return ReadIdentified(i, &found);
+}
+
+SampleBuffer ImageFolderSource::ReadIdentified(int64_t i, SampleIdentity* found) {
   CheckSample(i);
   auto file = Open(Path(i));
-  SampleBuffer bytes = SampleBuffer::Allocate(file->Size());
-  file->ReadExact(0, bytes.data.get(), bytes.size);
-  return bytes;
+  FileContents contents = ReadToEnd(file.get());
+  *found = {contents.info.size, contents.info.mtime_ns};
+  return std::move(contents.bytes);
 }
 
 void ImageFolderSource::ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) {

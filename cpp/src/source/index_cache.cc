@@ -10,7 +10,8 @@ namespace hdmlp {
 namespace {
 
 constexpr char kMagic[8] = {'H', 'D', 'M', 'L', 'P', 'I', 'D', 'X'};
-constexpr uint32_t kVersion = 1;
+// 2: every file's modification time follows its size.
+constexpr uint32_t kVersion = 2;
 
 uint64_t HashBytes(const char* p, size_t n) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -88,6 +89,22 @@ bool IndexCache::Load(const std::string& absolute_root, ImageFolderIndex* index)
   } catch (const Error&) {
     return false;
   }
+  const auto fresh = [&](const std::string& rel, int64_t mtime) {
+    FileInfo info;
+    try {
+      info = dataset_env_->Stat(JoinPath(absolute_root, rel));
+    } catch (const Error&) {
+      return false;
+    }
+    return info.exists && info.is_dir && info.mtime_ns == mtime;
+  };
+  return Decode(data, absolute_root, fresh, index);
+}
+
+uint64_t IndexCache::Checksum(const char* data, size_t size) { return HashBytes(data, size); }
+
+bool IndexCache::Decode(const std::string& data, const std::string& absolute_root,
+                        const std::function<bool(const std::string&, int64_t)>& fresh, ImageFolderIndex* index) {
   if (data.size() < sizeof kMagic + 4 + 8 || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) return false;
   uint64_t stored_checksum;
   std::memcpy(&stored_checksum, data.data() + data.size() - 8, 8);
@@ -108,13 +125,7 @@ bool IndexCache::Load(const std::string& absolute_root, ImageFolderIndex* index)
     std::string rel;
     int64_t mtime;
     if (!r.Str(&rel) || !r.I64(&mtime)) return false;
-    FileInfo info;
-    try {
-      info = dataset_env_->Stat(JoinPath(absolute_root, rel));
-    } catch (const Error&) {
-      return false;
-    }
-    if (!info.exists || !info.is_dir || info.mtime_ns != mtime) return false;
+    if (!fresh(rel, mtime)) return false;
   }
 
   ImageFolderIndex loaded;
@@ -123,21 +134,26 @@ bool IndexCache::Load(const std::string& absolute_root, ImageFolderIndex* index)
   for (auto& c : loaded.classes) {
     if (!r.Str(&c)) return false;
   }
-  if (!r.Count(&n, 20)) return false;
+  if (!r.Count(&n, 28)) return false;
   loaded.relpaths.resize(n);
   loaded.labels.resize(n);
   loaded.sizes.resize(n);
+  loaded.mtimes_ns.resize(n);
   for (uint64_t i = 0; i < n; ++i) {
-    if (!r.Str(&loaded.relpaths[i]) || !r.I32(&loaded.labels[i]) || !r.I64(&loaded.sizes[i])) return false;
+    if (!r.Str(&loaded.relpaths[i]) || !r.I32(&loaded.labels[i]) || !r.I64(&loaded.sizes[i]) ||
+        !r.I64(&loaded.mtimes_ns[i])) {
+      return false;
+    }
     if (loaded.labels[i] < 0 || static_cast<size_t>(loaded.labels[i]) >= loaded.classes.size()) return false;
+    if (loaded.sizes[i] < 0) return false;
   }
   if (!r.AtEnd() || loaded.relpaths.empty()) return false;
   *index = std::move(loaded);
   return true;
 }
 
-void IndexCache::Store(const std::string& absolute_root, const ImageFolderIndex& index,
-                       const std::vector<ScannedDirectory>& directories) {
+std::string IndexCache::Encode(const std::string& absolute_root, const ImageFolderIndex& index,
+                               const std::vector<ScannedDirectory>& directories) {
   Writer w;
   w.Raw(kMagic, sizeof kMagic);
   w.Raw(&kVersion, 4);
@@ -155,11 +171,18 @@ void IndexCache::Store(const std::string& absolute_root, const ImageFolderIndex&
     w.Str(index.relpaths[i]);
     w.I32(index.labels[i]);
     w.I64(index.sizes[i]);
+    w.I64(i < index.mtimes_ns.size() ? index.mtimes_ns[i] : 0);
   }
   w.U64(HashBytes(w.data().data(), w.data().size()));
+  return std::move(w.data());
+}
+
+void IndexCache::Store(const std::string& absolute_root, const ImageFolderIndex& index,
+                       const std::vector<ScannedDirectory>& directories) {
+  const std::string entry = Encode(absolute_root, index, directories);
   try {
     env_->CreateDirs(cache_dir_);
-    env_->WriteFileAtomic(EntryPath(absolute_root), w.data().data(), static_cast<int64_t>(w.data().size()));
+    env_->WriteFileAtomic(EntryPath(absolute_root), entry.data(), static_cast<int64_t>(entry.size()));
   } catch (const Error&) {
     // An unwritable cache only costs the next start a rescan.
   }

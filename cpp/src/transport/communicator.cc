@@ -1,9 +1,17 @@
 #include "hdmlp/transport/communicator.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "hdmlp/errors.h"
@@ -14,15 +22,31 @@ namespace {
 std::mutex g_init_mu;
 bool g_we_initialized = false;
 std::vector<MPI_Comm> g_retired;  // closed jobs' communicators, guarded by g_init_mu
+pid_t g_initialized_by = 0;  // the process that initialised MPI (a forked child must not finalise it)
+std::atomic<bool> g_peer_failed{false};
+
+// Registered stop functions; FinalizeIfOwned runs them holding this mutex,
+// so UnregisterUser (run before its owner is destroyed) waits for them.
+std::mutex g_users_mu;
+std::map<int, std::function<void()>> g_users;
+int g_next_user = 0;
 
 // Polls a nonblocking collective until it completes or timeout_s passes.
-void WaitUntil(MPI_Request* request, double timeout_s, int rank, const std::string& what) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+void WaitUntil(MPI_Request* request, double timeout_s, int rank, const std::string& what,
+               const InterruptCheck& interrupt = {}) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(timeout_s);
+  auto next_check = start + std::chrono::milliseconds(100);
   for (;;) {
     int done = 0;
     MPI_Test(request, &done, MPI_STATUS_IGNORE);
     if (done) return;
+    if (interrupt && std::chrono::steady_clock::now() > next_check) {
+      CheckInterrupt(interrupt);  // a rank interrupted here leaves the others to time out
+      next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    }
     if (std::chrono::steady_clock::now() > deadline) {
+      Communicator::MarkPeerFailure();
       throw IOError("rank " + std::to_string(rank) + ": not every rank of the job reached " + what + " within " +
                     std::to_string(static_cast<int>(timeout_s)) +
                     " s; a rank may have failed before it, crashed or hung (see the other ranks' errors), "
@@ -37,10 +61,20 @@ bool EnvSet(const char* name) {
   return v != nullptr && v[0] != '\0';
 }
 
+// HDMLP_NO_MPI=1 (or yes, true, on) keeps hdmlp out of MPI; 0, no, false,
+// off or empty do not.
+bool NoMpiRequested() {
+  const char* v = std::getenv("HDMLP_NO_MPI");
+  if (v == nullptr) return false;
+  std::string s(v);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return !(s.empty() || s == "0" || s == "no" || s == "false" || s == "off");
+}
+
 }  // namespace
 
 bool Communicator::InMpiJob() {
-  if (EnvSet("HDMLP_NO_MPI")) return false;
+  if (NoMpiRequested()) return false;
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return true;
@@ -58,9 +92,10 @@ void Communicator::EnsureInitialized() {
     throw IOError("MPI_Init_thread failed");
   }
   g_we_initialized = true;
+  g_initialized_by = ::getpid();
 }
 
-std::unique_ptr<Communicator> Communicator::Create(double timeout_s) {
+std::unique_ptr<Communicator> Communicator::Create(double timeout_s, const InterruptCheck& interrupt) {
   if (!InMpiJob()) return nullptr;
   std::lock_guard<std::mutex> lock(g_init_mu);
   int initialized = 0, finalized = 0;
@@ -73,6 +108,7 @@ std::unique_ptr<Communicator> Communicator::Create(double timeout_s) {
       throw IOError("MPI_Init_thread failed");
     }
     g_we_initialized = true;
+    g_initialized_by = ::getpid();
   } else {
     MPI_Query_thread(&provided);
   }
@@ -90,17 +126,54 @@ std::unique_ptr<Communicator> Communicator::Create(double timeout_s) {
   if (MPI_Comm_idup(MPI_COMM_WORLD, &dup, &request) != MPI_SUCCESS) throw IOError("MPI_Comm_idup failed");
   int world_rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  WaitUntil(&request, timeout_s, world_rank, "the creation of hdmlp's communicator");
+  WaitUntil(&request, timeout_s, world_rank, "the creation of hdmlp's communicator", interrupt);
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-  return std::unique_ptr<Communicator>(new Communicator(dup, timeout_s));
+  auto comm = std::unique_ptr<Communicator>(new Communicator(dup, timeout_s));
+  comm->set_interrupt(interrupt);
+  return comm;
 }
 
+int Communicator::RegisterUser(std::function<void()> stop) {
+  std::lock_guard<std::mutex> lock(g_users_mu);
+  const int token = g_next_user++;
+  g_users.emplace(token, std::move(stop));
+  return token;
+}
+
+void Communicator::UnregisterUser(int token) {
+  std::lock_guard<std::mutex> lock(g_users_mu);
+  g_users.erase(token);
+}
+
+void Communicator::MarkPeerFailure() { g_peer_failed = true; }
+bool Communicator::PeerFailed() { return g_peer_failed.load(); }
+
 void Communicator::FinalizeIfOwned() {
+  {
+    std::lock_guard<std::mutex> users(g_users_mu);
+    if (g_initialized_by == ::getpid()) {
+      // Threads that use MPI stop before it goes away.
+      for (auto& [token, stop] : g_users) {
+        try {
+          stop();
+        } catch (...) {
+        }
+      }
+    }
+  }
   std::lock_guard<std::mutex> lock(g_init_mu);
-  if (!g_we_initialized) return;
+  if (!g_we_initialized || g_initialized_by != ::getpid()) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (g_peer_failed.load()) {
+    std::fprintf(stderr,
+                 "hdmlp: a peer rank stopped on an error or did not answer: aborting the MPI job rather than "
+                 "waiting for that rank in MPI_Finalize\n");
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
   g_we_initialized = false;
 }
 
@@ -121,7 +194,48 @@ Communicator::~Communicator() {
 }
 
 void Communicator::Wait(MPI_Request* request, const std::string& what) {
-  WaitUntil(request, timeout_s_, rank_, what);
+  WaitUntil(request, timeout_s_, rank_, what, interrupt_);
+}
+
+std::vector<std::string> Communicator::AllToAll(const std::vector<std::string>& out, const std::string& what) {
+  if (static_cast<int>(out.size()) != size_) {
+    throw InvalidArgumentError("AllToAll: " + std::to_string(out.size()) + " messages for " + std::to_string(size_) +
+                               " ranks");
+  }
+  const auto n = static_cast<size_t>(size_);
+  std::vector<int64_t> send_sizes(n), recv_sizes(n);
+  for (size_t r = 0; r < n; ++r) send_sizes[r] = static_cast<int64_t>(out[r].size());
+  MPI_Request request;
+  MPI_Ialltoall(send_sizes.data(), 1, MPI_INT64_T, recv_sizes.data(), 1, MPI_INT64_T, comm_, &request);
+  Wait(&request, what);
+  std::vector<int> send_counts(n), send_displs(n), recv_counts(n), recv_displs(n);
+  int64_t send_total = 0, recv_total = 0;
+  for (size_t r = 0; r < n; ++r) {
+    send_counts[r] = static_cast<int>(send_sizes[r]);
+    send_displs[r] = static_cast<int>(send_total);
+    recv_counts[r] = static_cast<int>(recv_sizes[r]);
+    recv_displs[r] = static_cast<int>(recv_total);
+    send_total += send_sizes[r];
+    recv_total += recv_sizes[r];
+  }
+  // Every rank checks the same totals' limit on its side; a rank that
+  // throws here leaves its peers to time out on the next collective.
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  if (send_total > kMax || recv_total > kMax) {
+    throw IOError("rank " + std::to_string(rank_) + ": " + what + " needs " + std::to_string(std::max(send_total, recv_total)) +
+                  " bytes in one MPI message, more than MPI's 2 GiB limit");
+  }
+  std::string send(static_cast<size_t>(send_total), '\0');
+  for (size_t r = 0; r < n; ++r) send.replace(static_cast<size_t>(send_displs[r]), out[r].size(), out[r]);
+  std::string recv(static_cast<size_t>(recv_total), '\0');
+  MPI_Ialltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_CHAR, recv.data(), recv_counts.data(),
+                 recv_displs.data(), MPI_CHAR, comm_, &request);
+  Wait(&request, what);
+  std::vector<std::string> in(n);
+  for (size_t r = 0; r < n; ++r) {
+    in[r] = recv.substr(static_cast<size_t>(recv_displs[r]), static_cast<size_t>(recv_counts[r]));
+  }
+  return in;
 }
 
 std::vector<std::string> Communicator::AllGather(const std::string& mine, const std::string& what) {

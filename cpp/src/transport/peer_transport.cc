@@ -9,7 +9,8 @@ namespace hdmlp {
 namespace {
 
 constexpr int kRequestTag = 1;
-constexpr int kByeTag = 2;
+constexpr int kByeTag = 2;   // "I read nothing more": lingering peers wait for it
+constexpr int kGoneTag = 4;  // "I serve nothing more": stop asking me
 constexpr int kAbortTag = 3;
 constexpr int kReplyTagBase = 16;
 
@@ -19,11 +20,13 @@ void Pause() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
 
 }  // namespace
 
-PeerTransport::PeerTransport(Communicator* comm, int serving_threads, int client_slots, ServeFn serve)
+PeerTransport::PeerTransport(Communicator* comm, int serving_threads, int client_slots, ServeFn serve, double linger_s)
     : comm_(comm), serving_threads_(serving_threads), client_slots_(client_slots), serve_(std::move(serve)),
+      linger_s_(linger_s),
       left_(new std::atomic<bool>[static_cast<size_t>(comm->size())]),
+      said_bye_(new std::atomic<bool>[static_cast<size_t>(comm->size())]),
       sequence_(new std::atomic<int64_t>[static_cast<size_t>(client_slots)]) {
-  for (int r = 0; r < comm->size(); ++r) left_[static_cast<size_t>(r)] = false;
+  for (int r = 0; r < comm->size(); ++r) left_[static_cast<size_t>(r)] = said_bye_[static_cast<size_t>(r)] = false;
   for (int s = 0; s < client_slots; ++s) sequence_[static_cast<size_t>(s)] = 0;
 }
 
@@ -45,6 +48,14 @@ void PeerTransport::ServeLoop() {
     if (found) {
       int64_t who = 0;
       MPI_Mrecv(&who, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
+      said_bye_[static_cast<size_t>(status.MPI_SOURCE)] = true;
+      continue;
+    }
+    MPI_Improbe(MPI_ANY_SOURCE, kGoneTag, comm, &found, &message, &status);
+    if (found) {
+      int64_t who = 0;
+      MPI_Mrecv(&who, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
+      said_bye_[static_cast<size_t>(status.MPI_SOURCE)] = true;
       left_[static_cast<size_t>(status.MPI_SOURCE)] = true;
       continue;
     }
@@ -57,6 +68,8 @@ void PeerTransport::ServeLoop() {
       std::lock_guard<std::mutex> lock(abort_mu_);
       if (peer_abort_message_.empty()) peer_abort_message_ = text.empty() ? "(no message)" : text;
       peer_aborted_ = true;
+      // That peer may never reach MPI_Finalize: this process must not wait for it there.
+      Communicator::MarkPeerFailure();
       continue;
     }
     MPI_Improbe(MPI_ANY_SOURCE, kRequestTag, comm, &found, &message, &status);
@@ -112,7 +125,7 @@ void PeerTransport::ServeLoop() {
 }
 
 bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out) {
-  if (PeerLeft(peer) || closed_.load()) return false;
+  if (PeerLeft(peer) || clients_stopped_.load()) return false;
   MPI_Comm comm = comm_->comm();
   const int reply_tag = kReplyTagBase + slot;
   const int64_t seq = sequence_[static_cast<size_t>(slot)].fetch_add(1) + 1;
@@ -148,12 +161,13 @@ bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out)
       *out = std::move(payload);
       return true;
     }
-    if (PeerLeft(peer) || closed_.load()) {
+    if (PeerLeft(peer) || clients_stopped_.load()) {
       if (!sent) MPI_Request_free(&send);
       return false;
     }
     if (Clock::now() > deadline) {
       if (!sent) MPI_Request_free(&send);
+      Communicator::MarkPeerFailure();
       throw IOError("rank " + std::to_string(peer) + " did not answer rank " + std::to_string(comm_->rank()) +
                     "'s request for sample " + std::to_string(sample) + " within " +
                     std::to_string(static_cast<int>(comm_->timeout_s())) +
@@ -194,12 +208,36 @@ std::string PeerTransport::PeerAbortMessage() const {
   return peer_abort_message_;
 }
 
-void PeerTransport::Close() {
-  if (closed_.exchange(true)) return;
+void PeerTransport::StopClients() { clients_stopped_ = true; }
+
+bool PeerTransport::AllPeersLeft() const {
+  for (int r = 0; r < comm_->size(); ++r) {
+    if (r != comm_->rank() && !said_bye_[static_cast<size_t>(r)].load()) return false;
+  }
+  return true;
+}
+
+void PeerTransport::Linger() {
+  if (bye_sent_.exchange(true)) return;
+  clients_stopped_ = true;
   // Say bye first, so peers stop asking this rank while its servers still
-  // answer what is already on the way.
+  // answer what is already on the way, and keep answering while peers
+  // still read: a peer that has not closed yet would otherwise take this
+  // rank's samples from the PFS.
   my_rank_message_ = comm_->rank();
   SendToEveryPeer(&my_rank_message_, 1, MPI_INT64_T, kByeTag);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(linger_s_);
+  while (Clock::now() < deadline && !peer_aborted_.load() && !AllPeersLeft()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void PeerTransport::Close() {
+  if (closed_.exchange(true)) return;
+  Linger();
+  // From now on requests to this rank would not be answered: peers that
+  // still read take those samples from the PFS at once.
+  SendToEveryPeer(&my_rank_message_, 1, MPI_INT64_T, kGoneTag);
   stopping_ = true;
   for (auto& t : threads_) t.join();
   threads_.clear();

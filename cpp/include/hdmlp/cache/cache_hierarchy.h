@@ -11,11 +11,12 @@
 // model prefers it, else from a peer rank's class (when the model predicts
 // that faster than the PFS), else from the PFS.
 //
-// Several ranks ("make it once"): the ranks exchange their placements, and
-// every cached sample gets one designated rank: the rank that reads it in
-// the first epoch when that rank caches it (placement puts those samples
-// first, so when the ranks' storage together holds the dataset, it always
-// does), else the lowest rank that caches it. Only the designated rank reads
+// Several ranks ("make it once"): every cached sample gets one designated
+// rank: the rank that reads it in the first epoch when that rank caches it
+// (placement puts those samples first, so when the ranks' storage together
+// holds the dataset, it always does), else the lowest rank that caches it.
+// Each rank learns the designated rank of the samples it reads through a
+// PeerDirectory (peer_directory.h), never every rank's placement. Only the designated rank reads
 // the sample from the PFS; every other rank asks it, and a designated rank
 // asked for a sample it has not filled yet fills it then. So when the
 // dataset fits in the ranks' aggregate storage, the job reads each sample
@@ -33,11 +34,22 @@
 // a pack reads it in large sequential pieces.
 // A class that cannot store (full disk, vanished folder) leaves the sample
 // on the PFS, with a warning; bytes are never served from a class unless
-// they are what was stored.
+// they are what was stored (a filesystem class checks a checksum).
 //
-// Thread-safety: Fetch may be called from any number of threads. Close()
-// stops and joins the prefetch threads, wakes any waiting Fetch (which then
-// throws ClosedError) and removes on-disk classes; the destructor calls it.
+// Reads of the dataset's storage go through a SourceReader
+// (source/source_reader.h): a read that does not finish within the read
+// timeout is an IOError naming the sample, and a closing job does not wait
+// for it. The job delivers the dataset as it was when it was indexed: a
+// sample read from the dataset's storage whose size or modification time
+// is no longer the index's is counted (changed_samples) and named;
+// cached copies keep the bytes of their first read.
+//
+// Thread-safety: Fetch may be called from any number of threads. Stop()
+// wakes any waiting Fetch (which then throws ClosedError) and every read
+// waiting for the dataset's storage; Close() also joins the prefetch
+// threads, lingers while peers still read from this rank (until every peer
+// has said bye, or a few seconds), and removes on-disk classes. Both are
+// idempotent; the destructor calls Close().
 #ifndef HDMLP_CACHE_CACHE_HIERARCHY_H_
 #define HDMLP_CACHE_CACHE_HIERARCHY_H_
 
@@ -50,6 +62,7 @@
 #include <thread>
 #include <vector>
 
+#include "hdmlp/cache/peer_directory.h"
 #include "hdmlp/cache/source_model.h"
 #include "hdmlp/cache/storage_class.h"
 #include "hdmlp/config/config.h"
@@ -57,9 +70,11 @@
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/plan/placement.h"
 #include "hdmlp/source/source.h"
+#include "hdmlp/source/source_reader.h"
 #include "hdmlp/staging/staging_buffer.h"
 #include "hdmlp/transport/communicator.h"
 #include "hdmlp/transport/peer_transport.h"
+#include "hdmlp/util/interrupt.h"
 
 namespace hdmlp {
 
@@ -77,6 +92,7 @@ struct ClassStatus {
   double predicted_mbps = 0;       // per reader, from the source model
   std::string note;                // why the class holds nothing, when the model decided so
   std::string warning;             // a problem: unwritable folder, full disk
+  int64_t dropped_corrupt = 0;     // stored files found changed (checksum) and dropped
 };
 
 class CacheHierarchy {
@@ -85,7 +101,11 @@ class CacheHierarchy {
   // `source` reads the dataset (the "PFS"); local_env holds the filesystem
   // classes; comm is null for a single rank. Client slots [0, worker_slots) belong to the
   // caller's staging workers; the prefetch threads take the ones after.
-  CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, Source& source, Env* local_env, Communicator* comm = nullptr, int worker_slots = 0);
+  // reader reads the dataset's storage (null: one on `source` with a 300 s
+  // timeout); interrupt is polled during the placement's long phases.
+  CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, Source& source, Env* local_env,
+                 Communicator* comm = nullptr, int worker_slots = 0, std::shared_ptr<SourceReader> reader = nullptr,
+                 const InterruptCheck& interrupt = {});
   CacheHierarchy(const CacheHierarchy&) = delete;
   CacheHierarchy& operator=(const CacheHierarchy&) = delete;
   ~CacheHierarchy();
@@ -99,6 +119,7 @@ class CacheHierarchy {
   // not answer.
   const std::string& Fetch(int64_t sample, SampleBuffer* out, int slot = 0);
 
+  void Stop();
   void Close();
 
   std::vector<ClassStatus> Status() const;
@@ -109,6 +130,12 @@ class CacheHierarchy {
   int64_t pfs_bytes() const { return pfs_bytes_.load(); }
   int64_t remote_reads() const { return remote_reads_.load(); }
   int64_t requests_served() const { return transport_ ? transport_->requests_served() : 0; }
+  // Samples read from the dataset's storage with another size or
+  // modification time than the index's (each counted once), and their names.
+  int64_t changed_samples() const;
+  std::vector<std::string> ChangedFiles() const;
+  // Entries of the peer directory (several ranks), for tests and benchmarks.
+  int64_t peer_directory_entries() const { return directory_.entries(); }
   // Tells the other ranks that this one stops on `message` (no-op alone).
   void AbortPeers(const std::string& message) {
     if (transport_) transport_->Abort(message);
@@ -138,11 +165,14 @@ class CacheHierarchy {
   // Reads the sample (from a peer when allowed and predicted faster, else
   // the PFS) and stores it in its class; the caller owns the slot (state
   // kFilling). Returns the source's name.
-  const std::string& FillSlot(int level, int64_t slot, int64_t sample, SampleBuffer* out, int client, bool may_ask_peers);
-  const std::string& ReadUncached(int64_t sample, SampleBuffer* out, int client, bool may_ask_peers);
+  // `stop` is the caller's cancel flag for reads of the dataset's storage.
+  const std::string& FillSlot(int level, int64_t slot, int64_t sample, SampleBuffer* out, int client, bool may_ask_peers,
+                              const std::atomic<bool>* stop);
+  const std::string& ReadUncached(int64_t sample, SampleBuffer* out, int client, bool may_ask_peers,
+                                  const std::atomic<bool>* stop);
   void SetState(int64_t slot, State state);
-  // Waits until another thread has filled (or failed) a slot; false if closed meanwhile.
-  bool WaitWhileFilling(const std::atomic<uint8_t>& state);
+  // Waits until another thread has filled (or failed) a slot; false if `stop` was set meanwhile.
+  bool WaitWhileFilling(const std::atomic<uint8_t>& state, const std::atomic<bool>& stop);
   void PrefetchLoop(int level, int client);
   // Stores `bytes` of `sample` in its slot (the caller owns it: kFilling)
   // and sets the slot's state; true when stored.
@@ -153,13 +183,14 @@ class CacheHierarchy {
   std::vector<std::pair<int64_t, int64_t>> ClaimRun(int level, int64_t sample, int64_t slot);
   // True unless another rank is the one that reads `sample` from the PFS.
   bool ReadsItself(int64_t sample) const;
-  SampleBuffer ReadFromPfs(int64_t sample);
+  SampleBuffer ReadFromPfs(int64_t sample, const std::atomic<bool>* stop);
   // A peer's request: bytes of a sample this rank is designated for.
   bool Serve(int64_t sample, SampleBuffer* out);
-  void ExchangePlacements(const AccessPlan& plan, Communicator* comm);
+  void ExchangePlacements(const AccessPlan& plan, Communicator* comm, const std::vector<int64_t>& reads);
 
   Source& source_;
   SourceModel model_;
+  std::shared_ptr<SourceReader> reader_;
   Placement placement_;
   std::vector<std::unique_ptr<Level>> levels_;  // index = storage class; [0] unused
   std::vector<int64_t> slot_samples_;           // every cached sample, sorted
@@ -170,9 +201,9 @@ class CacheHierarchy {
   const std::string pfs_name_ = "pfs";
   const std::string remote_name_ = "remote";
 
-  // Several ranks: who to ask for each sample (rank << 8 | its class), or -1.
+  // Several ranks: whom to ask for the samples this rank reads.
   int my_rank_ = 0;
-  std::vector<int32_t> directory_;
+  PeerDirectory directory_;
   std::unique_ptr<PeerTransport> transport_;
   int worker_slots_ = 0;
   int64_t coalesce_bytes_ = 0;
@@ -180,7 +211,9 @@ class CacheHierarchy {
 
   std::mutex mu_;
   std::condition_variable filled_cv_;
-  std::atomic<bool> closed_{false};
+  std::atomic<bool> closed_{false};        // Stop() was called
+  std::atomic<bool> close_started_{false};
+  std::atomic<bool> serving_stopped_{false};  // after the linger: serving threads' reads give up
   std::vector<std::thread> threads_;
 };
 

@@ -10,13 +10,19 @@
 // CacheHierarchy's per-sample state guarantees it) and may fail (false), for
 // a full or unwritable disk: the sample then stays on the PFS. Read(slot)
 // is only called after a successful Store and returns false, never wrong
-// bytes, if what it finds is not what was stored. A class that can no
-// longer write reports why through warning().
+// bytes, if what it finds is not what was stored: a filesystem class keeps
+// a checksum (util/checksum.h) after each file's bytes and verifies it on
+// every read; a file that does not match is removed, counted in
+// dropped_corrupt() and reported once through corruption_warning(). A class
+// that can no longer write reports why through warning(). After Release()
+// a class stores nothing more: a Store racing with it either finishes
+// before the folder is removed or does not write at all.
 // Thread-safety: Store and Read on different slots may run concurrently;
 // Read of one slot may run concurrently with other Reads of it.
 #ifndef HDMLP_CACHE_STORAGE_CLASS_H_
 #define HDMLP_CACHE_STORAGE_CLASS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -47,24 +53,36 @@ class StorageClass {
 
   // Empty while the class works; else why it stopped storing.
   std::string warning() const;
+  // Empty until a stored file was found changed; then the first such file.
+  std::string corruption_warning() const;
+  // Stored files found changed and dropped, so far.
+  int64_t dropped_corrupt() const { return dropped_.load(); }
 
  protected:
   void SetWarning(const std::string& warning);
+  void SetCorruptionWarning(const std::string& warning);
+  std::atomic<int64_t> dropped_{0};
 
  private:
   const std::string name_;
   const std::string backend_;
   mutable std::mutex warning_mu_;
   std::string warning_;
+  std::string corruption_warning_;
 };
 
 // RAM: one arena holding every planned sample back to back.
 std::unique_ptr<StorageClass> MakeMemoryClass(const std::string& name, const std::vector<int64_t>& planned_sizes);
 
 // Local disk: the folder <path>/hdmlp-job-<host>-<pid>-<random>, removed by
-// Release(). Folders of jobs from this host whose process is gone are removed
-// when a class is made. Throws IOError if the folder cannot be made (the
-// caller then gives the class no samples).
+// Release(). The class holds an flock on the folder's ".lock" file for its
+// whole life (the folder is made under a temporary name, locked, then
+// renamed, so a folder under the final name always has its lock). Making a
+// class removes the folders under `path` whose lock nobody holds: jobs that
+// are gone, whatever host or PID namespace made them; a folder without a
+// lock file (an older hdmlp's) only once it is an hour old. Throws IOError
+// if the folder cannot be made (the caller then gives the class no
+// samples).
 std::unique_ptr<StorageClass> MakeFilesystemClass(Env* env, const std::string& name, const std::string& path);
 
 // The folder a filesystem class made (for tests).

@@ -57,7 +57,9 @@ struct Config {
   // other in one shard (packs, tar shards) in one read of up to this many
   // KiB; 0 reads every sample on its own.
   int coalesce_kb = 4096;
-  bool checkpoint = false;
+  // The index cache ("checkpoint file" of the dataset's scan): on or off,
+  // and the folder whose index/ sub-folder holds it (source/index_cache.h).
+  bool checkpoint = true;
   std::string checkpoint_path;  // absolute; defaults to UserCacheDir()
   // [0] is the staging buffer; never empty after a successful load. Order is
   // the user's: the planner fills classes in this order.
@@ -80,9 +82,9 @@ struct Config {
 // sorted by threads (a loaded Config's tables are).
 double InterpolateBandwidth(const std::vector<BandwidthPoint>& table, double threads);
 
-// $HDMLP_CACHE_DIR if set, else $XDG_CACHE_HOME/hdmlp (if set and absolute,
-// as the XDG spec asks), else $HOME/.cache/hdmlp. Empty variables count as
-// unset. Not created here.
+// $HDMLP_CACHE_DIR if set (made absolute against the current directory),
+// else $XDG_CACHE_HOME/hdmlp (if set and absolute, as the XDG spec asks),
+// else $HOME/.cache/hdmlp. Empty variables count as unset. Not created here.
 std::string UserCacheDir();
 
 // The path expansion config files get: a leading "~" or "~/" becomes $HOME,

@@ -8,6 +8,9 @@
 // Contract: methods throw hdmlp::NotFoundError for a missing path,
 // hdmlp::NotADirectoryError where a directory was required, and
 // hdmlp::IOError for any other failure; every message names the path.
+// OpenForRead opens regular files only: a FIFO, socket or device (which
+// could block a reader forever, or never end) is refused with an IOError
+// naming its kind, without waiting for a writer.
 // Thread-safety: all methods may be called from many threads at once; so
 // may a ReadableFile's (the sources keep a shard open and pread it from
 // every staging thread).
@@ -21,9 +24,15 @@
 
 namespace hdmlp {
 
+// What a path is, following symbolic links.
+enum class FileKind { kMissing, kRegular, kDirectory, kFifo, kSocket, kCharDevice, kBlockDevice, kOther };
+// "a FIFO", "a socket", ...: for messages.
+const char* FileKindName(FileKind kind);
+
 struct FileInfo {
   bool exists = false;
   bool is_dir = false;      // follows symbolic links
+  FileKind kind = FileKind::kMissing;
   int64_t size = 0;
   int64_t mtime_ns = 0;
 };
@@ -35,11 +44,35 @@ struct DirEntry {
 
 class ReadableFile {
  public:
+  explicit ReadableFile(std::string path) : path_(std::move(path)) {}
+  ReadableFile(const ReadableFile&) = delete;
+  ReadableFile& operator=(const ReadableFile&) = delete;
   virtual ~ReadableFile() = default;
-  // Size of the open file (not of the path, which may change meanwhile).
-  virtual int64_t Size() = 0;
+  const std::string& path() const { return path_; }
+  // Size and modification time of the open file (not of the path, which may
+  // change meanwhile), as fstat reports them.
+  virtual FileInfo Info() = 0;
+  int64_t Size() { return Info().size; }
+  // Reads up to n bytes at offset into dst; returns how many were read, fewer
+  // than n only at the end of the file (0 there). Throws IOError.
+  virtual int64_t ReadUpTo(int64_t offset, uint8_t* dst, int64_t n) = 0;
   // Reads exactly n bytes at offset into dst or throws IOError.
-  virtual void ReadExact(int64_t offset, uint8_t* dst, int64_t n) = 0;
+  void ReadExact(int64_t offset, uint8_t* dst, int64_t n);
+
+ private:
+  const std::string path_;
+};
+
+// An exclusive advisory lock (flock) on a file, held until destroyed. A lock
+// belongs to the open file: another process (or another open of the same
+// file) cannot take it meanwhile, and it is released when the holder dies,
+// however it dies.
+class FileLock {
+ public:
+  FileLock() = default;
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  virtual ~FileLock() = default;
 };
 
 class Env {
@@ -59,11 +92,18 @@ class Env {
   // so a reader never sees a half-written file.
   virtual void WriteFileAtomic(const std::string& path, const void* data, int64_t n) = 0;
   virtual void CreateDirs(const std::string& path) = 0;
+  // Renames a file or folder atomically (both paths on one file system).
+  virtual void Rename(const std::string& from, const std::string& to) = 0;
   virtual void RemoveFile(const std::string& path) = 0;  // a missing file is fine
   // Removes a folder and everything in it; a missing folder is fine.
   virtual void RemoveTree(const std::string& path) = 0;
+  // Takes the lock of `path` without waiting (creating the file when
+  // `create`); nullptr when somebody else holds it. Throws NotFoundError when
+  // the file is missing and !create, IOError for other failures.
+  virtual std::unique_ptr<FileLock> TryLockFile(const std::string& path, bool create) = 0;
 
-  // Convenience: the whole file in a string.
+  // Convenience: the whole file in a string, read to its end (whatever size
+  // stat reports: files under /proc say 0).
   std::string ReadWholeFile(const std::string& path);
 };
 
@@ -85,11 +125,13 @@ class ThrottledEnv : public Env {
   std::unique_ptr<ReadableFile> OpenForRead(const std::string& path) override;
   void WriteFileAtomic(const std::string& path, const void* data, int64_t n) override;
   void CreateDirs(const std::string& path) override;
+  void Rename(const std::string& from, const std::string& to) override;
   void RemoveFile(const std::string& path) override;
   void RemoveTree(const std::string& path) override;
+  std::unique_ptr<FileLock> TryLockFile(const std::string& path, bool create) override;
 
   int64_t files_opened() const;
-  int64_t reads() const;  // ReadExact calls on files it opened
+  int64_t reads() const;  // reads (ReadExact or ReadUpTo calls that found bytes) of files it opened
 
  private:
   class ThrottledFile;

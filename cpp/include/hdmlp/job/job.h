@@ -53,12 +53,28 @@
 // exactly once. Storage errors (missing file, failing reads) are raised in
 // both modes.
 //
+// Waits: every read of the dataset's storage has a deadline (read_timeout_s,
+// default timeout_s): past it the consumer gets an IOError naming the file.
+// Long start-up phases (the scan, the placement count) poll
+// options.interrupt. Start-up does not grow with epochs beyond what the
+// placement counts (placement.h).
+//
 // Lifetime: Close() (also run by the destructor) stops and joins every
-// thread within one read's time; it is safe to call more than once.
+// thread; a read stuck in the dataset's storage is left behind on a thread
+// that owns only shared state (source/source_reader.h). Under MPI it then
+// lingers while peers still read from this rank (a few seconds at most),
+// and it runs before MPI is finalised at exit (Communicator::RegisterUser).
+// It is safe to call more than once, from several threads.
+// Fork: a Job belongs to the process that made it. In a forked child (where
+// its threads do not exist) BeginEpoch/NextBatch throw ForkedError and
+// Close() does nothing; the child must not destroy it (the Python binding
+// leaks it there).
 // Thread-safety: one consumer thread calls BeginEpoch/NextBatch; Metrics()
 // and Close() may be called from any thread.
 #ifndef HDMLP_JOB_JOB_H_
 #define HDMLP_JOB_JOB_H_
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
@@ -79,10 +95,12 @@
 #include "hdmlp/job/process_budget.h"
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/source/source.h"
+#include "hdmlp/source/source_reader.h"
 #include "hdmlp/staging/batch_pool.h"
 #include "hdmlp/staging/staging_buffer.h"
 #include "hdmlp/transforms/transform_pipeline.h"
 #include "hdmlp/transport/communicator.h"
+#include "hdmlp/util/interrupt.h"
 
 namespace hdmlp {
 
@@ -99,6 +117,7 @@ struct JobOptions {
   std::string config_path;  // required: the Python package passes its default
   double exchange_fraction = 0.1;  // partial_local only
   double timeout_s = 300;   // how long to wait for other ranks before failing
+  double read_timeout_s = 0;  // how long one read of the dataset may take; 0: timeout_s
   bool use_mpi = true;      // join the MPI job when there is one
   int staging_threads = 0;  // > 0: the staging workers, instead of the config's class 0 threads
   // A launcher without MPI (torchrun's RANK and WORLD_SIZE, or an initialised
@@ -112,6 +131,10 @@ struct JobOptions {
   // check and rank 0's seed); empty: the ranks cannot talk at start-up.
   std::function<std::vector<std::string>(const std::string&)> gather;
   Env* env = nullptr;       // storage of the dataset; nullptr: Env::Default()
+  // Or the same, owned: reads left behind by Close() keep it alive. Set
+  // this when the Env may be destroyed while the process goes on.
+  std::shared_ptr<Env> shared_env;
+  InterruptCheck interrupt;  // polled by long start-up phases (util/interrupt.h)
   Env* local_env = nullptr; // storage of the filesystem classes; nullptr: Env::Default()
   ScanOptions scan;
   SourceOptions source;     // which dataset format, and its options (source.h)
@@ -176,9 +199,20 @@ class Job {
   // the epoch; waits at most max_wait (kTimeout: call again to go on).
   Next NextBatch(Batch* out, std::chrono::milliseconds max_wait);
 
+  // Under MPI, a rank that cannot even build its JobOptions (the caller
+  // refused an argument) still takes part in the other ranks' start-up
+  // check, so that they raise `error` (its type and message) at once
+  // instead of waiting timeout_s for it. Nothing happens outside MPI.
+  static void ReportStartupFailure(const CapturedError& error, double timeout_s);
+  // The process that made the job.
+  bool InCreatingProcess() const;
+
   std::vector<EpochMetrics> Metrics() const { return metrics_.Snapshot(); }
   std::vector<ClassStatus> ClassStatuses() const { return cache_->Status(); }
   std::vector<std::string> Warnings() const { return cache_->Warnings(); }
+  // Samples read from the dataset's storage in another form than indexed.
+  int64_t changed_samples() const { return cache_->changed_samples(); }
+  std::vector<std::string> ChangedFiles() const { return cache_->ChangedFiles(); }
   const CacheHierarchy& cache() const { return *cache_; }
   void Close();
 
@@ -208,18 +242,24 @@ class Job {
   void RecordSkip(const std::string& message);
   [[noreturn]] void ThrowAndTellPeers(const CapturedError& error);
   // Every rank's view of the job must agree; throws the same error on every rank.
-  void CheckRanksAgree(const std::string& local_error);
+  void CheckRanksAgree(const CapturedError& local_error);
   // Sizes the storage classes for this rank and this process's live jobs.
   void ShareCapacities();
+  void CheckNotForked(const char* what) const;
   int64_t ItemOf(int epoch, int64_t j) const { return static_cast<int64_t>(epoch) * epoch_size_ + j; }
 
   JobOptions options_;
+  const pid_t creator_pid_;
   std::unique_ptr<Communicator> comm_;
   int rank_ = 0;
   int world_size_ = 1;
+  std::shared_ptr<Env> shared_env_;
   Env* env_;
+
   Config config_;
-  std::unique_ptr<Source> source_;
+  // Shared with reads left behind at close (source/source_reader.h).
+  std::shared_ptr<Source> source_;
+  std::shared_ptr<SourceReader> reader_;
   uint64_t seed_ = 0;
   std::unique_ptr<AccessPlan> plan_;
   int64_t epoch_size_ = 0;  // this rank's samples per epoch
@@ -232,6 +272,8 @@ class Job {
   // This job's share of the process's percent capacities; declared after
   // staging_ so that it leaves (and stops resizing it) before that goes.
   std::unique_ptr<BudgetMember> budget_;
+  std::mutex close_mu_;   // a second Close waits for the first
+  int mpi_user_ = -1;     // Communicator::RegisterUser token
 
   // Transforms.
   std::unique_ptr<TransformPipeline> pipeline_;

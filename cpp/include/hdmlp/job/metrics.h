@@ -10,6 +10,10 @@
 // decoding and transforming (summed over workers) and the bad samples left
 // out.
 //
+// Memory grows with the epochs that were touched (read or delivered), not
+// with the job's epochs: a job of 10^7 epochs costs nothing until it runs,
+// and one that skips ahead keeps no entries for the epochs it skipped.
+//
 // Thread-safety: all methods may be called from any thread.
 #ifndef HDMLP_JOB_METRICS_H_
 #define HDMLP_JOB_METRICS_H_
@@ -48,11 +52,16 @@ class JobMetrics {
   void AddDelivered(int epoch, int64_t samples, double stall_seconds);
   void AddTransform(int epoch, double seconds);
   void AddSkipped(int epoch);
+  // The epochs touched so far, in order (for a job run epoch by epoch:
+  // 0, 1, ..., the current one).
   std::vector<EpochMetrics> Snapshot() const;
 
  private:
+  EpochMetrics& At(int epoch);  // makes the entry on first use; needs mu_
+
+  const int max_epochs_;
   mutable std::mutex mu_;
-  std::vector<EpochMetrics> epochs_;
+  std::map<int, EpochMetrics> epochs_;
 };
 
 }  // namespace hdmlp

@@ -38,6 +38,13 @@
 // one random read of sizes[sample] per sample it considers. Measurements:
 // docs/planning.md and benchmarks/plan_scaling.cc.
 //
+// Many epochs: counting stops after the first H epochs, H = max(1,
+// max_counted_reads / reads per epoch) (all epochs when they fit, as in
+// every job of up to 2^24 reads per rank). Every epoch's order is an
+// independent permutation, so the first H epochs rank samples by frequency
+// as all epochs would, and start-up does not grow with epochs beyond that.
+// Long counts poll options.interrupt between chunks.
+//
 // Thread-safety: the functions are reentrant and only read the plan (which
 // is immutable); they may use worker threads internally, all joined before
 // they return. A Placement is immutable once returned: its const methods
@@ -49,6 +56,7 @@
 #include <vector>
 
 #include "hdmlp/plan/access_plan.h"
+#include "hdmlp/util/interrupt.h"
 
 namespace hdmlp {
 
@@ -73,7 +81,18 @@ struct PlanningOptions {
   // dataset, every sample is then cached by the rank that reads it first,
   // which is the one rank that reads it from the PFS (cache_hierarchy.h).
   bool first_epoch_first = false;
+  // Reads counted at most (whole epochs, at least one): see "Many epochs".
+  // 0: every epoch.
+  int64_t max_counted_reads = int64_t{1} << 24;
+  // Keep the distinct samples the rank reads (in the counted epochs) in
+  // Placement::read_samples, counting them even when no class has capacity.
+  bool keep_read_samples = false;
+  // Polled between chunks of the count, on the calling thread.
+  InterruptCheck interrupt;
 };
+
+// The epochs CountRankAccesses looks at: all, or the first H (see above).
+int CountedEpochs(const AccessPlan& plan, int rank, const PlanningOptions& options = {});
 
 struct SampleUse {
   int64_t sample = 0;
@@ -81,10 +100,11 @@ struct SampleUse {
   int64_t first_item = 0;  // first read: epoch * RankEpochSize(rank) + j
 };
 
-// Every sample `rank` reads over all epochs, with its read count and first
+// Every sample `rank` reads over the counted epochs (all epochs unless the
+// job has more reads than max_counted_reads), with its read count and first
 // read, sorted by sample id (each sample once). The counts sum to
-// epochs() * RankEpochSize(rank). Throws InvalidArgumentError for a rank
-// outside [0, world_size).
+// CountedEpochs() * RankEpochSize(rank). Throws InvalidArgumentError for a
+// rank outside [0, world_size).
 std::vector<SampleUse> CountRankAccesses(const AccessPlan& plan, int rank,
                                          const PlanningOptions& options = {});
 
@@ -95,8 +115,10 @@ struct Placement {
   // Bytes placed per class (<= its capacity); class_bytes[0] is 0.
   std::vector<int64_t> class_bytes;
   // Distinct samples the rank reads, cached or not; 0 when no class has
-  // capacity (nothing is counted then).
+  // capacity (nothing is counted then, unless keep_read_samples).
   int64_t rank_samples = 0;
+  // With keep_read_samples: those samples, sorted.
+  std::vector<int64_t> read_samples;
 
   // The class holding `sample`, or -1 when it is not cached (also for a
   // sample the rank never reads). O(log cached samples).

@@ -12,9 +12,16 @@
 // on-disk index cache (see index_cache.h), so a restart over a million files
 // does not walk the dataset again unless a folder changed.
 //
+// Every sample's size and modification time are recorded at scan time: the
+// job delivers the dataset as it was then, and a read that finds a file
+// with another size or time reports it (cache/cache_hierarchy.h). Any
+// source of samples exposes the same two facts per sample.
+//
 // Errors: a missing root -> NotFoundError, root not a directory ->
 // NotADirectoryError, no class folder or a class folder without a valid
-// file -> InvalidArgumentError; each names the path.
+// file -> InvalidArgumentError; a file with an image extension that is not
+// a regular file (a FIFO, socket or device, which could block a reader or
+// never end) -> InvalidArgumentError naming them; each names the path.
 // Thread-safety: an ImageFolderIndex is immutable after the scan and may be
 // read from any thread.
 #ifndef HDMLP_SOURCE_IMAGE_FOLDER_H_
@@ -25,6 +32,7 @@
 #include <vector>
 
 #include "hdmlp/env/env.h"
+#include "hdmlp/util/interrupt.h"
 
 namespace hdmlp {
 
@@ -37,6 +45,7 @@ struct ImageFolderIndex {
   std::vector<std::string> relpaths;   // sample i: path relative to root
   std::vector<int32_t> labels;         // sample i: class index
   std::vector<int64_t> sizes;          // sample i: bytes at scan time (a hint)
+  std::vector<int64_t> mtimes_ns;      // sample i: modification time at scan time (ns since 1970)
   bool from_cache = false;             // true when loaded from the index cache
 
   int64_t size() const { return static_cast<int64_t>(relpaths.size()); }
@@ -52,6 +61,7 @@ struct ScanOptions {
   bool use_cache = true;
   std::string cache_dir;        // empty: UserCacheDir()/index
   Env* cache_env = nullptr;     // the cache lives on local disk: nullptr is Env::Default()
+  InterruptCheck interrupt;     // polled between folders, on the calling thread
 };
 
 ImageFolderIndex ScanImageFolder(Env* env, const std::string& root, const ScanOptions& options = {});

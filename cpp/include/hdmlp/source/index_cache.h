@@ -6,8 +6,9 @@
 // every directory the scan visited; adding, removing or renaming a file or
 // folder changes its parent's time, so the entry is used only when every
 // recorded directory still has its recorded time (one stat per directory,
-// not per file). Files edited in place are not detected: their recorded
-// sizes are hints only, and readers always use the size they find.
+// not per file). Files edited in place are not detected here: their
+// recorded sizes and modification times are those of the scan, and a read
+// that finds others reports the file as changed (cache_hierarchy.h).
 //
 // Load returns false (never throws) for a missing, stale or corrupt entry;
 // Store ignores a cache directory it cannot write (caching is an
@@ -17,6 +18,7 @@
 #define HDMLP_SOURCE_INDEX_CACHE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +42,16 @@ class IndexCache {
   std::string EntryPath(const std::string& absolute_root) const;
 
   bool Load(const std::string& absolute_root, ImageFolderIndex* index);
+  // The decoding half of Load, on an entry's bytes (for the fuzzer):
+  // fresh(relpath, mtime_ns) says whether a recorded directory still has
+  // its time. False for anything malformed, never a crash or a throw.
+  static bool Decode(const std::string& data, const std::string& absolute_root,
+                     const std::function<bool(const std::string&, int64_t)>& fresh, ImageFolderIndex* index);
+  // The checksum an entry ends with, over all bytes before it.
+  static uint64_t Checksum(const char* data, size_t size);
+  // An entry's bytes (what Store writes; Decode reads them back).
+  static std::string Encode(const std::string& absolute_root, const ImageFolderIndex& index,
+                            const std::vector<ScannedDirectory>& directories);
   void Store(const std::string& absolute_root, const ImageFolderIndex& index,
              const std::vector<ScannedDirectory>& directories);
 

@@ -128,6 +128,13 @@ class Source {
 
   // The whole sample.
   virtual SampleBuffer Read(int64_t i) = 0;
+  // The whole sample, and what Identity(i) is now, as the read found it (a
+  // folder: the open file's size and time); by default the indexed
+  // identity, i.e. no change is seen.
+  virtual SampleBuffer ReadIdentified(int64_t i, SampleIdentity* found) {
+    *found = Identity(i);
+    return Read(i);
+  }
   // Bytes [offset, offset + n) of the sample into dst; the default reads
   // the whole sample.
   virtual void ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst);

@@ -19,6 +19,15 @@
 // Collectives wait at most timeout_s: a rank that never arrives (crashed,
 // hung, or stuck before the call) makes the others raise an IOError naming
 // the ranks that did not arrive, instead of hanging.
+//
+// Exit: whatever uses MPI from threads of its own (a Job's serving and
+// prefetch threads) registers a stop function (RegisterUser), and
+// FinalizeIfOwned runs every registered one before it finalises MPI, so no
+// thread calls MPI after MPI_Finalize, however the process exits. Once a
+// peer was reported stopped or unresponsive (MarkPeerFailure), finalising
+// could wait for it forever: FinalizeIfOwned aborts the MPI job instead, as
+// for an uncaught error. A process forked from the one that initialised MPI
+// never finalises it.
 // Thread-safety: the collectives are called from one thread (the job's
 // constructor); comm() may be used from any thread (MPI_THREAD_MULTIPLE).
 #ifndef HDMLP_TRANSPORT_COMMUNICATOR_H_
@@ -27,22 +36,36 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "hdmlp/util/interrupt.h"
 
 namespace hdmlp {
 
 class Communicator {
  public:
-  static std::unique_ptr<Communicator> Create(double timeout_s);
+  // interrupt is polled while waiting for the other ranks (and kept for the
+  // collectives).
+  static std::unique_ptr<Communicator> Create(double timeout_s, const InterruptCheck& interrupt = {});
   // Initialises MPI now if this process is in an MPI job (Create does it
   // otherwise). MPI_Init itself waits for every rank: it cannot time out.
   static void EnsureInitialized();
   // True when this process was started by an MPI launcher or MPI is up.
   static bool InMpiJob();
-  // Finalises MPI if hdmlp initialised it; safe to call more than once.
+  // Finalises MPI if hdmlp initialised it (in this process, not a forked
+  // child), after running every registered stop function; aborts the MPI
+  // job instead after MarkPeerFailure. Safe to call more than once.
   static void FinalizeIfOwned();
+  // A stop function run by FinalizeIfOwned (and never after Unregister
+  // returns); returns a token for UnregisterUser.
+  static int RegisterUser(std::function<void()> stop);
+  static void UnregisterUser(int token);
+  // A peer stopped on an error or did not answer in time.
+  static void MarkPeerFailure();
+  static bool PeerFailed();
   // MPI_Abort on MPI_COMM_WORLD when MPI is initialised and not finalised
   // (a rank that ends on an uncaught error: finalising would wait for the
   // others forever); otherwise nothing.
@@ -56,9 +79,14 @@ class Communicator {
   int size() const { return size_; }
   double timeout_s() const { return timeout_s_; }
   MPI_Comm comm() const { return comm_; }
+  // Polled while a collective waits (set before calling them).
+  void set_interrupt(InterruptCheck interrupt) { interrupt_ = std::move(interrupt); }
 
   // Every rank's string, in rank order; strings may differ in length.
   std::vector<std::string> AllGather(const std::string& mine, const std::string& what);
+  // out[r] goes to rank r; returns what every rank sent to this one, in rank
+  // order (each message below 2 GiB).
+  std::vector<std::string> AllToAll(const std::vector<std::string>& out, const std::string& what);
 
  private:
   Communicator(MPI_Comm comm, double timeout_s);
@@ -69,6 +97,7 @@ class Communicator {
   int rank_ = 0;
   int size_ = 1;
   double timeout_s_;
+  InterruptCheck interrupt_;
 };
 
 }  // namespace hdmlp

@@ -9,16 +9,25 @@
 // Protocol, on the job's own communicator: a request (tag 1) carries
 // {sample, reply tag, sequence number}; the reply is a header {sequence,
 // size or -1} followed, for a hit, by the payload, both on the reply tag. A
-// rank that closes sends "bye" (tag 2) to every peer; requests to a rank
-// that said bye are not sent and report "not here", so the caller falls
-// back to the PFS. A rank that stops on an error tells every peer why
+// rank that closes sends "bye" (tag 2: it reads nothing more) to every peer
+// and then lingers: its serving threads keep answering until every peer
+// has said bye too (or linger_s passes, or a peer stopped on an error), so a
+// peer still reading gets its samples from here rather than from the PFS.
+// Then it sends "gone" (tag 4: it serves nothing more) and stops serving;
+// requests to a rank that is gone are not sent and report "not here", so
+// the caller falls back to the PFS. A rank that stops on an error tells every peer why
 // (tag 3, the message's bytes), so that every rank can raise it promptly
 // instead of waiting for the missing rank. A peer that does not answer within timeout_s makes Fetch
 // throw an IOError naming it (it crashed, hung or left without saying bye).
 //
+// A peer that stops on an error, or does not answer in time, is reported to
+// Communicator::MarkPeerFailure, so that the process does not wait for it
+// in MPI_Finalize at exit.
+//
 // Thread-safety: Fetch may be called concurrently for different slots.
-// Close() (idempotent) says bye, stops and joins the serving threads, and
-// waits for its own sends; the destructor calls it.
+// StopClients() makes every Fetch return "not here" at once. Linger() says
+// bye and waits as above; Close() (idempotent) lingers, then stops and joins
+// the serving threads; the destructor calls it.
 #ifndef HDMLP_TRANSPORT_PEER_TRANSPORT_H_
 #define HDMLP_TRANSPORT_PEER_TRANSPORT_H_
 
@@ -41,41 +50,48 @@ class PeerTransport {
   // Fills *out with a sample this rank can serve; false: "not here".
   using ServeFn = std::function<bool(int64_t sample, SampleBuffer* out)>;
 
-  PeerTransport(Communicator* comm, int serving_threads, int client_slots, ServeFn serve);
+  PeerTransport(Communicator* comm, int serving_threads, int client_slots, ServeFn serve, double linger_s = 10);
   PeerTransport(const PeerTransport&) = delete;
   PeerTransport& operator=(const PeerTransport&) = delete;
   ~PeerTransport();
 
   void Start();
   // Asks `peer` for `sample`. True with the bytes; false for "not here" or a
-  // peer that has left. Throws IOError when the peer does not answer in time.
+  // peer that is gone. Throws IOError when the peer does not answer in time.
   bool Fetch(int peer, int64_t sample, int slot, SampleBuffer* out);
-  bool PeerLeft(int peer) const;
+  bool PeerLeft(int peer) const;  // said "gone"
   // Tells every peer that this rank stops with `message` (waits at most a
   // second for the sends). Idempotent: only the first message is sent.
   void Abort(const std::string& message);
   // The first abort message a peer sent ("" while none has).
   std::string PeerAbortMessage() const;
+  void StopClients();
+  void Linger();
   void Close();
 
   int64_t requests_served() const { return served_.load(); }
 
  private:
   void ServeLoop();
-  // Sends to every rank but this one and those that left; waits at most a
-  // second. `data` must outlive the transport: a send to a peer that is gone
-  // is freed unfinished, and MPI may still read it.
+  bool AllPeersLeft() const;
+  // Sends to every rank but this one and those that are gone; waits at most
+  // a second. `data` must outlive the transport: a send to a peer that is
+  // gone is freed unfinished, and MPI may still read it.
   void SendToEveryPeer(const void* data, int count, MPI_Datatype type, int tag);
 
   Communicator* comm_;
   int serving_threads_;
   int client_slots_;
   ServeFn serve_;
-  std::unique_ptr<std::atomic<bool>[]> left_;
+  const double linger_s_;
+  std::unique_ptr<std::atomic<bool>[]> left_;      // said "gone": serves nothing more
+  std::unique_ptr<std::atomic<bool>[]> said_bye_;  // said "bye" (or gone): reads nothing more
   std::unique_ptr<std::atomic<int64_t>[]> sequence_;  // per client slot
   std::vector<std::thread> threads_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};
+  std::atomic<bool> clients_stopped_{false};
+  std::atomic<bool> bye_sent_{false};
   std::atomic<int64_t> served_{0};
   std::atomic<bool> aborted_{false};
   std::atomic<bool> peer_aborted_{false};
