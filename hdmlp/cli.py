@@ -114,8 +114,10 @@ def _demo_chain(name: str) -> list | None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from hdmlp.job import AccessPlan
+    from hdmlp.job import MAX_EPOCHS, AccessPlan
 
+    if not 0 <= args.epoch < MAX_EPOCHS:
+        raise ValueError(f"--epoch must be from 0 to {MAX_EPOCHS - 1}, got {args.epoch}")
     plan = AccessPlan(args.samples, args.batch_size, args.epoch + 1, args.seed, args.drop_last, args.world_size,
                       args.scheme, shuffle=not args.no_shuffle)
     print(" ".join(map(str, plan.samples(args.epoch, args.rank))))
@@ -159,6 +161,19 @@ def _pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _int_from(lo: int, hi: int):
+    """An argparse type: an int in [lo, hi], or a usage error saying so."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"expected an integer from {lo} to {hi}, got {value}")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hdmlp", description="hdmlp: a clairvoyant data loader for deep learning.")
     parser.add_argument("--version", action=_VersionAction,
@@ -169,11 +184,14 @@ def build_parser() -> argparse.ArgumentParser:
                           description="Makes an ImageNet-like folder of JPEGs from real photos (Debian's opencv-doc), "
                                       "deterministic by seed, then loads it with hdmlp and prints where time went.")
     demo.add_argument("--data", help="dataset folder (default: under the user cache directory)")
-    demo.add_argument("--images", type=int, default=1000, help="images in the generated dataset (default 1000)")
-    demo.add_argument("--classes", type=int, default=10, help="classes in the generated dataset (default 10)")
-    demo.add_argument("--epochs", type=int, default=3, help="epochs to load (default 3)")
-    demo.add_argument("--batch-size", type=int, default=32, help="batch size (default 32)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the dataset and the access order (default 0)")
+    demo.add_argument("--images", type=_int_from(1, 10**7), default=1000,
+                      help="images in the generated dataset (default 1000)")
+    demo.add_argument("--classes", type=_int_from(1, 10**5), default=10,
+                      help="classes in the generated dataset (default 10)")
+    demo.add_argument("--epochs", type=_int_from(1, 2**31 - 1), default=3, help="epochs to load (default 3)")
+    demo.add_argument("--batch-size", type=_int_from(1, 2**62), default=32, help="batch size (default 32)")
+    demo.add_argument("--seed", type=_int_from(0, 2**63 - 1), default=0,
+                      help="seed of the dataset and the access order (default 0)")
     demo.add_argument("--config", help="libconfig++ configuration file (default: hdmlp's default.cfg)")
     demo.add_argument("--transforms", choices=["train", "val", "none"], default="train",
                       help="decode and augment in C++ with ImageNet's training (default) or validation chain, "

@@ -83,6 +83,14 @@ def make_image_folder(
         NotADirectoryError: ``root`` exists and is not a directory.
         OSError: ``root`` or a file in it cannot be written.
     """
+    for name, value, lo, hi in (("num_images", num_images, 1, 2**31 - 1), ("num_classes", num_classes, 1, 2**31 - 1),
+                                ("seed", seed, 0, 2**64 - 1), ("min_side", min_side, 1, 2**31 - 1),
+                                ("max_side", max_side, 1, 2**31 - 1), ("min_quality", min_quality, 1, 100),
+                                ("max_quality", max_quality, 1, 100), ("threads", threads, 0, 1024)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        if not lo <= value <= hi:
+            raise ValueError(f"{name} must be an int from {lo} to {hi}, got {value}")
     _core.generate_image_folder(
         os.fspath(root),
         num_images=num_images,

@@ -18,9 +18,11 @@ import atexit
 import dataclasses
 import importlib.resources
 import json
+import math
 import os
 import sys
 import warnings
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -33,6 +35,30 @@ _SCHEMES = ("uniform", "local", "partial_local")
 _SOURCES = ("folder", "pack", "hdf5", "tar")
 _SOURCE_OPTIONS = ("hdf5_samples", "hdf5_labels", "tar_sample_ext", "tar_label_ext")
 
+# Limits of the integer arguments (the C++ core's types, with room to spare).
+MAX_BATCH_SIZE = 2**62
+MAX_EPOCHS = 2**31 - 1
+MAX_SAMPLES = 2**62
+MAX_WAIT_SECONDS = 1e9
+
+# Every open Job of this process: closed at exit before MPI is finalised, so
+# that no loader thread still uses MPI when it goes (a job left open in a
+# global, a reference cycle, or by an exception would otherwise crash the
+# process at exit). Weak: the registry keeps no job alive.
+_live_jobs: "weakref.WeakSet[Job]" = weakref.WeakSet()
+# Cores of jobs inherited by a forked child: never destroyed there (their
+# threads are the parent's), see _forget_jobs_in_child.
+_inherited_cores: list = []
+
+
+def _close_live_jobs() -> None:
+    for job in list(_live_jobs):
+        try:
+            job.close()
+        except Exception:
+            pass
+
+
 def _finalize_mpi_at_exit() -> None:
     # A rank leaving on an uncaught exception must not finalise: MPI_Finalize
     # would wait for the other ranks, which wait for it. Abort the whole job
@@ -41,12 +67,82 @@ def _finalize_mpi_at_exit() -> None:
         sys.stderr.write("hdmlp: uncaught exception on this rank: aborting the MPI job\n")
         sys.stderr.flush()
         _core.abort_mpi(1)
-    _core.finalize_mpi()
+    _close_live_jobs()
+    _core.finalize_mpi()  # aborts instead when a peer was reported stopped
+
+
+def _forget_jobs_in_child() -> None:
+    """After os.fork() in the child: the parent's jobs are not usable here."""
+    parent = os.getppid()
+    for job in list(_live_jobs):
+        job._forked_from = parent
+        _inherited_cores.append(job._core)
+        job._core = None
+    _live_jobs.clear()
 
 
 # MPI, when hdmlp initialised it, is finalised once at exit (never when an
 # application such as mpi4py initialised it).
 atexit.register(_finalize_mpi_at_exit)
+os.register_at_fork(after_in_child=_forget_jobs_in_child)
+
+
+def _int_in(name: str, value: Any, lo: int, hi: int, hi_text: str | None = None) -> int:
+    """``value`` as an int in [lo, hi], or a TypeError / ValueError saying what is allowed."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be an int from {lo} to {hi_text or hi}, got {value}")
+    return value
+
+
+def _seconds(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__} {value!r}")
+    if not (math.isfinite(value) and 0 < value <= MAX_WAIT_SECONDS):
+        raise ValueError(f"{name} must be a finite number of seconds > 0 and at most {MAX_WAIT_SECONDS:g}, got "
+                         f"{value!r}" + (": a wait must end (an endless one hangs on a missing rank or a stuck read)"
+                                         if not math.isfinite(value) else ""))
+    return float(value)
+
+
+def _path(name: str, value: Any) -> str:
+    """A path argument as a str (os.fsdecode: bytes and non-UTF-8 names round-trip)."""
+    try:
+        path = os.fsdecode(os.fspath(value))
+    except TypeError:
+        raise TypeError(f"{name} must be a path (str, bytes or os.PathLike), got {type(value).__name__} "
+                        f"{value!r}") from None
+    if "\0" in path:
+        raise ValueError(f"{name} contains a NUL character: {path!r}")
+    return os.path.expanduser(path)
+
+
+# The C++ core's error kinds, for carrying this rank's error to the others.
+_ERROR_KINDS = ((ConfigError, "config"), (FileNotFoundError, "not_found"), (NotADirectoryError, "not_a_directory"),
+                (MemoryError, "allocation"), (TypeError, "type"), (ValueError, "invalid_argument"),
+                (OSError, "io"))
+
+
+def _report_startup_failure(error: BaseException, timeout_s: Any, world: Any = None) -> None:
+    """With several ranks: the others raise this rank's error instead of waiting for it.
+
+    Under MPI through the core's start-up check; under torch.distributed through the same
+    gather the core's check uses (the same "error" message the core would send).
+    """
+    kind = next((k for t, k in _ERROR_KINDS if isinstance(error, t)), "other")
+    message = os.fsencode(str(error))
+    try:
+        if _core.in_mpi_job():
+            try:
+                timeout = _seconds("timeout_s", timeout_s)
+            except (TypeError, ValueError):
+                timeout = 300.0
+            _core.report_startup_failure(kind, message, timeout)
+        elif world is not None and world.gather is not None and world.world_size > 1:
+            world.gather(b"error\n" + kind.encode() + b"\n" + message)
+    except Exception:
+        pass  # this rank's own error is what matters here
 
 
 def init_mpi() -> None:
@@ -105,6 +201,18 @@ class ThrottledStorage:
     mbps: float = 0.0
     failing_paths: Sequence[str] = ()
 
+    def __post_init__(self) -> None:
+        for name in ("latency_s", "mbps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0 or (name == "latency_s" and value > MAX_WAIT_SECONDS):
+                raise ValueError(f"ThrottledStorage.{name} must be a finite number >= 0, got {value!r}")
+        if isinstance(self.failing_paths, (str, bytes)):
+            raise TypeError("ThrottledStorage.failing_paths must be a list of paths, not one path")
+        for p in self.failing_paths:
+            _path("ThrottledStorage.failing_paths", p)
+
+
 
 def _cuda_host_allocator() -> tuple[int, int]:
     """Addresses of cudaHostAlloc/cudaFreeHost in the CUDA runtime torch loaded, or (0, 0)."""
@@ -135,14 +243,6 @@ def _cuda_host_allocator() -> tuple[int, int]:
             ctypes.cast(lib.cudaFreeHost, ctypes.c_void_p).value or 0)
 
 
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
-    return value
-
-
 class AccessPlan:
     """The access order of a job, computed without loading anything.
 
@@ -153,14 +253,25 @@ class AccessPlan:
     def __init__(self, num_samples: int, batch_size: int, epochs: int, seed: int,
                  drop_last_batch: bool = False, world_size: int = 1, distr_scheme: str = "uniform",
                  exchange_fraction: float = 0.1, shuffle: bool = True) -> None:
-        _positive_int("num_samples", num_samples)
-        _positive_int("batch_size", batch_size)
-        _positive_int("epochs", epochs)
-        _positive_int("world_size", world_size)
+        _int_in("num_samples", num_samples, 1, MAX_SAMPLES, "2**62")
+        _int_in("batch_size", batch_size, 1, MAX_BATCH_SIZE, "2**62")
+        _int_in("epochs", epochs, 1, MAX_EPOCHS, "2**31 - 1")
+        _int_in("seed", seed, 0, 2**64 - 1, "2**64 - 1")
+        _int_in("world_size", world_size, 1, 2**31 - 1, "2**31 - 1")
+        if not isinstance(drop_last_batch, bool):
+            raise TypeError(f"drop_last_batch must be a bool, got {drop_last_batch!r}")
+        if not isinstance(shuffle, bool):
+            raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
+        if not isinstance(distr_scheme, str) or distr_scheme not in _SCHEMES:
+            raise ValueError(f"unknown distr_scheme {distr_scheme!r}: supported schemes are "
+                             f"{', '.join(map(repr, _SCHEMES))}")
+        if isinstance(exchange_fraction, bool) or not isinstance(exchange_fraction, (int, float)) \
+                or not 0.0 <= exchange_fraction <= 1.0:
+            raise ValueError(f"exchange_fraction must be a number in [0, 1], got {exchange_fraction!r}")
         self.epochs = epochs
         self.world_size = world_size
         self._plan = _core.AccessPlan(num_samples, batch_size, epochs, seed, drop_last_batch, world_size, distr_scheme,
-                                      exchange_fraction, shuffle)
+                                      float(exchange_fraction), shuffle)
 
     def batches_per_epoch(self) -> int:
         """Global batches per epoch (the same on every rank)."""
@@ -168,24 +279,30 @@ class AccessPlan:
 
     def global_batch(self, batch: int) -> tuple[int, int]:
         """Positions ``[begin, end)`` of the epoch's global order that global batch ``batch`` holds."""
+        _int_in("batch", batch, 0, self.batches_per_epoch() - 1)
         return self._plan.global_batch_range(batch)
 
     def rank_slice(self, batch: int, rank: int = 0) -> tuple[int, int]:
         """Positions ``[begin, end)`` of global batch ``batch`` that ``rank`` reads."""
+        _int_in("batch", batch, 0, self.batches_per_epoch() - 1)
+        _int_in("rank", rank, 0, self.world_size - 1)
         return self._plan.rank_slice(rank, batch)
 
     def rank_epoch_size(self, rank: int = 0) -> int:
         """Samples ``rank`` reads per epoch."""
+        _int_in("rank", rank, 0, self.world_size - 1)
         return self._plan.rank_epoch_size(rank)
 
     def samples(self, epoch: int, rank: int = 0) -> list[int]:
         """Sample ids rank ``rank`` reads in ``epoch``, in order."""
-        if not 0 <= epoch < self.epochs:
-            raise ValueError(f"epoch must be in 0..{self.epochs - 1}, got {epoch}")
+        _int_in("epoch", epoch, 0, self.epochs - 1)
+        _int_in("rank", rank, 0, self.world_size - 1)
         return memoryview(self._plan.rank_epoch_samples(rank, epoch)).tolist()
 
     def local_batch_size(self, batch: int, rank: int = 0) -> int:
         """Size of rank's part of global batch ``batch``."""
+        _int_in("batch", batch, 0, self.batches_per_epoch() - 1)
+        _int_in("rank", rank, 0, self.world_size - 1)
         return self._plan.local_batch_size(rank, batch)
 
 
@@ -243,7 +360,9 @@ class Job:
             :func:`default_config_path`.
         exchange_fraction: the share Q in [0, 1] of ``"partial_local"`` (0: local, 1: global).
         timeout_s: how long a rank waits for another (start-up checks, peer requests) before
-            raising an error naming it.
+            raising an error naming it (finite, > 0).
+        read_timeout_s: how long one read of the dataset's storage may take before the training
+            loop gets an OSError naming the file (a hung network mount); None: ``timeout_s``.
         storage: a :class:`ThrottledStorage` to slow down or break the dataset's storage.
         index_cache: keep the dataset's scan in the user cache directory.
         batch_size_per_rank: samples per rank and step, instead of ``batch_size`` (the global
@@ -272,50 +391,107 @@ class Job:
     slice of the same global order, peers do not serve each other (``metrics()["transport"]``
     is ``"none"``), and without ``torch.distributed`` a ``seed`` must be given.
 
+    A Job belongs to the process that made it: a forked child (e.g. a DataLoader worker) that
+    touches it gets a RuntimeError at once, and it cannot be pickled. Jobs still open at exit
+    are closed before MPI is finalised.
+
     Raises:
         FileNotFoundError / NotADirectoryError: the dataset path is missing, empty or not a folder.
-        ValueError / TypeError: a bad argument, named in the message.
+        ValueError / TypeError: a bad argument, named in the message, with the allowed range.
         ConfigError: a bad configuration file (a ValueError naming the key, file and line).
+        With several ranks, when one rank cannot start, every rank raises an error of that
+        rank's type with its message.
     """
 
     def __init__(self, dataset_path: str | os.PathLike[str], batch_size: int | None = None,
                  epochs: int | None = None, distr_scheme: str = "uniform", drop_last_batch: bool = False,
                  transforms: Any = None, seed: int | None = None,
                  config_path: str | os.PathLike[str] | None = None, *,
-                 exchange_fraction: float = 0.1, timeout_s: float = 300.0,
+                 exchange_fraction: float = 0.1, timeout_s: float = 300.0, read_timeout_s: float | None = None,
                  storage: ThrottledStorage | None = None, index_cache: bool = True,
                  on_error: str = "raise", pin_memory: bool = False, batch_size_per_rank: int | None = None,
                  shuffle: bool = True, num_workers: int | None = None, source: str | None = None,
                  source_options: dict[str, str] | None = None) -> None:
         self._core: Any = None
-        self.dataset_path = os.path.expanduser(os.fspath(dataset_path))
+        self._forked_from: int | None = None
+        world = None
+        try:
+            world = _launcher.detect()
+            self._check_arguments(dataset_path, batch_size, epochs, distr_scheme, drop_last_batch, transforms, seed,
+                                  config_path, exchange_fraction, timeout_s, read_timeout_s, storage, index_cache,
+                                  on_error, pin_memory, batch_size_per_rank, shuffle, num_workers, source,
+                                  source_options, world)
+        except (TypeError, ValueError, OSError) as e:
+            # The other ranks are already waiting in their start-up check:
+            # they raise this error too, instead of timing out on this rank.
+            _report_startup_failure(e, timeout_s, world)
+            raise
+        cuda_host_alloc, cuda_free_host = _cuda_host_allocator() if pin_memory and transforms is not None else (0, 0)
+        if pin_memory and transforms is None:
+            warnings.warn("hdmlp: pin_memory=True has no effect without transforms (raw file bytes are not "
+                          "pinned)", RuntimeWarning, stacklevel=2)
+        self.pin_memory = cuda_host_alloc != 0
+        storage = storage or ThrottledStorage()
+        self._core = _core.Job(os.fsencode(self.dataset_path), batch_size or 0, epochs, distr_scheme, drop_last_batch,
+                               seed, os.fsencode(self.config_path), storage.latency_s, storage.mbps,
+                               [os.fsencode(_path("failing_paths", p)) for p in storage.failing_paths],
+                               index_cache, b"", self.exchange_fraction, self.timeout_s, self._specs,
+                               on_error == "skip", cuda_host_alloc, cuda_free_host,
+                               batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
+                               staging_threads=num_workers or 0,
+                               launcher_rank=world.rank if world else 0,
+                               launcher_world_size=world.world_size if world else 0,
+                               launcher_local_world_size=world.local_world_size if world else 0,
+                               launcher_name=world.source if world else "the launcher",
+                               gather=world.gather if world else None,
+                               source=source or "", source_options=self._source_options,
+                               read_timeout_s=self.read_timeout_s or 0.0)
+        _live_jobs.add(self)
+        self.batch_size: int = self._core.batch_size
+        if on_error == "skip" and transforms is None and not self._core.has_arrays:
+            self.close()
+            raise ValueError("on_error='skip' needs transforms (or an array source such as HDF5): without them every "
+                             "file's bytes are delivered as they are, and no image is decoded (so none can be found bad)")
+        self._started_epoch = -1
+        self._warned: set[str] = set()
+        self._reported_changed = 0
+        self._emit_warnings()
+        _warn_without_peers(self)
+
+    def _check_arguments(self, dataset_path: Any, batch_size: Any, epochs: Any, distr_scheme: Any,
+                         drop_last_batch: Any, transforms: Any, seed: Any, config_path: Any, exchange_fraction: Any,
+                         timeout_s: Any, read_timeout_s: Any, storage: Any, index_cache: Any, on_error: Any,
+                         pin_memory: Any, batch_size_per_rank: Any, shuffle: Any, num_workers: Any, source: Any,
+                         source_options: Any, world: Any) -> None:
+        """Checks every argument (and sets the attributes); raises TypeError / ValueError / FileNotFoundError."""
+        self.dataset_path = _path("dataset_path", dataset_path)
         if (batch_size is None) == (batch_size_per_rank is None):
             raise ValueError("give exactly one of batch_size (the global batch, over all ranks) and "
                              f"batch_size_per_rank, got batch_size={batch_size!r} and "
                              f"batch_size_per_rank={batch_size_per_rank!r}")
         if batch_size is not None:
-            _positive_int("batch_size", batch_size)
+            _int_in("batch_size", batch_size, 1, MAX_BATCH_SIZE, "2**62")
         if batch_size_per_rank is not None:
-            _positive_int("batch_size_per_rank", batch_size_per_rank)
+            _int_in("batch_size_per_rank", batch_size_per_rank, 1, MAX_BATCH_SIZE, "2**62")
         if epochs is None:
             raise TypeError("epochs is required: the number of epochs the job will run")
-        self.epochs = _positive_int("epochs", epochs)
+        self.epochs = _int_in("epochs", epochs, 1, MAX_EPOCHS, "2**31 - 1")
         if not isinstance(shuffle, bool):
             raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
         self.shuffle = shuffle
         if num_workers is not None:
-            _positive_int("num_workers", num_workers)
+            _int_in("num_workers", num_workers, 1, 1024)
         if not isinstance(distr_scheme, str) or distr_scheme not in _SCHEMES:
             raise ValueError(f"unknown distr_scheme {distr_scheme!r}: supported schemes are {', '.join(map(repr, _SCHEMES))}")
         self.distr_scheme = distr_scheme
         if not isinstance(drop_last_batch, bool):
             raise TypeError(f"drop_last_batch must be a bool, got {drop_last_batch!r}")
         self.drop_last_batch = drop_last_batch
-        specs: list = []
+        self._specs: list = []
         if transforms is not None:
             from hdmlp.transforms import pipeline_specs
-            specs = pipeline_specs(transforms)
-            if not specs:
+            self._specs = pipeline_specs(transforms)
+            if not self._specs:
                 raise ValueError("transforms is an empty list: pass None to receive each file's bytes, or a chain "
                                  "starting with hdmlp.transforms.ImgDecode()")
         self.transforms = transforms
@@ -326,6 +502,7 @@ class Job:
             raise ValueError(f"unknown source {source!r}: supported sources are {', '.join(map(repr, _SOURCES))} "
                              "(or None to pick it from the path)")
         options = dict(source_options or {})
+        self._source_options = options
         for key, value in options.items():
             if key not in _SOURCE_OPTIONS:
                 raise ValueError(f"unknown source option {key!r}: the options are {', '.join(_SOURCE_OPTIONS)}")
@@ -333,51 +510,27 @@ class Job:
                 raise TypeError(f"source option {key} must be a str, got {type(value).__name__} {value!r}")
         if not isinstance(pin_memory, bool):
             raise TypeError(f"pin_memory must be a bool, got {pin_memory!r}")
-        cuda_host_alloc, cuda_free_host = _cuda_host_allocator() if pin_memory and transforms is not None else (0, 0)
-        if pin_memory and transforms is None:
-            warnings.warn("hdmlp: pin_memory=True has no effect without transforms (raw file bytes are not "
-                          "pinned)", RuntimeWarning, stacklevel=2)
-        self.pin_memory = cuda_host_alloc != 0
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
-            raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
-        self.config_path = os.fspath(config_path) if config_path is not None else default_config_path()
-        if not os.path.isfile(self.config_path):
+        if seed is not None:
+            _int_in("seed", seed, 0, 2**63 - 1, "2**63 - 1")
+        self.config_path = _path("config_path", config_path) if config_path is not None else default_config_path()
+        if not os.path.exists(self.config_path):  # a folder or FIFO there: the core says what is wrong
             raise FileNotFoundError(f"configuration file '{self.config_path}' does not exist")
         if isinstance(exchange_fraction, bool) or not isinstance(exchange_fraction, (int, float)) \
                 or not 0.0 <= exchange_fraction <= 1.0:
             raise ValueError(f"exchange_fraction must be a number in [0, 1], got {exchange_fraction!r}")
         self.exchange_fraction = float(exchange_fraction)
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
-            raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
-        storage = storage or ThrottledStorage()
-        world = _launcher.detect()
+        self.timeout_s = _seconds("timeout_s", timeout_s)
+        self.read_timeout_s = None if read_timeout_s is None else _seconds("read_timeout_s", read_timeout_s)
+        if storage is not None and not isinstance(storage, ThrottledStorage):
+            raise TypeError(f"storage must be an hdmlp.ThrottledStorage or None, got {type(storage).__name__}")
+        if not isinstance(index_cache, bool):
+            raise TypeError(f"index_cache must be a bool, got {index_cache!r}")
         if world is not None and world.world_size > 1 and world.gather is None and seed is None \
                 and not _core.in_mpi_job():
             raise ValueError(f"seed is None, but this job runs on {world.world_size} ranks (from {world.source}) "
                              "without MPI or an initialised torch.distributed, so the ranks cannot agree on a drawn "
                              "seed: pass the same seed=... on every rank, or call "
                              "torch.distributed.init_process_group() before creating the Job")
-        self._core = _core.Job(self.dataset_path, batch_size or 0, epochs, distr_scheme, drop_last_batch, seed,
-                               self.config_path, storage.latency_s, storage.mbps, list(storage.failing_paths),
-                               index_cache, "", self.exchange_fraction, float(timeout_s), specs,
-                               on_error == "skip", cuda_host_alloc, cuda_free_host,
-                               batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
-                               staging_threads=num_workers or 0,
-                               launcher_rank=world.rank if world else 0,
-                               launcher_world_size=world.world_size if world else 0,
-                               launcher_local_world_size=world.local_world_size if world else 0,
-                               launcher_name=world.source if world else "the launcher",
-                               gather=world.gather if world else None,
-                               source=source or "", source_options=options)
-        self.batch_size: int = self._core.batch_size
-        if on_error == "skip" and transforms is None and not self._core.has_arrays:
-            self.close()
-            raise ValueError("on_error='skip' needs transforms (or an array source such as HDF5): without them every "
-                             "file's bytes are delivered as they are, and no image is decoded (so none can be found bad)")
-        self._started_epoch = -1
-        self._warned: set[str] = set()
-        self._emit_warnings()
-        _warn_without_peers(self)
 
     # -- what the job reads -------------------------------------------------
     @property
@@ -472,7 +625,8 @@ class Job:
 
     def plan(self, epoch: int, rank: int | None = None) -> list[int]:
         """Sample ids ``rank`` (default: this rank) reads in ``epoch``, without loading them."""
-        r = self.rank if rank is None else rank
+        r = self.rank if rank is None else _int_in("rank", rank, 0, self.world_size - 1)
+        _int_in("epoch", epoch, 0, self.epochs - 1)
         return memoryview(self._job.rank_epoch_samples(r, epoch)).tolist()
 
     # -- loading ------------------------------------------------------------
@@ -494,17 +648,32 @@ class Job:
             yield batch
 
     def _begin_epoch(self, epoch: int) -> None:
-        if not isinstance(epoch, int) or not 0 <= epoch < self.epochs:
+        if isinstance(epoch, bool) or not isinstance(epoch, int):
+            raise TypeError(f"epoch must be an int, got {type(epoch).__name__} {epoch!r}")
+        if epoch < 0:
+            raise ValueError(f"epoch must be from 0 to {self.epochs - 1}, got {epoch}")
+        if epoch >= self.epochs:
             raise RuntimeError(f"epoch {epoch} is past the job's last epoch ({self.epochs - 1}): the job was created "
                                f"with epochs={self.epochs}; create it with more epochs")
         self._job.begin_epoch(epoch)
         self._started_epoch = epoch
 
     def _emit_warnings(self) -> None:
-        for message in self._job.warnings():
+        job = self._job
+        for message in job.warnings():
             if message not in self._warned:
                 self._warned.add(message)
                 warnings.warn(f"hdmlp: {message}", RuntimeWarning, stacklevel=3)
+        changed = job.changed_files
+        if len(changed) > self._reported_changed:
+            new = changed[self._reported_changed:]
+            self._reported_changed = len(changed)
+            shown = ", ".join(repr(p) for p in new[:10]) + (f" and {len(new) - 10} more" if len(new) > 10 else "")
+            warnings.warn(f"hdmlp: {len(new)} sample file(s) changed on the dataset's storage since the job indexed "
+                          f"the dataset (another size or modification time): {shown}. The job delivers the dataset "
+                          f"as indexed: cached copies keep their first bytes, these were read as they are now "
+                          f"(metrics()['changed_samples'] counts them; restart the job, with index_cache=False if "
+                          f"the index cache is stale, to index them anew)", RuntimeWarning, stacklevel=3)
 
     def _next_batch(self, epoch: int):
         if epoch != self._started_epoch:
@@ -536,7 +705,9 @@ class Job:
         prefetch threads, ``prefetch_seconds``). ``transform_seconds`` is the
         workers' time decoding and transforming; ``skipped_samples`` counts the
         bad samples ``on_error="skip"`` left out and ``skipped`` names each such
-        file once (with why). ``pfs_bytes``/``pfs_reads``
+        file once (with why). ``changed_samples`` counts the samples read from the
+        dataset's storage with another size or modification time than when the job
+        indexed them, and ``changed`` names them. ``pfs_bytes``/``pfs_reads``
         count every read of the dataset's storage this rank made (staging,
         prefetching, serving peers); ``remote_reads`` the samples it got from
         peers and ``requests_served`` those it gave them.
@@ -551,6 +722,8 @@ class Job:
             "requests_served": job.requests_served,
             "skipped_samples": job.skipped_samples,
             "skipped": job.skipped_files,
+            "changed_samples": job.changed_samples,
+            "changed": job.changed_files,
             "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes},
             "source": {"kind": job.source_kind, "files_opened": job.source_files_opened},
             "classes": classes,
@@ -570,6 +743,12 @@ class Job:
     @property
     def _job(self):
         if self._core is None:
+            if self._forked_from is not None:
+                raise RuntimeError(f"this hdmlp.Job was created in process {self._forked_from}, and this is a forked "
+                                   f"child (process {os.getpid()}) where its loader threads do not exist: create the "
+                                   f"Job in the process that uses it. With PyTorch, iterate "
+                                   f"hdmlp.torch.HDMLPDataLoader in the main process (hdmlp's own C++ workers load "
+                                   f"in parallel) instead of a torch DataLoader with workers")
             raise RuntimeError("the job is closed")
         return self._core
 
@@ -578,10 +757,20 @@ class Job:
         return self._core is None
 
     def close(self) -> None:
-        """Stops and joins every thread of the job; safe to call twice."""
+        """Stops and joins every thread of the job; safe to call twice.
+
+        Under MPI it waits (a few seconds at most) while other ranks still read samples this
+        rank caches. A read stuck in the dataset's storage does not hold it up.
+        """
         core, self._core = self._core, None
+        _live_jobs.discard(self)
         if core is not None:
             core.close()
+
+    def __reduce__(self):
+        raise TypeError("an hdmlp.Job cannot be pickled or sent to another process: it owns this process's loader "
+                        "threads; create a Job in each process (with PyTorch, iterate hdmlp.torch.HDMLPDataLoader "
+                        "instead of a torch DataLoader with workers)")
 
     def __enter__(self) -> "Job":
         return self

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import socket
 import sys
@@ -35,11 +36,14 @@ __all__ = ["POLICIES", "simulate", "format_results", "measure_machine", "write_c
 POLICIES: tuple[str, ...] = tuple(_core.policy_names())
 
 
-def _positive(name: str, value: Any, kind: type = int) -> Any:
+def _positive(name: str, value: Any, kind: type = int, most: int | float | None = None) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
         raise TypeError(f"{name} must be {'a number' if kind is float else 'an int'}, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
+    if kind is float and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+    if value <= 0 or (most is not None and value > most):
+        raise ValueError(f"{name} must be > 0" + (f" and at most {most}" if most is not None else "") +
+                         f", got {value!r}")
     return kind(value)
 
 
@@ -78,21 +82,26 @@ def simulate(config: str | os.PathLike[str], nodes: int, batch_size: int, epochs
     names = [p.strip() for p in policies.split(",")] if isinstance(policies, str) else list(policies)
     if not names or any(not n for n in names):
         raise ValueError(f"--policy: expected all or names from {', '.join(POLICIES)}; got {policies!r}")
-    _positive("--nodes", nodes)
-    _positive("--batch-size", batch_size)
-    _positive("--epochs", epochs)
+    _positive("--nodes", nodes, most=2**31 - 1)
+    _positive("--batch-size", batch_size, most=2**62)
+    _positive("--epochs", epochs, most=2**31 - 1)
     _positive("--compute-mbps", compute_mbps, float)
     if dataset is None:
         if samples is None or sample_mb is None:
             raise ValueError("give --dataset PATH, or --samples F and --sample-mb MU for drawn sample sizes")
-        _positive("--samples", samples)
+        _positive("--samples", samples, most=2**62)
         _positive("--sample-mb", sample_mb, float)
-        if sample_std_mb < 0:
+        if not (isinstance(sample_std_mb, (int, float)) and math.isfinite(sample_std_mb)) or sample_std_mb < 0:
             raise ValueError(f"--sample-std-mb must be >= 0, got {sample_std_mb!r}")
     elif samples is not None:
         raise ValueError("give either --dataset or --samples, not both")
-    if seed < 0:
-        raise ValueError(f"--seed must be >= 0, got {seed}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+        raise ValueError(f"--seed must be an int from 0 to 2**64 - 1, got {seed!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= 1024:
+        raise ValueError(f"--threads must be an int from 0 (automatic) to 1024, got {threads!r}")
+    if isinstance(preprocess_mbps, bool) or not isinstance(preprocess_mbps, (int, float)) \
+            or not math.isfinite(preprocess_mbps):
+        raise ValueError(f"--preprocess-mbps must be a finite number, got {preprocess_mbps!r}")
     config = os.fspath(config)
     if not os.path.exists(config):
         raise FileNotFoundError(f"--config: no such file: {config}")

@@ -94,6 +94,13 @@ class HDMLPImageFolder:
     def __len__(self) -> int:
         return len(self.job)
 
+    def __getitem__(self, index: Any) -> Any:
+        # What torch.utils.data.DataLoader (and its worker processes) calls:
+        # hdmlp reads in its own C++ workers, in the job's planned order.
+        raise TypeError("HDMLPImageFolder is not read sample by sample: wrap it in hdmlp.torch.HDMLPDataLoader "
+                        "(its C++ workers load in parallel, in the job's planned order), not in a "
+                        "torch.utils.data.DataLoader, whose worker processes cannot use the job")
+
     def __repr__(self) -> str:
         return f"HDMLPImageFolder({self.root!r}, {len(self)} samples, {len(self.classes)} classes)"
 

@@ -36,20 +36,20 @@ py::dict ConfigToDict(const Config& c) {
     d["capacity_mb"] = s.capacity_mb;
     d["capacity_spec"] = s.capacity_spec;
     d["threads"] = s.threads;
-    d["path"] = s.path;
+    d["path"] = FsStr(s.path);
     d["bandwidth"] = TableToList(s.bandwidth, "threads");
     classes.append(d);
   }
   py::dict d;
-  d["origin"] = c.origin;
+  d["origin"] = FsStr(c.origin);
   d["b_c_mbps"] = c.b_c_mbps;
   d["b_fs_mbps"] = c.b_fs_mbps;
   d["distributed_threads"] = c.distributed_threads;
   d["checkpoint"] = c.checkpoint;
-  d["checkpoint_path"] = c.checkpoint_path;
+  d["checkpoint_path"] = FsStr(c.checkpoint_path);
   d["storage_classes"] = classes;
   d["pfs_bandwidth"] = TableToList(c.pfs_bandwidth, "processes");
-  d["description"] = c.Describe();
+  d["description"] = FsStr(c.Describe());
   return d;
 }
 
@@ -68,7 +68,7 @@ void BindConfig(py::module_& m) {
       },
       py::arg("text"), py::arg("origin") = "<string>",
       "Like load_config, from the text of a config; `origin` labels error messages.");
-  m.def("user_cache_dir", &UserCacheDir,
+  m.def("user_cache_dir", [] { return FsStr(UserCacheDir()); },
         "hdmlp's per-user cache directory ($HDMLP_CACHE_DIR, $XDG_CACHE_HOME/hdmlp or "
         "~/.cache/hdmlp); not created.");
 }

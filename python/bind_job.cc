@@ -7,6 +7,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <functional>
 #include <map>
@@ -95,28 +97,38 @@ OwnedBuffer FromInt64(std::vector<int64_t>&& values) {
   return b;
 }
 
-// The job plus the storage it reads through, destroyed in the right order.
+// The job plus the storage it reads through. The storage is shared with
+// reads the job may leave behind at close (env/deadline_reader.h).
 class PyJob {
  public:
-  PyJob(JobOptions options, double pfs_latency_s, double pfs_mbps, std::vector<std::string> failing_paths) {
+  PyJob(JobOptions options, double pfs_latency_s, double pfs_mbps, std::vector<std::string> failing_paths)
+      : pid_(::getpid()) {
     if (pfs_latency_s > 0 || pfs_mbps > 0 || !failing_paths.empty()) {
       ThrottledEnv::Options throttle;
       throttle.read_latency_s = pfs_latency_s;
       throttle.read_bandwidth_mbps = pfs_mbps;
       throttle.failing_paths = std::move(failing_paths);
-      env_ = std::make_unique<ThrottledEnv>(Env::Default(), throttle);
-      options.env = env_.get();
+      env_ = std::make_shared<ThrottledEnv>(Env::Default(), throttle);
+      options.shared_env = env_;
     }
     job_ = std::make_unique<Job>(options);
   }
-  ~PyJob() { Close(); }
+  ~PyJob() {
+    // In a forked child the job's threads, locks and condition variables are
+    // the parent's: destroying it could wait forever. Leave it.
+    if (::getpid() != pid_) {
+      (void)job_.release();
+      return;
+    }
+    Close();
+  }
 
   Job& job() {
     if (!job_) throw ClosedError("the job is closed");
     return *job_;
   }
   void Close() {
-    if (job_) {
+    if (job_ && ::getpid() == pid_) {
       job_->Close();
       job_.reset();
     }
@@ -124,8 +136,15 @@ class PyJob {
   int64_t pfs_files_opened() const { return env_ ? env_->files_opened() : -1; }
 
  private:
-  std::unique_ptr<ThrottledEnv> env_;
+  const pid_t pid_;
+  std::shared_ptr<ThrottledEnv> env_;
   std::unique_ptr<Job> job_;
+};
+
+// A Ctrl-C seen by a long start-up phase: the Python exception it raised,
+// re-raised once the phase has let go.
+struct PendingInterrupt {
+  std::unique_ptr<py::error_already_set> error;
 };
 
 py::object NextBatch(PyJob& self) {
@@ -189,7 +208,7 @@ py::list MetricsToPython(const std::vector<EpochMetrics>& epochs) {
       counters["count"] = c.count;
       counters["bytes"] = c.bytes;
       counters["seconds"] = c.seconds;
-      reads[py::str(source)] = counters;
+      reads[FsStr(source)] = counters;
     }
     py::dict d;
     d["epoch"] = e.epoch;
@@ -228,6 +247,15 @@ void BindJob(py::module_& m) {
       .def("__len__", [](const OwnedBuffer& b) { return b.count; });
 
   m.def("in_mpi_job", &Communicator::InMpiJob, "True when this process runs under an MPI launcher");
+  m.def(
+      "report_startup_failure",
+      [](const std::string& kind, const std::string& message, double timeout_s) {
+        py::gil_scoped_release release;
+        Job::ReportStartupFailure(CapturedError::FromKindName(kind, message), timeout_s);
+      },
+      py::arg("kind"), py::arg("message"), py::arg("timeout_s"),
+      "Under MPI: makes the other ranks' start-up check raise this rank's error (kind: not_found, "
+      "not_a_directory, invalid_argument, config, io, ...)");
   m.def("finalize_mpi", &Communicator::FinalizeIfOwned, "Finalises MPI if hdmlp initialised it");
   m.def("init_mpi", &Communicator::EnsureInitialized, "Initialises MPI now when in an MPI job");
   m.def("abort_mpi", &Communicator::AbortIfInitialized, py::arg("code"),
@@ -286,7 +314,7 @@ void BindJob(py::module_& m) {
                        uintptr_t cuda_host_alloc, uintptr_t cuda_free_host, int64_t batch_size_per_rank,
                        bool shuffle, int staging_threads, int launcher_rank, int launcher_world_size,
                        int launcher_local_world_size, const std::string& launcher_name, py::object gather, const std::string& source,
-                       const std::map<std::string, std::string>& source_options) {
+                       const std::map<std::string, std::string>& source_options, double read_timeout_s) {
              JobOptions o;
              o.source.kind = source;
              for (const auto& [key, value] : source_options) SetSourceOption(&o.source, key, value);
@@ -315,8 +343,23 @@ void BindJob(py::module_& m) {
              o.scan.cache_dir = index_cache_dir;
              o.exchange_fraction = exchange_fraction;
              o.timeout_s = timeout_s;
-             py::gil_scoped_release release;
-             return std::make_unique<PyJob>(o, pfs_latency_s, pfs_mbps, std::move(failing_paths));
+             o.read_timeout_s = read_timeout_s;
+             auto pending = std::make_shared<PendingInterrupt>();
+             o.interrupt = [pending] {
+               py::gil_scoped_acquire gil;
+               if (PyErr_CheckSignals() != 0) {
+                 pending->error = std::make_unique<py::error_already_set>();
+                 throw InterruptedError("interrupted");
+               }
+             };
+             try {
+               py::gil_scoped_release release;
+               return std::make_unique<PyJob>(o, pfs_latency_s, pfs_mbps, std::move(failing_paths));
+             } catch (const InterruptedError&) {
+               if (!pending->error) throw;
+               pending->error->restore();
+               throw py::error_already_set();
+             }
            }),
            py::arg("dataset_path"), py::arg("batch_size"), py::arg("epochs"), py::arg("distr_scheme"),
            py::arg("drop_last"), py::arg("seed"), py::arg("config_path"), py::arg("pfs_latency_s") = 0.0,
@@ -328,7 +371,7 @@ void BindJob(py::module_& m) {
            py::arg("shuffle") = true, py::arg("staging_threads") = 0, py::arg("launcher_rank") = 0,
            py::arg("launcher_world_size") = 0, py::arg("launcher_local_world_size") = 0,
            py::arg("launcher_name") = "the launcher", py::arg("gather") = py::none(), py::arg("source") = "",
-           py::arg("source_options") = std::map<std::string, std::string>{})
+           py::arg("source_options") = std::map<std::string, std::string>{}, py::arg("read_timeout_s") = 0.0)
       .def_property_readonly("rank", [](PyJob& j) { return j.job().rank(); })
       .def_property_readonly("world_size", [](PyJob& j) { return j.job().world_size(); })
       .def_property_readonly("seed", [](PyJob& j) { return j.job().seed(); })
@@ -339,14 +382,14 @@ void BindJob(py::module_& m) {
       .def_property_readonly("rank_epoch_size", [](PyJob& j) { return j.job().plan().RankEpochSize(j.job().rank()); })
       .def_property_readonly("transport", [](PyJob& j) { return std::string(j.job().transport()); })
       .def_property_readonly("staging_threads", [](PyJob& j) { return j.job().config().storage_classes.at(0).threads; })
-      .def_property_readonly("classes", [](PyJob& j) { return j.job().source().classes(); })
-      .def_property_readonly("relpaths", [](PyJob& j) { return j.job().source().names(); })
+      .def_property_readonly("classes", [](PyJob& j) { return FsStrList(j.job().source().classes()); })
+      .def_property_readonly("relpaths", [](PyJob& j) { return FsStrList(j.job().source().names()); })
       .def_property_readonly("labels", [](PyJob& j) { return j.job().source().labels(); })
       .def_property_readonly("sizes", [](PyJob& j) { return j.job().source().sizes(); })
       .def_property_readonly("index_from_cache", [](PyJob& j) { return j.job().source().from_cache(); })
       .def_property_readonly("fingerprint", [](PyJob& j) { return j.job().source().Fingerprint(); })
       .def_property_readonly("source_kind", [](PyJob& j) { return j.job().source().kind(); })
-      .def_property_readonly("samples_root", [](PyJob& j) { return j.job().source().SamplesRoot(); })
+      .def_property_readonly("samples_root", [](PyJob& j) { return FsStr(j.job().source().SamplesRoot()); })
       .def_property_readonly("source_files_opened", [](PyJob& j) { return j.job().source().files_opened(); })
       .def_property_readonly("has_arrays", [](PyJob& j) { return j.job().has_arrays(); })
       .def_property_readonly("array_spec",
@@ -369,7 +412,9 @@ void BindJob(py::module_& m) {
                                return py::make_tuple(s.dims(), s.type == OutputType::kFloat32 ? "float32" : "uint8");
                              })
       .def_property_readonly("skipped_samples", [](PyJob& j) { return j.job().skipped_samples(); })
-      .def_property_readonly("skipped_files", [](PyJob& j) { return j.job().SkippedFiles(); })
+      .def_property_readonly("skipped_files", [](PyJob& j) { return FsStrList(j.job().SkippedFiles()); })
+      .def_property_readonly("changed_samples", [](PyJob& j) { return j.job().changed_samples(); })
+      .def_property_readonly("changed_files", [](PyJob& j) { return FsStrList(j.job().ChangedFiles()); })
       .def_property_readonly("batch_allocations", [](PyJob& j) { return j.job().batch_allocations(); })
       .def_property_readonly("batch_allocator", [](PyJob& j) { return std::string(j.job().batch_allocator_name()); })
       .def("local_batch_size", [](PyJob& j, int64_t batch) { return j.job().plan().LocalBatchSize(j.job().rank(), batch); })
@@ -399,13 +444,14 @@ void BindJob(py::module_& m) {
                d["prefetched_bytes"] = s.prefetched_bytes;
                d["prefetch_seconds"] = s.prefetch_seconds;
                d["predicted_mbps"] = s.predicted_mbps;
-               d["note"] = s.note;
-               d["warning"] = s.warning;
+               d["note"] = FsStr(s.note);
+               d["warning"] = FsStr(s.warning);
+               d["dropped_corrupt"] = s.dropped_corrupt;
                out.append(d);
              }
              return out;
            })
-      .def("warnings", [](PyJob& j) { return j.job().Warnings(); })
+      .def("warnings", [](PyJob& j) { return FsStrList(j.job().Warnings()); })
       .def_property_readonly("pfs_reads", [](PyJob& j) { return j.job().cache().pfs_reads(); })
       .def_property_readonly("pfs_bytes", [](PyJob& j) { return j.job().cache().pfs_bytes(); })
       .def_property_readonly("remote_reads", [](PyJob& j) { return j.job().cache().remote_reads(); })

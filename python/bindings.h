@@ -4,7 +4,23 @@
 
 #include <pybind11/pybind11.h>
 
+#include <string>
+#include <vector>
+
 namespace hdmlp::python {
+
+// Paths and messages as Python's os.fsdecode makes them: a file name that
+// is not valid UTF-8 keeps its bytes as surrogates, as in os.listdir.
+inline pybind11::str FsStr(const std::string& s) {
+  return pybind11::reinterpret_steal<pybind11::str>(
+      PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
+}
+
+inline pybind11::list FsStrList(const std::vector<std::string>& v) {
+  pybind11::list out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = FsStr(v[i]);
+  return out;
+}
 
 void BindConfig(pybind11::module_& m);  // bind_config.cc
 void BindTools(pybind11::module_& m);   // bind_tools.cc

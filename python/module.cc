@@ -19,20 +19,36 @@ PYBIND11_MODULE(_core, m) {
 
   static py::exception<hdmlp::ConfigError> config_error(m, "ConfigError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr p) {
+    // Messages name files, whose names need not be UTF-8: decoded as
+    // os.fsdecode does, never failing.
+    const auto set = [](PyObject* type, const char* what) {
+      PyObject* message = PyUnicode_DecodeFSDefault(what);
+      if (message == nullptr) return;  // the decode error is what Python sees
+      PyErr_SetObject(type, message);
+      Py_DECREF(message);
+    };
     try {
       if (p) std::rethrow_exception(p);
     } catch (const hdmlp::ConfigError& e) {
-      py::set_error(config_error, e.what());
+      set(config_error.ptr(), e.what());
     } catch (const hdmlp::NotFoundError& e) {
-      py::set_error(PyExc_FileNotFoundError, e.what());
+      set(PyExc_FileNotFoundError, e.what());
     } catch (const hdmlp::NotADirectoryError& e) {
-      py::set_error(PyExc_NotADirectoryError, e.what());
+      set(PyExc_NotADirectoryError, e.what());
+    } catch (const hdmlp::AllocationError& e) {
+      set(PyExc_MemoryError, e.what());
+    } catch (const hdmlp::TypeError& e) {
+      set(PyExc_TypeError, e.what());
     } catch (const hdmlp::InvalidArgumentError& e) {
-      py::set_error(PyExc_ValueError, e.what());
+      set(PyExc_ValueError, e.what());
     } catch (const hdmlp::IOError& e) {
-      py::set_error(PyExc_OSError, e.what());
+      set(PyExc_OSError, e.what());
     } catch (const hdmlp::ClosedError& e) {
-      py::set_error(PyExc_RuntimeError, e.what());
+      set(PyExc_RuntimeError, e.what());
+    } catch (const hdmlp::InterruptedError& e) {
+      set(PyExc_KeyboardInterrupt, e.what());
+    } catch (const hdmlp::Error& e) {
+      set(PyExc_RuntimeError, e.what());
     }
   });
 

@@ -2,7 +2,8 @@
 # hdmlp's one entry point for a fresh Debian machine (see README.md).
 #
 #   scripts/dev.sh demo [hdmlp demo options]   set up, then run the demo job
-#   scripts/dev.sh test                        set up, then run every test
+#   scripts/dev.sh test                        set up, then run every test (C++, sanitizers,
+#                                              fuzz targets for 7 s each, pytest)
 #   scripts/dev.sh setup                       set up only
 #   scripts/dev.sh wheel [OUT]                 build a wheel and repair it into a manylinux one (dist/)
 #
@@ -15,9 +16,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 
 DEBIAN_PACKAGES=(build-essential pkg-config python3-venv python3-dev libopenmpi-dev openmpi-bin
-                 libconfig++-dev libopencv-dev libjpeg-dev libgtest-dev opencv-doc
+                 libconfig++-dev libopencv-dev libjpeg-dev libgtest-dev opencv-doc libxxhash-dev
                  # HDF5 sources (and zlib, which it brings).
                  libhdf5-dev
+                 # The fuzz targets (tests/fuzz): clang with libFuzzer and its sanitizers.
+                 clang libclang-rt-dev
                  # The emulated parallel file system of the benchmarks and its tests.
                  sshfs openssh-server fuse3 vmtouch iproute2)
 # Pinned: these releases install from local disk on the project's machines.
@@ -114,6 +117,11 @@ run_sanitized() {
   make -s sanitize
 }
 
+run_fuzz() {
+  log "fuzz targets, briefly (scripts/fuzz.sh; longer: make fuzz)"
+  scripts/fuzz.sh "${HDMLP_FUZZ_SECONDS:-7}"
+}
+
 run_pytest() {
   log "Python tests (pytest)"
   local rc=0
@@ -144,7 +152,7 @@ cmd=${1:-}
 case "$cmd" in
   setup) setup ;;
   demo) setup; exec .venv/bin/hdmlp demo "$@" ;;
-  test) setup; run_ctest; run_sanitized; run_pytest "$@" ;;
+  test) setup; run_ctest; run_sanitized; run_fuzz; run_pytest "$@" ;;
   ctest) setup; run_ctest ;;
   pytest) setup; run_pytest "$@" ;;
   wheel) setup; build_wheel "$@" ;;

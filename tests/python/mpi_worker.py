@@ -25,6 +25,24 @@ def main():
         batch_size = opts["batch_size_by_rank"][world_rank]
     if "data_by_rank" in opts:
         data = opts["data_by_rank"][world_rank]
+    if "timeout_by_rank" in opts:
+        job_kw["timeout_s"] = opts["timeout_by_rank"][world_rank]
+    if "config_by_rank" in opts:
+        job_kw["config_path"] = opts["config_by_rank"][world_rank]
+    if "failing_by_rank" in opts and opts["failing_by_rank"][world_rank]:
+        job_kw["storage"] = hdmlp.ThrottledStorage(failing_paths=opts["failing_by_rank"][world_rank])
+    if scenario == "interrupt":
+        hdmlp.init_mpi()
+        if world_rank == 1:
+            time.sleep(8)  # rank 0 waits for it in the start-up check, and is interrupted meanwhile
+        else:
+            def interrupt(signum, frame):
+                raise KeyboardInterrupt("test interrupt")
+            signal.signal(signal.SIGALRM, interrupt)
+            signal.setitimer(signal.ITIMER_REAL, 1.0)
+    if scenario.startswith("leave_open"):
+        leave_open(scenario.split(":")[1], data, batch_size, opts)
+        return
     if scenario == "schemes":
         run_schemes(data, out, opts)
         return
@@ -47,10 +65,14 @@ def main():
     if opts.get("transforms"):
         import hdmlp.transforms as T
         job_kw["transforms"] = [T.ImgDecode(), T.RandomResizedCrop(32), T.ToTensor()]
+    started = time.monotonic()
     try:
         job = hdmlp.Job(data, batch_size, opts.get("epochs", 3), **job_kw)
-    except Exception as e:  # the test checks every rank's error
-        result.update(error=type(e).__name__, message=str(e))
+    except BaseException as e:  # the test checks every rank's error
+        result.update(error=type(e).__name__, message=str(e), seconds=time.monotonic() - started)
+        if scenario == "interrupt":
+            write(out, world_rank, result)
+            os._exit(0)
         write(out, world_rank, result)
         if scenario.startswith("external"):
             libmpi.MPI_Finalize()
@@ -63,6 +85,10 @@ def main():
     epochs = []
     for epoch in range(job.epochs):
         seen = []
+        if scenario == "stopped_exit" and epoch == 1 and job.rank == 0:
+            while not os.path.exists(os.path.join(out, "rank1.json")):
+                time.sleep(0.05)  # rank 1 has failed and told us
+            time.sleep(0.5)
         if scenario == "freeze" and epoch == 1:
             marker = os.path.join(out, "frozen")
             if job.rank == 1:
@@ -80,6 +106,8 @@ def main():
                     os._exit(3)
                 if scenario == "raise" and epoch == 1 and job.rank == 1:
                     raise KeyError("an uncaught error in the training script")
+                if opts.get("lag_last_epoch_s") and epoch == job.epochs - 1 and b == 0 and job.rank == 1:
+                    time.sleep(opts["lag_last_epoch_s"])  # rank 0 closes first and must keep serving
                 if job_kw.get("transforms"):
                     seen += [[paths[i], None] for i in ids]  # one batch buffer, not per-file bytes
                     continue
@@ -89,6 +117,10 @@ def main():
         except Exception as e:
             result.update(error=type(e).__name__, message=str(e), failed_epoch=epoch)
             write(out, result["rank"], result)
+            if scenario == "stopped_exit":
+                if job.rank == 1:
+                    time.sleep(120)  # the failing rank hangs and never finalises
+                return  # the other rank exits normally: MPI_Finalize must not wait for rank 1
             # A rank that leaves without MPI_Finalize makes mpirun kill the
             # others, possibly before they have written what they saw: leave
             # once every rank has (in the scenarios where every rank can).
@@ -188,6 +220,34 @@ def run_schemes(data, out, opts):
             result["by_scheme"][scheme] = {"epochs": epochs, "batches": job.batches_per_epoch,
                                            "source": job.metrics()["source"]}
     write(out, result["rank"], result)
+
+
+_kept = []
+
+
+def leave_open(mode, data, batch_size, opts):
+    """Exits without closing a job that is still serving and prefetching."""
+    job = hdmlp.Job(data, batch_size, opts.get("epochs", 3), seed=1, **opts.get("job", {}))
+    next(job.epoch_batches(0))  # threads busy: staging, prefetch, serving
+    with open(os.path.join(sys.argv[3], f"rank{job.rank}.json"), "w") as f:
+        json.dump({"rank": job.rank, "mode": mode}, f)
+    if mode == "global":
+        _kept.append(job)
+    elif mode == "cycle":
+        holder = {"job": job}
+        holder["self"] = holder  # only the cycle collector could free it
+        import gc
+        gc.disable()  # ... and it does not run before exit
+        del holder
+    elif mode == "sys_exit":
+        _kept.append(job)
+        sys.exit(0)
+    elif mode == "caught":
+        _kept.append(job)
+        try:
+            raise RuntimeError("an error the script catches at top level")
+        except RuntimeError:
+            pass
 
 
 def write(out, rank, result):
