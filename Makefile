@@ -27,5 +27,5 @@ tsan:
 	cmake -S . -B build/tsan -G Ninja -DHDMLP_BUILD_TESTS=ON -DHDMLP_BUILD_PYTHON=OFF \
 	  -DCMAKE_BUILD_TYPE=Debug -DHDMLP_SANITIZE=thread >/dev/null
 	cmake --build build/tsan -j 2
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1:suppressions=$(CURDIR)/tests/tsan.supp \
 	  ctest --test-dir build/tsan --output-on-failure -j 2

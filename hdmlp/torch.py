@@ -67,7 +67,7 @@ class HDMLPImageFolder:
                  target_transform: Callable[[int], Any] | None = None) -> None:
         if not isinstance(job, Job):
             raise TypeError(f"job must be an hdmlp.Job, got {type(job).__name__}")
-        root = os.path.expanduser(os.fspath(root))
+        root = os.path.expanduser(os.fsdecode(os.fspath(root)))
         if os.path.realpath(root) != os.path.realpath(job.dataset_path):
             raise ValueError(f"root '{root}' is not the folder the job reads ('{job.dataset_path}')")
         self.root = root

@@ -275,8 +275,6 @@ Job::Job(const JobOptions& options)
   cache_ = std::make_unique<CacheHierarchy>(config_, *plan_, rank(), *source_,
                                             options.local_env != nullptr ? options.local_env : Env::Default(),
                                             comm_.get(), staging.threads + 1, reader_, options.interrupt);
-  // From here on threads call MPI: they stop before MPI is finalised.
-  if (comm_) mpi_user_ = Communicator::RegisterUser([this] { Close(); });
   cache_->Start();
   // What the classes really hold is what this job keeps of the process's budgets.
   const std::vector<ClassStatus> statuses = cache_->Status();
@@ -297,6 +295,10 @@ Job::Job(const JobOptions& options)
   }
   workers_.reserve(static_cast<size_t>(staging.threads));
   for (int t = 0; t < staging.threads; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+  // The job's threads call MPI: they stop before MPI is finalised, however
+  // the process exits. Registered last: a constructor that throws never
+  // leaves a stop function behind (its members stop their own threads).
+  if (comm_) mpi_user_ = Communicator::RegisterUser([this] { Close(); });
 }
 
 void Job::ReportStartupFailure(const CapturedError& error, double timeout_s) {
