@@ -12,8 +12,8 @@
 // could block a reader forever, or never end) is refused with an IOError
 // naming its kind, without waiting for a writer.
 // Thread-safety: all methods may be called from many threads at once; so
-// may a ReadableFile's (the sources keep a shard open and pread it from
-// every staging thread).
+// may a ReadableFile's (not copyable; the sources keep a shard open and
+// pread it from every staging thread).
 #ifndef HDMLP_ENV_ENV_H_
 #define HDMLP_ENV_ENV_H_
 
@@ -66,7 +66,7 @@ class ReadableFile {
 // An exclusive advisory lock (flock) on a file, held until destroyed. A lock
 // belongs to the open file: another process (or another open of the same
 // file) cannot take it meanwhile, and it is released when the holder dies,
-// however it dies.
+// however it dies. Not copyable.
 class FileLock {
  public:
   FileLock() = default;
