@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
   for (size_t k = 0; k < targets.size(); ++k) {
     const int r = targets[k];
     double t = Now();
-    const hdmlp::HomeTable home = hdmlp::PeerDirectory::AcceptOffers(r, target_offers[k]);
+    const hdmlp::HomeTable home = hdmlp::PeerDirectory::AcceptOffers(plan, r, target_offers[k]);
     const hdmlp::RankMessages answers_out = hdmlp::PeerDirectory::Answer(home, target_queries[k]);
     const hdmlp::RankMessages my_queries = hdmlp::PeerDirectory::MakeQueries(plan, target_reads[k]);
     double seconds = Now() - t;
