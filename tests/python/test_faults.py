@@ -405,3 +405,46 @@ def test_close_while_prefetching_leaves_no_folder(folder, tmp_path):
         next(job.epoch_batches(0))
         job.close()
         assert os.listdir(ssd) == [], f"close {i} left {os.listdir(ssd)}"
+
+
+TORCH_RANK = textwrap.dedent("""
+    import json, os, sys, time
+    import torch.distributed as dist
+    import hdmlp
+    rank, root, cfg, port = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(rank), WORLD_SIZE="2")
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    started = time.monotonic()
+    try:  # rank 1 passes an endless timeout, refused in Python before the core starts
+        hdmlp.Job(root, 4, 1, seed=1, config_path=cfg, timeout_s=float("nan") if rank == 1 else 60.0).close()
+        out = {"error": None}
+    except Exception as e:
+        out = {"error": type(e).__name__, "message": str(e)}
+    out["seconds"] = time.monotonic() - started
+    print(json.dumps(out))
+    os._exit(0)
+""")
+
+
+def test_under_torch_distributed_an_argument_refused_on_one_rank_fails_every_rank(folder, tmp_path):
+    """Without MPI the ranks' start-up check runs over torch.distributed: a rank whose Python
+    layer refuses its arguments still sends its error, so the other raises it at once."""
+    import json
+    import socket
+    root, _ = folder
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_", "PMI_"))}
+    procs = [subprocess.Popen([sys.executable, "-c", TORCH_RANK, str(r), str(root), str(staging_only(tmp_path)), port],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env)
+             for r in range(2)]
+    outs = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=120)
+        assert p.returncode == 0, stderr[-2000:]
+        outs.append(json.loads(stdout.strip().splitlines()[-1]))
+    assert outs[1]["error"] == "ValueError" and "timeout_s" in outs[1]["message"]
+    assert outs[0]["error"] == "ValueError", outs[0]
+    assert "rank 1" in outs[0]["message"] and "timeout_s" in outs[0]["message"]
+    assert outs[0]["seconds"] < 30
