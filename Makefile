@@ -21,6 +21,7 @@ asan:
 	  -DCMAKE_BUILD_TYPE=Debug -DHDMLP_SANITIZE=address,undefined >/dev/null
 	cmake --build build/asan -j 2
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  ctest --test-dir build/asan --output-on-failure -j 2
 
 tsan:

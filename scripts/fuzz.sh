@@ -26,7 +26,7 @@ cmake --build "$build" -j 2 | { grep -v "^\[\|^ninja: no work" || true; }
 
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-export LSAN_OPTIONS=suppressions=$PWD/tests/fuzz/lsan.supp
+export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
 mkdir -p "$build/artifacts"
 status=0
 for t in "${targets[@]}"; do
