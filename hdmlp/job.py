@@ -91,8 +91,10 @@ def _int_in(name: str, value: Any, lo: int, hi: int, hi_text: str | None = None)
     """``value`` as an int in [lo, hi], or a TypeError / ValueError saying what is allowed."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be an int from {lo} to {hi_text or hi}, got {value}")
+    if value < lo:
+        raise ValueError(f"{name} must be at least {lo} (an int from {lo} to {hi_text or hi}), got {value}")
+    if value > hi:
+        raise ValueError(f"{name} must be at most {hi_text or hi} (an int from {lo} to {hi_text or hi}), got {value}")
     return value
 
 

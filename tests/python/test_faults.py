@@ -40,9 +40,9 @@ def epoch_bytes(job, epoch):
 # -- clear errors at the edges ----------------------------------------------------
 
 @pytest.mark.parametrize("kw,exc,match", [
-    (dict(batch_size=2**63), ValueError, r"batch_size must be an int from 1 to 2\*\*62"),
+    (dict(batch_size=2**63), ValueError, r"batch_size must be at most 2\*\*62 \(an int from 1 to 2\*\*62\)"),
     (dict(batch_size=2**62 + 1), ValueError, "batch_size"),
-    (dict(epochs=2**31), ValueError, r"epochs must be an int from 1 to 2\*\*31 - 1"),
+    (dict(epochs=2**31), ValueError, r"epochs must be at most 2\*\*31 - 1"),
     (dict(epochs=-2**70), ValueError, "epochs"),
     (dict(seed=2**63), ValueError, "seed"),
     (dict(timeout_s=math.nan), ValueError, "timeout_s"),
@@ -74,9 +74,9 @@ def test_dataset_path_with_nul_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("args,exc,match", [
-    ((10, 4, 1, -1), ValueError, "seed must be an int from 0"),
+    ((10, 4, 1, -1), ValueError, "seed must be at least 0"),
     ((10, 4, 1, 2**64), ValueError, "seed"),
-    ((2**63, 4, 1, 0), ValueError, r"num_samples must be an int from 1 to 2\*\*62"),
+    ((2**63, 4, 1, 0), ValueError, r"num_samples must be at most 2\*\*62"),
     ((10, 2**63, 1, 0), ValueError, "batch_size"),
     ((10, 4, 2**31, 0), ValueError, "epochs"),
     ((10, 4, 1, 1.5), TypeError, "seed must be an int"),
@@ -88,7 +88,7 @@ def test_access_plan_checks_ranges(args, exc, match):
 
 def test_access_plan_queries_check_ranges():
     plan = hdmlp.AccessPlan(10, 4, 2, 0, world_size=2)
-    with pytest.raises(ValueError, match=r"rank must be an int from 0 to 1"):
+    with pytest.raises(ValueError, match=r"rank must be at most 1 \(an int from 0 to 1\)"):
         plan.samples(0, rank=2)
     with pytest.raises(ValueError, match="epoch"):
         plan.samples(-1)
@@ -100,7 +100,7 @@ def test_access_plan_queries_check_ranges():
 
 
 @pytest.mark.parametrize("argv,match", [
-    (["plan", "--samples", "10", "--batch-size", "4", "--seed", "-1"], "seed must be an int from 0"),
+    (["plan", "--samples", "10", "--batch-size", "4", "--seed", "-1"], "seed must be at least 0"),
     (["plan", "--samples", "10", "--batch-size", "4", "--epoch", str(2**31)], "--epoch must be from 0"),
     (["plan", "--samples", "10", "--batch-size", "4", "--rank", "3", "--world-size", "2"], "rank"),
     (["plan", "--samples", "0", "--batch-size", "4"], "num_samples"),
@@ -173,7 +173,7 @@ def test_a_fifo_swapped_in_after_the_scan_fails_at_once(folder, tmp_path):
 def test_a_stuck_read_times_out_naming_the_file_and_close_is_quick(folder, tmp_path):
     root, _ = folder
     job = hdmlp.Job(root, 4, 1, seed=0, config_path=staging_only(tmp_path), read_timeout_s=1,
-                    storage=hdmlp.ThrottledStorage(latency_s=20))
+                    storage=hdmlp.ThrottledStorage(latency_s=8))
     start = time.monotonic()
     with pytest.raises(OSError, match=r"read_timeout_s") as info:
         next(job.epoch_batches(0))
@@ -181,12 +181,12 @@ def test_a_stuck_read_times_out_naming_the_file_and_close_is_quick(folder, tmp_p
     assert time.monotonic() - start < 8
     start = time.monotonic()
     job.close()
-    assert time.monotonic() - start < 3  # it waited for the slow reads (19 s) before
+    assert time.monotonic() - start < 3  # it waited for the slow reads (7 s here) before
 
 
 def test_closing_during_slow_reads_is_quick(folder):
     root, _ = folder
-    job = hdmlp.Job(root, 4, 2, seed=0, storage=hdmlp.ThrottledStorage(latency_s=20))  # with cache classes
+    job = hdmlp.Job(root, 4, 2, seed=0, storage=hdmlp.ThrottledStorage(latency_s=8))  # with cache classes
     time.sleep(0.2)  # staging and prefetch threads are inside reads now
     start = time.monotonic()
     job.close()
@@ -250,8 +250,13 @@ def test_torch_dataloader_around_the_dataset_says_to_use_hdmlp_loader(folder, wo
     root, _ = folder
     with hdmlp.Job(root, 4, 1, seed=0) as job:
         loader = torch.utils.data.DataLoader(HDMLPImageFolder(root, job), batch_size=4, num_workers=workers)
+        it = iter(loader)
         with pytest.raises(Exception, match="HDMLPDataLoader"):
-            next(iter(loader))
+            next(it)
+        # torch's own shutdown of workers whose results nobody read waits 5 s a worker.
+        for w in getattr(it, "_workers", []):
+            w.terminate()
+        del it
 
 
 def test_a_job_cannot_be_pickled(folder):

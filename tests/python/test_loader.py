@@ -139,7 +139,9 @@ def test_delete_mid_epoch_joins_threads(folder):
     del it, loader, job
     gc.collect()
     assert time.monotonic() - t < 2
-    assert thread_count() == base
+    # Every thread of this job is joined; reads an earlier test left behind in
+    # a slow storage (they own only shared state) may still end meanwhile.
+    assert thread_count() <= base
 
 
 def test_ctrl_c_during_a_stall_interrupts_promptly(folder):

@@ -43,9 +43,12 @@ void JobMetrics::AddSkipped(int epoch) {
 
 std::vector<EpochMetrics> JobMetrics::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
+  // Epoch e at index e, as callers index them; epochs skipped unread are empty.
   std::vector<EpochMetrics> out;
-  out.reserve(epochs_.size());
-  for (const auto& [epoch, m] : epochs_) out.push_back(m);
+  if (epochs_.empty()) return out;
+  out.resize(static_cast<size_t>(epochs_.rbegin()->first) + 1);
+  for (size_t e = 0; e < out.size(); ++e) out[e].epoch = static_cast<int>(e);
+  for (const auto& [epoch, m] : epochs_) out[static_cast<size_t>(epoch)] = m;
   return out;
 }
 

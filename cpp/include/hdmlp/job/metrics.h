@@ -12,7 +12,8 @@
 //
 // Memory grows with the epochs that were touched (read or delivered), not
 // with the job's epochs: a job of 10^7 epochs costs nothing until it runs,
-// and one that skips ahead keeps no entries for the epochs it skipped.
+// and one that skips ahead keeps no entries for the epochs it skipped (a
+// Snapshot lists them, empty).
 //
 // Thread-safety: all methods may be called from any thread.
 #ifndef HDMLP_JOB_METRICS_H_
@@ -52,8 +53,8 @@ class JobMetrics {
   void AddDelivered(int epoch, int64_t samples, double stall_seconds);
   void AddTransform(int epoch, double seconds);
   void AddSkipped(int epoch);
-  // The epochs touched so far, in order (for a job run epoch by epoch:
-  // 0, 1, ..., the current one).
+  // Epochs 0 .. the last one touched, epoch e at index e (an epoch skipped
+  // without a read is all zeros).
   std::vector<EpochMetrics> Snapshot() const;
 
  private:
