@@ -88,7 +88,7 @@ TEST_F(JobFaultsTest, StartUpDoesNotGrowWithEpochs) {
 
 TEST_F(JobFaultsTest, LongStartUpPhasesPollForInterrupts) {
   JobOptions o = Options("memory.cfg");
-  o.epochs = 30000;  // 720K reads to count for the placement: a few chunks
+  o.epochs = 12000;  // 288K reads to count for the placement: one chunk of the count
   o.scan.threads = 1;  // the calling thread walks every folder: a fixed number of polls
   int calls = 0;
   o.interrupt = [&calls] { ++calls; };
