@@ -45,6 +45,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks import machine as machine_mod
 from benchmarks import pfs as pfs_mod
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -98,7 +99,7 @@ def machine() -> dict:
     except OSError:
         pass
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"cores": os.cpu_count(), "cpu": cpu, "load_average_1min": round(os.getloadavg()[0], 1), "memory_gib": round(mem_gb, 1),
+    return {"cores": os.cpu_count(), "cpu": cpu, "memory_gib": round(mem_gb, 1),
             "kernel": platform.release(), "python": platform.python_version(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
@@ -156,7 +157,8 @@ def run_process(cmd: list[str], env: dict, timeout: float, log_path: str) -> int
             raise
 
 
-def run_system(system: str, args, scenario: Scenario, data: str, config: str, work: str, store, log) -> dict:
+def run_system(system: str, args, scenario: Scenario, data: str, config: str, work: str, store, log,
+               recorder: machine_mod.LoadRecorder | None = None) -> dict:
     kind = system if system.startswith("hdmlp") else system.rsplit("-w", 1)[0]
     spec = {"name": system, "kind": kind, "workers": int(system.rsplit("-w", 1)[1]) if "-w" in system else 0,
             "data": data, "epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed,
@@ -175,12 +177,15 @@ def run_system(system: str, args, scenario: Scenario, data: str, config: str, wo
             (["--allow-run-as-root"] if os.geteuid() == 0 else []) + cmd
     store.before_system()
     wire0 = store.wire_bytes()
+    recorder = recorder or machine_mod.LoadRecorder()
     t = time.perf_counter()
-    try:
-        rc = run_process(cmd, env, args.timeout, os.path.join(work, f"{system}.log"))
-    except subprocess.TimeoutExpired:
-        rc = f"timed out after {args.timeout:g} s (--timeout)"
+    with recorder.run(system):
+        try:
+            rc = run_process(cmd, env, args.timeout, os.path.join(work, f"{system}.log"))
+        except subprocess.TimeoutExpired:
+            rc = f"timed out after {args.timeout:g} s (--timeout)"
     wall = time.perf_counter() - t
+    load = recorder.last(system)
     wire = store.wire_bytes() - wire0 if wire0 is not None else None
     shutil.rmtree(cache, ignore_errors=True)
     ranks = []
@@ -197,11 +202,13 @@ def run_system(system: str, args, scenario: Scenario, data: str, config: str, wo
             with open(os.path.join(work, f"{system}.log")) as f:
                 errors = [f.read().strip()[-800:] or f"exit status {rc}"]
         log(f"  {label(system):34s} failed: {errors[0].splitlines()[-1] if errors[0] else rc}")
-        return {"status": "error", "error": errors[0], "label": label(system)}
+        return {"status": "error", "error": errors[0], "label": label(system), "load": load}
     result = aggregate(ranks, args.epochs)
-    result.update({"label": label(system), "kind": kind_of(system), "wall_seconds": wall, "wire_bytes": wire})
+    result.update({"label": label(system), "kind": kind_of(system), "wall_seconds": wall, "wire_bytes": wire,
+                   "load": load})
     log(f"  {label(system):34s} " + " ".join(f"{e['img_per_s']:7.0f}" for e in result["epochs"])
-        + f" img/s per epoch, stall {result['stall_share']:.0%}, CPU {result['cpu_seconds']:.1f} s")
+        + f" img/s per epoch, stall {result['stall_share']:.0%}, CPU {result['cpu_seconds']:.1f} s"
+        + (f" [busy: other processes used {load['other_cores']:.2f} cores]" if load["busy"] else ""))
     return result
 
 
@@ -351,7 +358,9 @@ def text_table(header, rows) -> str:
 
 def describe_setup(result: dict) -> list[str]:
     m, d, a, s = result["machine"], result["dataset"], result["args"], result["store"]
-    load = f" (shared: 1-min load average {m['load_average_1min']} at the start)" if "load_average_1min" in m else ""
+    # Older results had only this (sampled when the report was made); newer ones have "load".
+    load = f" (shared: 1-min load average {m['load_average_1min']} at the start)" \
+        if "load_average_1min" in m and "load" not in result else ""
     lines = [f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, Linux {m['kernel']}; "
              f"{m['date']}{load}.",
              f"Dataset: {d['images']} generated ImageNet-like JPEGs in {d['classes']} classes, "
@@ -367,6 +376,8 @@ def describe_setup(result: dict) -> list[str]:
                      f"{readers.split('_')[0]} readers.")
     else:
         lines.append(f"Store: {s['note']}.")
+    if "load" in result:
+        lines += machine_mod.report_lines(result["load"])
     sc = result["scenario"]
     lines.append(f"hdmlp caches per rank: RAM {sc['memory_share']:.0%} of the dataset"
                  + (f", local disk {sc['disk_share']:.0%}" if sc["disk_share"] else "")
@@ -458,6 +469,7 @@ def update_readme(result: dict, readme: str = README) -> None:
 # -- a scenario ------------------------------------------------------------------
 
 def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
+    recorder = machine_mod.LoadRecorder()  # first: the load before this scenario does anything
     import hdmlp
     from hdmlp.datasets import make_image_folder
 
@@ -505,7 +517,7 @@ def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
             results = {}
             for system in systems:
                 results[system] = run_system(system, args, scenario, store.path, configs[kind_of(system)], work,
-                                             store, log)
+                                             store, log, recorder)
             store_desc = store.describe()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -521,6 +533,7 @@ def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
         "args": {k: getattr(args, k) for k in ("images", "epochs", "batch_size", "step_ms", "seed", "image_size",
                                                "rate_mbit", "delay_ms")},
         "systems": results,
+        "load": recorder.finish(),
     }
     base = os.path.join(args.out, scenario.name)
     with open(base + ".json", "w") as f:
@@ -535,6 +548,8 @@ def report(result: dict, base: str, readme: bool, log=print) -> None:
     log("")
     log("\n".join(describe_setup(result)))
     log(text_table(header, rows))
+    if "load" in result:
+        machine_mod.print_warnings(result["load"], log)
     with open(base + ".md", "w") as f:
         f.write(markdown(result))
     written = [base + ".json", base + ".md"]

@@ -32,6 +32,8 @@ ConfigError = _core.ConfigError
 _SCHEMES = ("uniform", "local", "partial_local")
 _SOURCES = ("folder", "pack", "hdf5", "tar")
 _SOURCE_OPTIONS = ("hdf5_samples", "hdf5_labels", "tar_sample_ext", "tar_label_ext")
+# Seconds per epoch that HDMLPDataLoader measures on the Python side (Job.metrics()).
+_LOOP_TIMERS = ("next_batch_seconds", "python_seconds", "consumer_seconds")
 
 def _finalize_mpi_at_exit() -> None:
     # A rank leaving on an uncaught exception must not finalise: MPI_Finalize
@@ -375,6 +377,8 @@ class Job:
             raise ValueError("on_error='skip' needs transforms (or an array source such as HDF5): without them every "
                              "file's bytes are delivered as they are, and no image is decoded (so none can be found bad)")
         self._started_epoch = -1
+        # Per epoch, seconds measured on the Python side by HDMLPDataLoader (see metrics()).
+        self._loop_seconds: dict[int, dict[str, float]] = {}
         self._warned: set[str] = set()
         self._emit_warnings()
         _warn_without_peers(self)
@@ -519,11 +523,18 @@ class Job:
         return memoryview(ids).tolist(), labels, samples
 
     # -- reporting ----------------------------------------------------------
+    def _add_loop_seconds(self, epoch: int, **seconds: float) -> None:
+        timers = self._loop_seconds.setdefault(epoch, dict.fromkeys(_LOOP_TIMERS, 0.0))
+        for key, value in seconds.items():
+            timers[key] += value
+
     def metrics(self) -> dict[str, Any]:
         """Where time went, per epoch.
 
         ``{"epochs": [{"epoch", "samples", "stall_seconds", "read_seconds",
-        "transform_seconds", "skipped", "reads": {SOURCE: {"count", "bytes", "seconds"}}}],
+        "transform_seconds", "handoff_wait_seconds", "assembly_seconds", "skipped",
+        "next_batch_seconds", "python_seconds", "consumer_seconds",
+        "reads": {SOURCE: {"count", "bytes", "seconds"}}}],
         "skipped_samples", "skipped", "staging": {...},
         "classes": [...], "warnings": [...]}`` with SOURCE ``"pfs"`` for the
         dataset's own storage or a storage class's name (``"memory"``,
@@ -534,7 +545,17 @@ class Job:
         storage class's plan and prefetch progress (``planned_*``, ``filled_*``,
         ``prefetched_samples``/``prefetched_bytes`` read by the class's
         prefetch threads, ``prefetch_seconds``). ``transform_seconds`` is the
-        workers' time decoding and transforming; ``skipped_samples`` counts the
+        workers' time decoding and transforming, ``read_seconds`` their time
+        reading, ``handoff_wait_seconds`` their time waiting for room in the
+        staging buffer (they are ahead of the consumer), each summed over the
+        workers; ``stall_seconds`` is the consumer's time waiting for samples
+        and ``assembly_seconds`` its other time assembling batches. Measured
+        in Python by :class:`hdmlp.torch.HDMLPDataLoader` (0 for an epoch
+        iterated otherwise): ``next_batch_seconds`` in the call for the next
+        batch (stall and assembly included), ``python_seconds`` making tensors
+        of it, and ``consumer_seconds`` in the training loop between batches;
+        the three add up to the pass's time. The
+        staging threads are in ``staging["threads"]``; ``skipped_samples`` counts the
         bad samples ``on_error="skip"`` left out and ``skipped`` names each such
         file once (with why). ``pfs_bytes``/``pfs_reads``
         count every read of the dataset's storage this rank made (staging,
@@ -543,6 +564,8 @@ class Job:
         """
         job = self._job
         epochs, classes = job.metrics(), job.class_statuses()
+        for e in epochs:
+            e.update(self._loop_seconds.get(e["epoch"], dict.fromkeys(_LOOP_TIMERS, 0.0)))
         return {
             "epochs": epochs,
             "pfs_bytes": job.pfs_bytes,
@@ -551,7 +574,8 @@ class Job:
             "requests_served": job.requests_served,
             "skipped_samples": job.skipped_samples,
             "skipped": job.skipped_files,
-            "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes},
+            "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes,
+                        "threads": job.staging_threads},
             "source": {"kind": job.source_kind, "files_opened": job.source_files_opened},
             "classes": classes,
             "warnings": job.warnings(),

@@ -24,6 +24,7 @@ only after every tensor on it is gone.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -221,8 +222,14 @@ class HDMLPDataLoader:
     def _deliver(self, epoch: int) -> Iterator[tuple[Any, torch.Tensor]]:
         transform = self.dataset.transform
         target_transform = self.dataset.target_transform
+        # Where the Python side's time goes, per epoch (Job.metrics()): the call for the
+        # next batch, making tensors of it, and the training loop's time between batches.
+        clock, add = time.perf_counter, self.job._add_loop_seconds
+        resumed = clock()
         while True:
             batch = self.job._next_batch(epoch)
+            fetched = clock()
+            add(epoch, next_batch_seconds=fetched - resumed)
             if batch is None:
                 return
             _, labels, buffers = batch
@@ -241,8 +248,13 @@ class HDMLPDataLoader:
                         len({tuple(s.shape) for s in samples}) == 1:
                     samples = torch.stack(samples)
             if target_transform is not None and label_tensor.dim() > 1:
-                yield samples, [target_transform(t) for t in label_tensor]
+                out = samples, [target_transform(t) for t in label_tensor]
             elif target_transform is not None:
-                yield samples, [target_transform(int(t)) for t in label_tensor]
+                out = samples, [target_transform(int(t)) for t in label_tensor]
             else:
-                yield samples, label_tensor
+                out = samples, label_tensor
+            made = clock()
+            add(epoch, python_seconds=made - fetched)
+            yield out
+            resumed = clock()
+            add(epoch, consumer_seconds=resumed - made)

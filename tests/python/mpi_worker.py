@@ -60,6 +60,7 @@ def main():
         return
     paths = [p for p, _ in job.samples]
     result.update(rank=job.rank, world_size=job.world_size, seed=job.seed, batches=job.batches_per_epoch)
+    result["cpu_budget"] = hdmlp.job._core.cpu_budget()
     epochs = []
     for epoch in range(job.epochs):
         seen = []

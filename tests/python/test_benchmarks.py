@@ -82,6 +82,15 @@ def test_harness_reports_every_system_with_sane_numbers(tmp_path):
     # The worker process's memory is counted with its parent's.
     assert result["systems"]["torch-transforms-w1"]["peak_rss_bytes"] > \
         1.3 * result["systems"]["torch-raw-w0"]["peak_rss_bytes"]
+    # The machine's load is recorded for the run and for each system; each system's own CPU
+    # time (its process tree, DataLoader workers included) is what the runner measured, or more.
+    load = result["load"]
+    assert set(load["runs"]) == set(SYSTEMS) and len(load["whole"]["load_before"]) == 3
+    for name, r in result["systems"].items():
+        if r["status"] == "ok":
+            assert r["load"]["own_cpu_seconds"] >= r["cpu_seconds"] * 0.8 - 0.05, (name, r["load"], r["cpu_seconds"])
+    assert ("WARNING" in proc.stdout) == load["busy"]
+    assert "Load average (1/5/15 min)" in (out / "warm.md").read_text()
 
 
 # -- the emulated PFS -------------------------------------------------------------

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from hdmlp.datasets import make_image_folder
+
 from conftest import make_folder, make_h5, make_tar_shards
 
 WORKER = os.path.join(os.path.dirname(__file__), "mpi_worker.py")
@@ -15,8 +17,8 @@ MPIRUN = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun (OpenMPI) is not installed")
 
 
-def mpirun(n, scenario, data, out, timeout=120, **opts):
-    cmd = [MPIRUN, "--oversubscribe", "-np", str(n)]
+def mpirun(n, scenario, data, out, timeout=120, mpirun_args=(), **opts):
+    cmd = [MPIRUN, "--oversubscribe", "-np", str(n), *mpirun_args]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
     cmd += [sys.executable, WORKER, scenario, str(data), str(out), json.dumps(opts)]
@@ -268,6 +270,24 @@ def test_ranks_on_one_node_share_percent_capacities(dataset, tmp_path):
         shared = [c["capacity_bytes"] for c in r["metrics"]["classes"]]
         assert 0.35 < shared[0] / single[0] < 0.65, (shared, single)  # "2%" of the node, halved
         assert shared[1] == single[1] == 2**20  # a fixed 1 MB is per rank
+
+
+def test_ranks_sharing_cpus_split_the_auto_staging_threads(tmp_path):
+    """threads = "auto": each rank runs its usable CPUs divided by the ranks of the node whose
+    affinity overlaps its own (unbound ranks share every CPU)."""
+    root = tmp_path / "images"
+    make_image_folder(root, num_images=16, num_classes=2, seed=3, min_side=40, max_side=60)
+    cfg = tmp_path / "auto.cfg"
+    cfg.write_text('storage_classes = ( { capacity = 64; threads = "auto"; } );\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = mpirun(2, "plain", root, out, epochs=1, batch_size=4, transforms=True, mpirun_args=["--bind-to", "none"],
+                  job={"seed": 1, "config_path": str(cfg)})
+    assert proc.returncode == 0, proc.stderr
+    res = results(out, 2)
+    for r in res:
+        assert r["cpu_budget"]["cpus"] == sorted(os.sched_getaffinity(0))  # not bound: every CPU
+        assert r["metrics"]["staging"]["threads"] == max(1, r["cpu_budget"]["usable_cpus"] // 2)
 
 
 def test_an_uncaught_exception_on_one_rank_ends_the_whole_job(dataset, tmp_path):

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "hdmlp/config/cpu_budget.h"
 #include "hdmlp/errors.h"
 #include "hdmlp/job/process_budget.h"
 #include "hdmlp/transforms/raw_image.h"
@@ -139,7 +140,10 @@ Job::Job(const JobOptions& options)
                                  "give torch.distributed MPI's rank and world size");
     }
     config_ = Config::LoadFile(options.config_path);
-    if (options.staging_threads > 0) config_.storage_classes.at(0).threads = options.staging_threads;
+    if (options.staging_threads > 0) {
+      config_.storage_classes.at(0).threads = options.staging_threads;
+      config_.storage_classes.at(0).threads_auto = false;
+    }
     // An impossible chain is refused here, before anything is read.
     if (!options.transforms.empty()) pipeline_ = std::make_unique<TransformPipeline>(options.transforms);
     source_ = OpenSource(env_, options.dataset_path, options.source, options.scan);
@@ -165,10 +169,18 @@ Job::Job(const JobOptions& options)
     }
   } else if (options.launcher_local_world_size > 0) {
     ranks_on_this_node_ = options.launcher_local_world_size;
+    ranks_sharing_cpus_ = ranks_on_this_node_;  // no masks to compare: assume they share the node
   }
   // The ranks gathered what they needed: the hook may hold the caller's
   // objects (a Python function), which are not ours to keep.
   options_.gather = nullptr;
+  // threads = "auto": this process's CPUs, split between the ranks that share
+  // them. Without transforms the workers mostly wait for reads, and 4 of them
+  // overlap a slow store's latency on any machine.
+  if (StorageClassConfig& staging = config_.storage_classes.at(0); staging.threads_auto) {
+    staging.threads = ThreadsPerRank(staging.threads, ranks_sharing_cpus_);
+    if (!pipeline_) staging.threads = std::max(staging.threads, 4);
+  }
 
   PlanOptions plan;
   plan.num_samples = source_->size();
@@ -243,8 +255,9 @@ Job::Job(const JobOptions& options)
 void Job::CheckRanksAgree(const std::string& local_error) {
   // Every rank sends either its error or its view of the job (and its seed
   // and host); every rank then draws the same conclusion from the same data.
-  const std::string mine = local_error.empty() ? "ok\n" + std::to_string(seed_) + "\n" + HostName() + "\n" +
-                                                     Signature(options_, *source_, config_)
+  const std::vector<int> my_cpus = ReadCpuBudget().cpus;
+  const std::string mine = local_error.empty() ? "ok\n" + std::to_string(seed_) + "\n" + HostName() + " cpus=" +
+                                                     FormatCpuList(my_cpus) + "\n" + Signature(options_, *source_, config_)
                                                : "error\n" + local_error;
   const std::vector<std::string> all = comm_ ? comm_->AllGather(mine, "the start-up check of the job's arguments")
                                              : options_.gather(mine);
@@ -257,7 +270,7 @@ void Job::CheckRanksAgree(const std::string& local_error) {
       throw InvalidArgumentError("rank " + std::to_string(r) + " could not start the job: " + all[r].substr(6));
     }
   }
-  // "ok", seed, host, then the signature.
+  // "ok", seed, "host cpus=<affinity>", then the signature.
   const auto line = [](const std::string& s, int n) {
     size_t begin = 0;
     for (int i = 0; i < n; ++i) begin = s.find('\n', begin) + 1;
@@ -274,7 +287,16 @@ void Job::CheckRanksAgree(const std::string& local_error) {
   }
   seed_ = std::stoull(line(all[0], 1));  // rank 0's seed
   ranks_on_this_node_ = 0;
-  for (const auto& s : all) ranks_on_this_node_ += line(s, 2) == HostName() ? 1 : 0;
+  ranks_sharing_cpus_ = 0;
+  for (const auto& s : all) {
+    const std::string host = line(s, 2);
+    const size_t cpus = host.find(" cpus=");
+    if (host.substr(0, cpus) != HostName()) continue;
+    ++ranks_on_this_node_;
+    if (cpus == std::string::npos || CpuListsIntersect(ParseCpuList(host.substr(cpus + 6)), my_cpus)) {
+      ++ranks_sharing_cpus_;
+    }
+  }
 }
 
 void Job::ShareCapacities() {
@@ -410,8 +432,9 @@ void Job::WorkerLoop(int slot) {
     return source_->sizes()[static_cast<size_t>(sample_of(item))] + sample_bytes_ + label_bytes_;
   };
   int64_t item;
-  while (staging_->Claim(estimate, &item)) {
+  for (auto wait_start = Clock::now(); staging_->Claim(estimate, &item); wait_start = Clock::now()) {
     const int epoch = static_cast<int>(item / epoch_size_);
+    metrics_.AddHandoffWait(epoch, SecondsSince(wait_start));
     const int64_t sample = sample_of(item);
     try {
       if (rows()) {
@@ -501,6 +524,14 @@ void Job::ThrowAndTellPeers(const CapturedError& error) {
 Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
   if (closed_) throw ClosedError("the job is closed");
   if (epoch_ < 0) throw InvalidArgumentError("no epoch has been started: call BeginEpoch first");
+  // This call's time apart from waiting for samples: batch assembly (on every exit).
+  struct AssemblyTimer {
+    JobMetrics& metrics;
+    int epoch;
+    Clock::time_point start = Clock::now();
+    double waited = 0;
+    ~AssemblyTimer() { metrics.AddAssembly(epoch, SecondsSince(start) - waited); }
+  } assembly{metrics_, epoch_};
   const std::string peer_error = cache_->PeerAbortMessage();
   if (!peer_error.empty()) throw IOError(peer_error + " (reported to rank " + std::to_string(rank()) + ")");
   const int64_t batches = plan_->BatchesPerEpoch();
@@ -536,7 +567,9 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
     CapturedError error;
     const auto wait_start = Clock::now();
     const auto result = staging_->Take(ItemOf(epoch_, j), deadline, &bytes, &error);
-    pending_stall_ += SecondsSince(wait_start);
+    const double waited = SecondsSince(wait_start);
+    pending_stall_ += waited;
+    assembly.waited += waited;
     switch (result) {
       case StagingBuffer::TakeResult::kTimeout:
         return Next::kTimeout;

@@ -28,6 +28,16 @@ void JobMetrics::AddTransform(int epoch, double seconds) {
   epochs_.at(static_cast<size_t>(epoch)).transform_seconds += seconds;
 }
 
+void JobMetrics::AddHandoffWait(int epoch, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  epochs_.at(static_cast<size_t>(epoch)).handoff_wait_seconds += seconds;
+}
+
+void JobMetrics::AddAssembly(int epoch, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  epochs_.at(static_cast<size_t>(epoch)).assembly_seconds += seconds;
+}
+
 void JobMetrics::AddSkipped(int epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   ++epochs_.at(static_cast<size_t>(epoch)).skipped;

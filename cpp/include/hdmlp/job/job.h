@@ -16,7 +16,9 @@
 // Ranks on one node (same host name) split the configuration's percent
 // capacities ("25%" of the node's memory is 12.5% per rank with two ranks
 // there), and the live Jobs of one process split them again
-// (job/process_budget.h).
+// (job/process_budget.h). The ranks whose affinity masks overlap split the
+// staging buffer's threads = "auto" (config/cpu_budget.h): two unbound ranks
+// on 8 cores run 4 workers each, two ranks bound to 4 cores each run 4 each.
 //
 // Without MPI, a launcher such as torchrun gives the rank and world size
 // (JobOptions::launcher_*): the job plans the same global order and reads
@@ -224,6 +226,7 @@ class Job {
   std::unique_ptr<AccessPlan> plan_;
   int64_t epoch_size_ = 0;  // this rank's samples per epoch
   int ranks_on_this_node_ = 1;
+  int ranks_sharing_cpus_ = 1;  // ranks on this node whose affinity overlaps this one's
   JobMetrics metrics_;
   std::unique_ptr<CacheHierarchy> cache_;
   std::unique_ptr<StagingBuffer> staging_;
