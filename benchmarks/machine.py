@@ -40,6 +40,9 @@ from collections.abc import Iterator
 BUSY_OTHER_CORES = 0.10
 # ... or when the 1-minute load average per core was above this at the start.
 BUSY_LOAD_PER_CORE = 0.25
+# /proc counts in ticks (10 ms): below this many seconds of other processes' CPU a
+# run is too short to judge by their share.
+MIN_OTHER_SECONDS = 0.05
 
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -151,7 +154,7 @@ def usage(before: Snapshot, after: Snapshot, cores: int, judge_start_load: bool,
     other = max(busy - own, 0.0)
     other_cores = (other + steal) / wall
     reasons = []
-    if other_cores > BUSY_OTHER_CORES:
+    if other_cores > BUSY_OTHER_CORES and other + steal > MIN_OTHER_SECONDS:
         reasons.append(f"other processes used {other_cores:.2f} cores on average (more than {BUSY_OTHER_CORES:g})")
     if judge_start_load and before.loadavg[0] > BUSY_LOAD_PER_CORE * cores:
         reasons.append(f"the 1-minute load average was {before.loadavg[0]:.2f} at the start "

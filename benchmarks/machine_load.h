@@ -23,6 +23,7 @@ namespace hdmlp_bench {
 
 constexpr double kBusyOtherCores = 0.10;
 constexpr double kBusyLoadPerCore = 0.25;
+constexpr double kMinOtherSeconds = 0.05;  // fewer ticks than this: too short to judge
 
 struct LoadSample {
   double wall_s = 0;
@@ -68,7 +69,7 @@ inline LoadUsage Usage(const LoadSample& a, const LoadSample& b, int cores, bool
   u.other_cores = (u.other_cpu_s + u.steal_s) / u.wall_s;
   std::ostringstream why;
   why << std::fixed << std::setprecision(2);
-  if (u.other_cores > kBusyOtherCores) why << "other processes used " << u.other_cores << " cores on average";
+  if (u.other_cores > kBusyOtherCores && u.other_cpu_s + u.steal_s > kMinOtherSeconds) why << "other processes used " << u.other_cores << " cores on average";
   if (judge_start_load && a.load[0] > kBusyLoadPerCore * cores) {
     why << (why.str().empty() ? "" : "; ") << "the 1-minute load average was " << a.load[0] << " at the start";
   }

@@ -105,6 +105,8 @@ def test_quiet_and_busy_thresholds():
     loaded = snap(0, 0, 0, load1=0.6)
     assert machine.usage(loaded, snap(10, 1000, 1000), 2, True, TICK)["busy"]
     assert not machine.usage(loaded, snap(10, 1000, 1000), 2, False, TICK)["busy"]
+    # A few ticks in a very short run are no evidence either way.
+    assert not machine.usage(snap(0, 0, 0), snap(0.01, 3, 0), 2, False, TICK)["busy"]
     # Other processes above a tenth of a core, or steal alone, make it busy.
     assert machine.usage(snap(0, 0, 0), snap(10, 1000, 880), 2, False, TICK)["busy"]
     assert machine.usage(snap(0, 0, 0), snap(10, 1000, 1000, steal=150), 2, False, TICK)["busy"]
