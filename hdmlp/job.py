@@ -22,10 +22,13 @@ import os
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hdmlp import _core
 from hdmlp import launcher as _launcher
+
+if TYPE_CHECKING:
+    from hdmlp.batches import Batch
 
 ConfigError = _core.ConfigError
 
@@ -227,7 +230,12 @@ class Job:
             run in C++ by the staging workers, which write each result into its row of the
             batch: a batch is then ``(images, labels)`` with ``images`` one ``[B, C, H, W]``
             float32 (or uint8) array. None: each sample is its file's exact bytes. An
-            impossible chain raises ValueError here. See docs/transforms.md.
+            impossible chain raises ValueError here. See docs/transforms.md. A Python
+            callable, or a chain of hdmlp ops that ends in callables (``[ImgDecode(), ToPIL(),
+            torchvision_compose]``), runs in ``python_workers`` worker processes fed through
+            shared memory (:mod:`hdmlp.python_transforms`): the first callable gets the file's
+            bytes (a read-only uint8 numpy array), or the image of the C++ ops before it (an
+            ``[H, W, 3]`` uint8 numpy array, or what ``ToTensor``/``ToUint8`` make).
         on_error: what a bad image (corrupt, truncated, empty, unsupported, absurdly large, or
             of another size than the others for a chain without a fixed size) does, with
             transforms: ``"raise"`` (default) raises ValueError naming the file when the
@@ -266,6 +274,10 @@ class Job:
     HDF5 samples are arrays: a batch is then one ``[B, ...]`` array of the stored dtype,
     and the labels are an int64 array, or one ``[B, ...]`` array of the per-sample label
     arrays when the label dataset holds arrays.
+        python_workers: the worker processes of a Python transform (default: the CPUs this
+            process may use, shared between the ranks of a node that do not pin their CPUs).
+        python_start_method: ``"spawn"`` (default) or ``"forkserver"``; hdmlp never forks the
+            process that runs its C++ threads.
 
     Under ``mpirun`` (or ``srun --mpi=pmix``) every rank creates the same Job; they check that
     they agree, take rank 0's seed, and serve each other's caches. Under ``torchrun`` without
@@ -288,8 +300,10 @@ class Job:
                  storage: ThrottledStorage | None = None, index_cache: bool = True,
                  on_error: str = "raise", pin_memory: bool = False, batch_size_per_rank: int | None = None,
                  shuffle: bool = True, num_workers: int | None = None, source: str | None = None,
-                 source_options: dict[str, str] | None = None) -> None:
+                 source_options: dict[str, str] | None = None, python_workers: int | None = None,
+                 python_start_method: str = "spawn") -> None:
         self._core: Any = None
+        self._python: Any = None
         self.dataset_path = os.path.expanduser(os.fspath(dataset_path))
         if (batch_size is None) == (batch_size_per_rank is None):
             raise ValueError("give exactly one of batch_size (the global batch, over all ranks) and "
@@ -314,7 +328,14 @@ class Job:
             raise TypeError(f"drop_last_batch must be a bool, got {drop_last_batch!r}")
         self.drop_last_batch = drop_last_batch
         specs: list = []
-        if transforms is not None:
+        from hdmlp.python_transforms import default_python_workers, split_chain
+        python_chain = split_chain(transforms)  # the Python part of the chain, if any
+        if python_workers is not None:
+            _positive_int("python_workers", python_workers)
+        if python_start_method not in ("spawn", "forkserver"):
+            raise ValueError(f"python_start_method must be 'spawn' or 'forkserver', got {python_start_method!r}: "
+                             "hdmlp never forks a process that runs its C++ threads")
+        if transforms is not None and python_chain is None:
             from hdmlp.transforms import pipeline_specs
             specs = pipeline_specs(transforms)
             if not specs:
@@ -335,10 +356,13 @@ class Job:
                 raise TypeError(f"source option {key} must be a str, got {type(value).__name__} {value!r}")
         if not isinstance(pin_memory, bool):
             raise TypeError(f"pin_memory must be a bool, got {pin_memory!r}")
-        cuda_host_alloc, cuda_free_host = _cuda_host_allocator() if pin_memory and transforms is not None else (0, 0)
+        cuda_host_alloc, cuda_free_host = _cuda_host_allocator() if pin_memory and specs else (0, 0)
         if pin_memory and transforms is None:
             warnings.warn("hdmlp: pin_memory=True has no effect without transforms (raw file bytes are not "
                           "pinned)", RuntimeWarning, stacklevel=2)
+        elif pin_memory and python_chain is not None:
+            warnings.warn("hdmlp: pin_memory=True has no effect with Python transforms (their batches are in shared "
+                          "memory, not pinned)", RuntimeWarning, stacklevel=2)
         self.pin_memory = cuda_host_alloc != 0
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
             raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
@@ -362,7 +386,7 @@ class Job:
         self._core = _core.Job(self.dataset_path, batch_size or 0, epochs, distr_scheme, drop_last_batch, seed,
                                self.config_path, storage.latency_s, storage.mbps, list(storage.failing_paths),
                                index_cache, "", self.exchange_fraction, float(timeout_s), specs,
-                               on_error == "skip", cuda_host_alloc, cuda_free_host,
+                               on_error == "skip" and python_chain is None, cuda_host_alloc, cuda_free_host,
                                batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
                                staging_threads=num_workers or 0,
                                launcher_rank=world.rank if world else 0,
@@ -379,6 +403,19 @@ class Job:
         self._started_epoch = -1
         # Per epoch, seconds measured on the Python side by HDMLPDataLoader (see metrics()).
         self._loop_seconds: dict[int, dict[str, float]] = {}
+        if python_chain is not None and self._core.has_arrays:
+            self.close()
+            raise ValueError("transforms: a Python transform takes each sample's file bytes (folder, pack and tar "
+                             "sources); this source holds arrays (HDF5), which Python transforms do not take yet: "
+                             "transform the arrays after job.batches() or in the training loop")
+        if python_chain is not None:
+            from hdmlp.python_transforms import PythonStage
+            try:
+                self._python = PythonStage(self._core, python_chain, python_workers or default_python_workers(),
+                                           python_start_method, skip=on_error == "skip")
+            except BaseException:
+                self.close()
+                raise
         self._warned: set[str] = set()
         self._emit_warnings()
         _warn_without_peers(self)
@@ -497,12 +534,34 @@ class Job:
                 return
             yield batch
 
+    def batches(self, epoch: int | None = None) -> Iterator["Batch"]:
+        """Starts ``epoch`` (default: the one after the last started) and yields its batches.
+
+        Each is a framework-free :class:`hdmlp.batches.Batch`: the pair ``(samples, labels)``
+        whose arrays implement DLPack and the buffer protocol (NumPy, JAX, TensorFlow, CuPy and
+        torch take them without a copy), with ``ids``, ``epoch`` and ``index``. The epoch starts
+        now (a later one skips the rest of the current epoch unread); iterate to its end.
+        """
+        from hdmlp.batches import Batch
+        epoch = self._started_epoch + 1 if epoch is None else epoch
+        self._begin_epoch(epoch)
+
+        def generate() -> Iterator[Batch]:
+            index = 0
+            while (batch := self._next_batch(epoch)) is not None:
+                ids, labels, samples = batch
+                yield Batch(samples, labels, ids, epoch, index)
+                index += 1
+        return generate()
+
     def _begin_epoch(self, epoch: int) -> None:
         if not isinstance(epoch, int) or not 0 <= epoch < self.epochs:
             raise RuntimeError(f"epoch {epoch} is past the job's last epoch ({self.epochs - 1}): the job was created "
                                f"with epochs={self.epochs}; create it with more epochs")
         self._job.begin_epoch(epoch)
         self._started_epoch = epoch
+        if self._python is not None:
+            self._python.begin_epoch(epoch)
 
     def _emit_warnings(self) -> None:
         for message in self._job.warnings():
@@ -513,6 +572,8 @@ class Job:
     def _next_batch(self, epoch: int):
         if epoch != self._started_epoch:
             raise RuntimeError(f"epoch {epoch} was ended by starting epoch {self._started_epoch}")
+        if self._python is not None:
+            return self._python.next_batch(epoch)
         batch = self._job.next_batch()
         if batch is None:
             self._emit_warnings()  # e.g. a cache disk that filled up during the epoch
@@ -564,6 +625,18 @@ class Job:
         """
         job = self._job
         epochs, classes = job.metrics(), job.class_statuses()
+        skipped_samples, skipped = job.skipped_samples, job.skipped_files
+        if self._python is not None:  # the consumer waits for the Python workers, which transform
+            python = self._python.metrics()
+            for e in epochs:
+                p = python.get(e["epoch"])
+                if p is not None:  # the consumer's waits for raw batches are within the Python stage's
+                    e["stall_seconds"] = p["stall_seconds"]
+                    e["samples"] = p["samples"]
+                    e["transform_seconds"] += p["transform_seconds"]
+                    e["skipped"] += p["skipped"]
+            skipped_samples += sum(p["skipped"] for p in python.values())
+            skipped = skipped + self._python.skipped_files
         for e in epochs:
             e.update(self._loop_seconds.get(e["epoch"], dict.fromkeys(_LOOP_TIMERS, 0.0)))
         return {
@@ -572,8 +645,8 @@ class Job:
             "pfs_reads": job.pfs_reads,
             "remote_reads": job.remote_reads,
             "requests_served": job.requests_served,
-            "skipped_samples": job.skipped_samples,
-            "skipped": job.skipped_files,
+            "skipped_samples": skipped_samples,
+            "skipped": skipped,
             "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes,
                         "threads": job.staging_threads},
             "source": {"kind": job.source_kind, "files_opened": job.source_files_opened},
@@ -602,7 +675,10 @@ class Job:
         return self._core is None
 
     def close(self) -> None:
-        """Stops and joins every thread of the job; safe to call twice."""
+        """Stops and joins every thread (and Python transform worker) of the job; safe to call twice."""
+        python, self._python = getattr(self, "_python", None), None
+        if python is not None:
+            python.close()
         core, self._core = self._core, None
         if core is not None:
             core.close()

@@ -14,7 +14,8 @@ With the job's ``transforms=None`` a batch is ``(samples, labels)``:
 bytes, ``labels`` an int64 tensor. With ``transforms=[...]`` it is
 ``(images, labels)``: ``images`` one ``[B, C, H, W]`` float32 tensor (or
 uint8, per the chain's last transform) that the staging workers wrote in
-C++. An array source (HDF5) gives ``(arrays, labels)``: ``arrays`` one
+C++, or the collated results of a Python transform (any dtype; a list when their
+shapes differ). An array source (HDF5) gives ``(arrays, labels)``: ``arrays`` one
 ``[B, ...]`` tensor of the stored dtype, ``labels`` int64 or, when the
 label dataset holds arrays, one ``[B, ...]`` tensor of them. The tensors
 view the memory the workers wrote (no copy); that memory
@@ -28,7 +29,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import torch
+try:
+    import torch
+except ImportError as e:
+    raise ImportError("hdmlp.torch needs PyTorch, which is not installed: pip install 'hdmlp[torch]' (or use "
+                      "job.batches() or hdmlp.numpy, which need no torch)") from e
 
 from hdmlp.job import Job
 
@@ -40,17 +45,26 @@ _DTYPES = {"b": torch.int8, "B": torch.uint8, "h": torch.int16, "H": torch.uint1
 
 
 def _as_batch_tensor(buffer: Any) -> torch.Tensor:
-    """A [B, ...] buffer (transformed images, arrays) as a tensor viewing its memory."""
-    dtype = _DTYPES[memoryview(buffer).format]
+    """A [B, ...] array (transformed images, arrays, a Python transform's results) as a tensor viewing its
+    memory (DLPack: any dtype)."""
     if len(buffer) == 0:
-        return torch.empty(list(buffer.shape), dtype=dtype)
-    return torch.frombuffer(buffer, dtype=dtype).view(buffer.shape)
+        return torch.empty(list(buffer.shape), dtype=_DTYPES[memoryview(buffer).format])
+    return torch.from_dlpack(buffer)
 
 
 def _as_tensor(buffer: Any, dtype: torch.dtype) -> torch.Tensor:
     if len(buffer) == 0:
         return torch.empty(0, dtype=dtype)
     return torch.frombuffer(buffer, dtype=dtype)
+
+
+def _sample_tensor(x: Any) -> Any:
+    """One sample of a list batch: a file's bytes (uint8), a Python transform's array, or its object."""
+    if not hasattr(x, "__dlpack__") or isinstance(x, torch.Tensor):
+        return x
+    if getattr(x, "dtype", None) == "uint8" and len(getattr(x, "shape", ())) == 1:
+        return _as_tensor(x, torch.uint8)
+    return torch.from_dlpack(x)
 
 
 class HDMLPImageFolder:
@@ -235,10 +249,10 @@ class HDMLPDataLoader:
             _, labels, buffers = batch
             samples: Any
             if isinstance(buffers, list):
-                samples = [_as_tensor(b, torch.uint8) for b in buffers]
-            else:  # one batch: transformed images or arrays
+                samples = [_sample_tensor(b) for b in buffers]
+            else:  # one batch: transformed images, arrays, or a Python transform's results
                 samples = _as_batch_tensor(buffers)
-            if len(labels.shape) > 1 or memoryview(labels).format != "q":  # label arrays
+            if len(labels.shape) > 1 or memoryview(labels).format not in ("q", "l"):  # label arrays
                 label_tensor = _as_batch_tensor(labels)
             else:
                 label_tensor = _as_tensor(labels, torch.int64)

@@ -6,6 +6,7 @@
 
 namespace hdmlp::python {
 
+void BindArrays(pybind11::module_& m);  // bind_arrays.cc: OwnedBuffer (buffer protocol, DLPack), SharedMemory
 void BindConfig(pybind11::module_& m);  // bind_config.cc
 void BindTools(pybind11::module_& m);   // bind_tools.cc
 void BindJob(pybind11::module_& m);     // bind_job.cc

@@ -516,6 +516,16 @@ bool Job::FillFromEpochEnd(int64_t min_position) {
   return false;
 }
 
+SampleBuffer Job::ReadOnConsumer(int64_t sample) {
+  if (closed_) throw ClosedError("the job is closed");
+  if (epoch_ < 0) throw InvalidArgumentError("no epoch has been started: call BeginEpoch first");
+  if (sample < 0 || sample >= source_->size()) {
+    throw InvalidArgumentError("sample " + std::to_string(sample) + " is not in the dataset (0.." +
+                               std::to_string(source_->size() - 1) + ")");
+  }
+  return ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
+}
+
 void Job::ThrowAndTellPeers(const CapturedError& error) {
   cache_->AbortPeers("rank " + std::to_string(rank()) + " stopped: " + error.message());
   error.Throw();

@@ -177,6 +177,14 @@ class Job {
   // Fills *out with the next batch of the current epoch, or reports the end of
   // the epoch; waits at most max_wait (kTimeout: call again to go on).
   Next NextBatch(Batch* out, std::chrono::milliseconds max_wait);
+  // For a stage after the job on the consumer's thread (hdmlp's Python
+  // transforms, which apply skip_bad_samples' rule themselves): the bytes of
+  // `sample` read now from its best source, counted in the current epoch
+  // (it fills a bad sample's place from the epoch's end); and telling every
+  // other rank that this one stopped on `message`, as NextBatch does for its
+  // own errors (their next NextBatch raises it).
+  SampleBuffer ReadOnConsumer(int64_t sample);
+  void TellPeersStopped(const std::string& message) { cache_->AbortPeers(message); }
 
   std::vector<EpochMetrics> Metrics() const { return metrics_.Snapshot(); }
   std::vector<ClassStatus> ClassStatuses() const { return cache_->Status(); }
