@@ -12,6 +12,9 @@ dataset through the same store, one after the other, in one run:
   torch-raw-w{0,1,2}   torchvision ImageFolder reading each file's bytes + DataLoader
                        (num_workers 0, 1, 2; DistributedSampler under mpirun)
   torch-transforms-w{0,1,2}  ImageFolder (PIL) with the same torchvision.transforms chain
+  hdmlp-python-w{1,2}  hdmlp running that same torchvision chain as a Python transform in 1 or 2
+                       worker processes ([ImgDecode(), ToPIL(), chain]; scenarios python-warm
+                       and python-pfs), against the DataLoader with as many workers
 
 and reports, per system: images/s per epoch and over the job (start-up
 included), the ratio to the best DataLoader of the same kind (raw or
@@ -52,8 +55,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_OUT = os.path.join(HERE, "results")
 README = os.path.join(HERE, "README.md")
-ALL_SYSTEMS = ["hdmlp-raw", "hdmlp-transforms", "torch-raw-w0", "torch-raw-w1", "torch-raw-w2",
-               "torch-transforms-w0", "torch-transforms-w1", "torch-transforms-w2"]
+CLASSIC_SYSTEMS = ["hdmlp-raw", "hdmlp-transforms", "torch-raw-w0", "torch-raw-w1", "torch-raw-w2",
+                   "torch-transforms-w0", "torch-transforms-w1", "torch-transforms-w2"]
+PYTHON_SYSTEMS = ["hdmlp-python-w1", "torch-transforms-w1", "hdmlp-python-w2", "torch-transforms-w2"]
+ALL_SYSTEMS = CLASSIC_SYSTEMS + ["hdmlp-python-w1", "hdmlp-python-w2"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +71,7 @@ class Scenario:
     disk_share: float = 0.0   # hdmlp's local-disk class per rank, as a share of the dataset
     images: int = 800
     epochs: int = 3
+    systems: tuple = tuple(CLASSIC_SYSTEMS)  # run by default (--systems overrides)
 
 
 SCENARIOS = {s.name: s for s in [
@@ -75,10 +81,16 @@ SCENARIOS = {s.name: s for s in [
              "pfs", 2, 0.6),
     Scenario("pfs-partial", "Slow PFS, the dataset larger than all local storage (30% RAM + 25% disk)",
              "pfs", 1, 0.30, 0.25),
+    Scenario("python-warm", "A Python transform (the torchvision chain on PIL images) in worker processes, warm "
+             "local cache", "local", 1, 1.5, systems=tuple(PYTHON_SYSTEMS)),
+    Scenario("python-pfs", "A Python transform (the torchvision chain on PIL images) in worker processes, slow PFS, "
+             "the dataset fits in RAM", "pfs", 1, 1.5, systems=tuple(PYTHON_SYSTEMS)),
 ]}
 
 
 def label(system: str) -> str:
+    if system.startswith("hdmlp-python"):
+        return f"hdmlp w={system.rsplit('-w', 1)[1]}, Python transform"
     if system.startswith("hdmlp"):
         return "hdmlp, " + ("raw bytes" if system == "hdmlp-raw" else "C++ transforms")
     kind, workers = system.rsplit("-w", 1)
@@ -159,7 +171,7 @@ def run_process(cmd: list[str], env: dict, timeout: float, log_path: str) -> int
 
 def run_system(system: str, args, scenario: Scenario, data: str, config: str, work: str, store, log,
                recorder: machine_mod.LoadRecorder | None = None) -> dict:
-    kind = system if system.startswith("hdmlp") else system.rsplit("-w", 1)[0]
+    kind = system.rsplit("-w", 1)[0]
     spec = {"name": system, "kind": kind, "workers": int(system.rsplit("-w", 1)[1]) if "-w" in system else 0,
             "data": data, "epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed,
             "config": config, "step_ms": args.step_ms, "image_size": args.image_size, "out": work}
@@ -322,6 +334,13 @@ def add_ratios(systems: dict) -> None:
             if v["status"] == "ok" and v["kind"] == kind:
                 v["best_dataloader"] = best
                 v["vs_best_dataloader"] = v["job_img_per_s"] / torch_rows[best]["job_img_per_s"]
+                # A Python transform's workers against the DataLoader with as many, epoch by epoch.
+                same = systems.get("torch-transforms-w" + k.rsplit("-w", 1)[1]) if k.startswith("hdmlp-python") \
+                    else None
+                if same is not None and same["status"] == "ok":
+                    v["vs_same_workers"] = v["job_img_per_s"] / same["job_img_per_s"]
+                    v["epochs_vs_same_workers"] = [a["img_per_s"] / b["img_per_s"]
+                                                   for a, b in zip(v["epochs"], same["epochs"])]
 
 
 def source_shares(sources: dict) -> str:
@@ -343,7 +362,10 @@ def table_rows(result: dict) -> tuple[list[str], list[list[str]]]:
         store_bytes = r["wire_bytes"] if r.get("wire_bytes") is not None else r["store_bytes"]
         rows.append([r["label"]] + [f"{e['img_per_s']:.0f}" for e in r["epochs"]] +
                     [f"{r['job_img_per_s']:.0f}",
-                     f"{r['vs_best_dataloader']:.2f}x" if "vs_best_dataloader" in r else "-",
+                     (f"{r['vs_best_dataloader']:.2f}x" if "vs_best_dataloader" in r else "-") +
+                     (f" (same workers: {r['vs_same_workers']:.2f}x; per epoch "
+                      + " ".join(f"{x:.2f}x" for x in r["epochs_vs_same_workers"]) + ")"
+                      if "vs_same_workers" in r else ""),
                      f"{r['stall_share']:.0%}", f"{r['cpu_seconds']:.1f}", f"{r['peak_rss_bytes'] / 2**20:.0f}",
                      f"{store_bytes / 1e6:.1f}", source_shares(r["epochs"][-1]["sources"])])
     return header, rows
@@ -481,7 +503,7 @@ def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
         if reason:
             log(f"[{scenario.name}] skipped: the emulated PFS cannot run on this machine: {reason}")
             return None
-    systems = args.systems.split(",") if args.systems else list(ALL_SYSTEMS)
+    systems = args.systems.split(",") if args.systems else list(scenario.systems)
     unknown = [s for s in systems if s not in ALL_SYSTEMS]
     if unknown:
         raise SystemExit(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(ALL_SYSTEMS)}")
@@ -516,8 +538,9 @@ def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
                 + (f" ({scenario.ranks} ranks under mpirun)" if scenario.ranks > 1 else ""))
             results = {}
             for system in systems:
-                results[system] = run_system(system, args, scenario, store.path, configs[kind_of(system)], work,
-                                             store, log, recorder)
+                # A Python transform's core delivers raw bytes: the raw configuration's staging.
+                config = configs["raw" if system.startswith("hdmlp-python") else kind_of(system)]
+                results[system] = run_system(system, args, scenario, store.path, config, work, store, log, recorder)
             store_desc = store.describe()
     finally:
         shutil.rmtree(work, ignore_errors=True)

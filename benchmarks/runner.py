@@ -17,6 +17,8 @@ Systems (``kind``):
                      ToTensor, Normalize): float32 [b, 3, S, S] batches
   torch-raw          torchvision ImageFolder whose loader reads the file's bytes, DataLoader
   torch-transforms   torchvision ImageFolder (PIL) with the equivalent torchvision.transforms
+  hdmlp-python       hdmlp.Job running that torchvision chain as a Python transform
+                     ([ImgDecode(), ToPIL(), chain]) in ``workers`` worker processes
 
 The consumer sleeps ``step_ms`` after each batch, standing in for a training
 step on an accelerator (the CPU is free meanwhile, as while a GPU computes).
@@ -130,16 +132,28 @@ def _consume(loader, step_s: float) -> tuple[float, float, int]:
     return time.perf_counter() - start, stall, samples
 
 
+def torchvision_chain(size: int):
+    """The ImageNet training chain in torchvision, on PIL images."""
+    import torchvision.transforms as TV
+    return TV.Compose([TV.RandomResizedCrop(size), TV.RandomHorizontalFlip(), TV.ToTensor(), TV.Normalize(MEAN, STD)])
+
+
 def run_hdmlp(spec: dict) -> dict:
     import hdmlp
     from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
 
     transforms = None
+    kwargs: dict = {}
     if spec["kind"] == "hdmlp-transforms":
         import hdmlp.transforms as T
         transforms = [T.ImgDecode(), T.RandomResizedCrop(spec["image_size"]), T.RandomHorizontalFlip(),
                       T.ToTensor(), T.Normalize(MEAN, STD)]
-    kwargs = {"transforms": transforms, "on_error": "raise"} if transforms else {}
+    elif spec["kind"] == "hdmlp-python":  # the DataLoader's own torchvision chain, in hdmlp's workers
+        import hdmlp.transforms as T
+        transforms = [T.ImgDecode(), T.ToPIL(), torchvision_chain(spec["image_size"])]
+        kwargs["python_workers"] = spec["workers"]
+    if transforms:
+        kwargs.update({"transforms": transforms, "on_error": "raise"})
     t0 = time.perf_counter()
     job = hdmlp.Job(spec["data"], spec["batch_size"], spec["epochs"], seed=spec["seed"],
                     config_path=spec.get("config"), **kwargs)
@@ -191,10 +205,8 @@ def run_torch(spec: dict) -> dict:
 
     t0 = time.perf_counter()
     if spec["kind"] == "torch-transforms":
-        import torchvision.transforms as TV
-        chain = TV.Compose([TV.RandomResizedCrop(spec["image_size"]), TV.RandomHorizontalFlip(), TV.ToTensor(),
-                            TV.Normalize(MEAN, STD)])
-        dataset = torchvision.datasets.ImageFolder(spec["data"], transform=chain, loader=read_image)
+        dataset = torchvision.datasets.ImageFolder(spec["data"], transform=torchvision_chain(spec["image_size"]),
+                                                   loader=read_image)
         collate = None
     else:
         dataset = torchvision.datasets.ImageFolder(spec["data"], loader=read_bytes)
@@ -230,6 +242,9 @@ def main() -> None:
     if spec["kind"].startswith("hdmlp"):
         import hdmlp.torch  # noqa: F401
         import hdmlp.transforms  # noqa: F401
+        if spec["kind"] == "hdmlp-python":
+            import PIL.Image  # noqa: F401
+            import torchvision.transforms  # noqa: F401
     else:
         import PIL.Image  # noqa: F401
         import torchvision.transforms  # noqa: F401

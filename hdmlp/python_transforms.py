@@ -564,6 +564,29 @@ class PythonStage:
             self._workers.append(worker)
             self._send_segment(worker, self._control)
             self._send_segment(worker, worker.ring)
+        self._await_ready()
+
+    def _await_ready(self) -> None:
+        """Waits until every worker has loaded the transforms, so that a transform that cannot load fails here."""
+        waiting = {w.conn: w for w in self._workers}
+        while waiting:
+            sentinels = {w.process.sentinel: w for w in waiting.values()}
+            for r in multiprocessing.connection.wait([*waiting, *sentinels]):
+                w = waiting.get(r) or sentinels[r]
+                if r is w.process.sentinel:
+                    if w.conn in waiting and not w.conn.poll():
+                        self._worker_died(w)
+                    continue
+                try:
+                    message = w.conn.recv()
+                except (EOFError, OSError):
+                    self._worker_died(w)
+                if message[0] == "fatal":
+                    raise TypeError(f"transforms: hdmlp's Python transform worker could not load "
+                                    f"{self._chain.describe()}: define the transforms in a module the worker "
+                                    "processes can import (not in an interactive session's __main__). Worker "
+                                    f"traceback:\n{message[1]}")
+                del waiting[w.conn]
 
     @property
     def workers(self) -> int:
@@ -933,11 +956,6 @@ class PythonStage:
 
     def _on_reply(self, w: _Worker, message: tuple) -> None:
         kind = message[0]
-        if kind == "ready":
-            return
-        if kind == "fatal":
-            self._broken = f"Python transform worker {w.index} could not load the transforms:\n{message[1]}"
-            raise RuntimeError(f"hdmlp: {self._broken}")
         task = w.queue.popleft()
         if task.tid != message[1]:
             self._broken = f"Python transform worker {w.index} answered task {message[1]}, expected {task.tid}"

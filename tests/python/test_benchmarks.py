@@ -93,6 +93,29 @@ def test_harness_reports_every_system_with_sane_numbers(tmp_path):
     assert "Load average (1/5/15 min)" in (out / "warm.md").read_text()
 
 
+def test_python_transform_systems_are_compared_with_the_dataloader_of_as_many_workers():
+    """The python-* scenarios' ratios (the systems themselves run in `python -m benchmarks python-warm`)."""
+    sys.path.insert(0, REPO)
+    try:
+        from benchmarks import harness
+    finally:
+        sys.path.remove(REPO)
+    assert harness.SCENARIOS["python-warm"].systems == ("hdmlp-python-w1", "torch-transforms-w1", "hdmlp-python-w2",
+                                                        "torch-transforms-w2")
+
+    def ok(rates):
+        return {"status": "ok", "kind": "transforms", "job_img_per_s": rates[-1],
+                "epochs": [{"img_per_s": r} for r in rates[:-1]]}
+    systems = {"hdmlp-python-w1": ok([60, 80, 70]), "torch-transforms-w1": ok([50, 40, 40]),
+               "hdmlp-python-w2": ok([90, 120, 100]), "torch-transforms-w2": ok([90, 80, 80])}
+    harness.add_ratios(systems)
+    assert systems["hdmlp-python-w1"]["vs_same_workers"] == pytest.approx(70 / 40)
+    assert systems["hdmlp-python-w1"]["epochs_vs_same_workers"] == pytest.approx([60 / 50, 80 / 40])
+    assert systems["hdmlp-python-w2"]["vs_same_workers"] == pytest.approx(100 / 80)
+    assert systems["hdmlp-python-w2"]["vs_best_dataloader"] == pytest.approx(100 / 80)
+    assert harness.label("hdmlp-python-w2") == "hdmlp w=2, Python transform"
+
+
 # -- the emulated PFS -------------------------------------------------------------
 
 def _pfs_skip_reason():

@@ -65,7 +65,7 @@ def mix64(z):
     return z ^ (z >> 31)
 
 
-def test_chain_split_and_its_errors():
+def test_chain_split_and_its_errors(images, tmp_path):
     assert split_chain(None) is None
     assert split_chain([T.ImgDecode(), T.ToTensor()]) is None  # all C++: the staging threads run it
     chain = split_chain([T.ImgDecode(), T.Resize(8), F.identity])
@@ -89,6 +89,17 @@ def test_chain_split_and_its_errors():
     except ImportError:
         with pytest.raises(TypeError, match="cannot be pickled .* module level"):
             split_chain(local)
+    # A transform the workers cannot import fails when the Job is made, with the worker's traceback.
+    module = tmp_path / "gone_transforms.py"
+    module.write_text("def f(x):\n    return x\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import gone_transforms
+    finally:
+        sys.path.remove(str(tmp_path))
+    with pytest.raises(TypeError, match="could not load f: define the transforms in a module(.|\n)*"
+                                        "No module named 'gone_transforms'"):
+        hdmlp.Job(images, 4, 1, transforms=gone_transforms.f, python_workers=1, seed=0, index_cache=False)
     with pytest.raises(ValueError, match="python_start_method must be 'spawn' or 'forkserver'"):
         hdmlp.Job(os.path.join(HERE), 1, 1, transforms=F.identity, python_start_method="fork", seed=0,
                   index_cache=False)
@@ -151,35 +162,35 @@ def test_skip_keeps_every_step_on_every_rank_with_a_failing_python_callable(monk
             j.close()
 
 
+def seed_like_a_worker(seed, epoch, sample):
+    """What a worker does before each call (the documented derivation, plan/random.h's DeriveKey)."""
+    import torch
+    key = 0x6A09E667F3BCC909
+    for w in (seed, epoch, sample, PYTHON_KEY_DOMAIN):
+        key = mix64(key ^ mix64(w))
+    assert key == _core.derive_key([seed, epoch, sample, PYTHON_KEY_DOMAIN])
+    random.seed(_core.derive_key([key, 0]))
+    np_key = _core.derive_key([key, 1])
+    np.random.seed([np_key & 0xFFFFFFFF, np_key >> 32])
+    torch.manual_seed(_core.derive_key([key, 2]))
+
+
 def test_seeds_come_from_seed_epoch_sample_whatever_the_worker_count(raw):
     root, digests = raw
-    import torch
-    import transform_fns_torch
-    kw = dict(batch_size=7, epochs=2, seed=21, index_cache=False)
+    kw = dict(batch_size=7, epochs=2, seed=21, index_cache=False, transforms=F.draws)
     rows = []
-    # torch's generator is seeded too where torch is loaded (here by the transform's module).
-    for workers, fn in ((1, transform_fns_torch.draws), (3, F.draws)):
-        with hdmlp.Job(root, python_workers=workers, transforms=fn, **kw) as job:
+    for workers in (1, 3):
+        with hdmlp.Job(root, python_workers=workers, **kw) as job:
             rows.append({e: {i: tuple(r) for b in job.batches(e) for i, r in zip(b.ids, np.asarray(b.samples))}
                          for e in range(2)})
-    for epoch in range(2):
-        assert {i: (r[0], r[1], r[3]) for i, r in rows[0][epoch].items()} == \
-            {i: (r[0], r[1], r[3]) for i, r in rows[1][epoch].items()}  # 1 worker or 3: the same draws
-    paths = dict(enumerate(os.path.relpath(p, root) for p, _ in hdmlp.Job(root, 1, 1, seed=0).samples))
+            paths = [p for p, _ in job.samples]
+    assert rows[0] == rows[1]
     for epoch in range(2):
         for sample, (r, n, t, first) in rows[0][epoch].items():
-            # The documented derivation: plan/random.h's DeriveKey over (seed, epoch, sample, "python").
-            key = 0x6A09E667F3BCC909
-            for w in (21, epoch, sample, PYTHON_KEY_DOMAIN):
-                key = mix64(key ^ mix64(w))
-            assert key == _core.derive_key([21, epoch, sample, PYTHON_KEY_DOMAIN])
-            random.seed(_core.derive_key([key, 0]))
-            np_key = _core.derive_key([key, 1])
-            np.random.seed([np_key & 0xFFFFFFFF, np_key >> 32])
-            torch.manual_seed(_core.derive_key([key, 2]))
-            assert (r, n, t) == (random.random(), np.random.rand(), float(torch.rand(1).item()))
-            assert len({r, n, t}) == 3
-            with open(os.path.join(root, paths[sample]), "rb") as f:
+            seed_like_a_worker(21, epoch, sample)
+            assert (r, n) == (random.random(), np.random.rand()) and r != n
+            assert t == -1.0  # torch is not loaded in these workers (test_topil_... checks its seeding)
+            with open(paths[sample], "rb") as f:
                 data = f.read()
             assert first == (data[0] if data else -1.0)
     assert rows[0][0] != rows[0][1]  # another epoch, other draws
@@ -217,20 +228,23 @@ def test_callables_get_file_bytes_and_batches_collate_or_list(raw):
 
 
 def test_topil_feeds_torchvision_as_imagefolder_does(images):
-    """ToPIL + a torchvision chain = ImageFolder + the chain; its torch tensors are collated as arrays."""
+    """ToPIL + a random torchvision chain = ImageFolder + the chain with torch seeded as documented; its torch
+    tensors are collated as arrays."""
     tv = pytest.importorskip("torchvision.transforms")
     from PIL import Image
-    compose = tv.Compose([tv.Resize(20), tv.CenterCrop(16), tv.ToTensor()])
-    with hdmlp.Job(images, batch_size=10, epochs=1, seed=4, index_cache=False, python_workers=1,
+    compose = tv.Compose([tv.RandomResizedCrop(16, scale=(0.2, 1.0)), tv.RandomHorizontalFlip(), tv.ToTensor()])
+    with hdmlp.Job(images, batch_size=10, epochs=2, seed=4, index_cache=False, python_workers=1,
                    transforms=[T.ImgDecode(), T.ToPIL(), compose]) as job:
         paths = [p for p, _ in job.samples]
-        for batch in job.batches():
-            x = np.asarray(batch.samples)
-            assert x.shape == (len(batch), 3, 16, 16) and x.dtype == np.float32
-            for row, i in zip(x, batch.ids):
-                with Image.open(paths[i]) as img:
-                    ref = compose(img.convert("RGB")).numpy()
-                assert np.array_equal(row, ref), paths[i]  # hdmlp's decode is PIL's, bit for bit
+        for epoch in range(2):
+            for batch in job.batches(epoch):
+                x = np.asarray(batch.samples)
+                assert x.shape == (len(batch), 3, 16, 16) and x.dtype == np.float32
+                for row, i in zip(x, batch.ids):
+                    with Image.open(paths[i]) as img:
+                        seed_like_a_worker(4, epoch, i)
+                        ref = compose(img.convert("RGB")).numpy()
+                    assert np.array_equal(row, ref), paths[i]  # hdmlp's decode is PIL's, bit for bit
     with hdmlp.Job(images, batch_size=10, epochs=1, seed=4, index_cache=False, python_workers=1,
                    transforms=[T.ImgDecode(), T.CenterCrop(8), F.needs_pil]) as job:
         with pytest.raises(TransformError, match=r"ImgDecode, CenterCrop, needs_pil\) raised AttributeError") as e:
