@@ -270,14 +270,15 @@ class Job:
             ``"data"``), ``hdf5_labels`` (``"label"``), ``tar_sample_ext`` (the member holding
             the sample; default: the first image member; ``"jpg;png"`` tries each) and
             ``tar_label_ext`` (``"cls"``).
+        python_workers: the worker processes of a Python transform (default: the CPUs this
+            process may use, shared between the ranks of a node that do not pin their CPUs).
+        python_start_method: ``"forkserver"`` (default: a clean server process imports the
+            transforms' modules once and forks the workers) or ``"spawn"`` (each worker imports
+            them); hdmlp never forks the process that runs its C++ threads.
 
     HDF5 samples are arrays: a batch is then one ``[B, ...]`` array of the stored dtype,
     and the labels are an int64 array, or one ``[B, ...]`` array of the per-sample label
     arrays when the label dataset holds arrays.
-        python_workers: the worker processes of a Python transform (default: the CPUs this
-            process may use, shared between the ranks of a node that do not pin their CPUs).
-        python_start_method: ``"spawn"`` (default) or ``"forkserver"``; hdmlp never forks the
-            process that runs its C++ threads.
 
     Under ``mpirun`` (or ``srun --mpi=pmix``) every rank creates the same Job; they check that
     they agree, take rank 0's seed, and serve each other's caches. Under ``torchrun`` without
@@ -301,7 +302,7 @@ class Job:
                  on_error: str = "raise", pin_memory: bool = False, batch_size_per_rank: int | None = None,
                  shuffle: bool = True, num_workers: int | None = None, source: str | None = None,
                  source_options: dict[str, str] | None = None, python_workers: int | None = None,
-                 python_start_method: str = "spawn") -> None:
+                 python_start_method: str = "forkserver") -> None:
         self._core: Any = None
         self._python: Any = None
         self.dataset_path = os.path.expanduser(os.fspath(dataset_path))

@@ -35,8 +35,9 @@ memfd) and sends the worker a small task message over a pipe; the worker runs th
 C++ part (hdmlp's own decoder, in the worker) and the callables, and writes the
 result into the batch's output segment, which becomes the batch array with no
 further copy. Batches are assembled in plan order, a few batches ahead of the
-training loop. Workers are started with ``spawn`` (or ``forkserver``), never
-forked from the process that runs hdmlp's C++ threads.
+training loop. Workers are forked from a forkserver (which imports the transforms'
+modules once; see :func:`_context`) or started with ``spawn``, never forked from the
+process that runs hdmlp's C++ threads.
 
 Seeds: before each call a worker takes ``key = derive_key([seed, epoch, sample,
 0x707974686f6e])`` (``hdmlp._core.derive_key``: the key derivation of hdmlp's C++
@@ -82,7 +83,7 @@ PYTHON_KEY_DOMAIN = 0x707974686F6E
 # Results whose pickle is larger go through shared memory, so that every
 # message on the pipes stays small (no pipe can fill up in both directions).
 _SMALL_MESSAGE = 32 * 1024
-_RING_BYTES = 32 * 2**20        # each worker's input ring
+_RING_MIN, _RING_MAX = 2**20, 16 * 2**20   # each worker's input ring, sized for its queue of samples
 _TASKS_PER_WORKER = 32          # tasks queued per worker at most
 _POLL_S = 0.005                 # how often a waiting consumer looks for new raw batches
 _SUPPORTED_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
@@ -177,9 +178,9 @@ def _serialize(callables: list) -> bytes:
         except ImportError:
             raise TypeError(
                 f"transforms: the Python part ({', '.join(_name(c) for c in callables)}) cannot be pickled for "
-                f"hdmlp's worker processes ({type(first).__name__}: {first}). Workers are started with spawn, "
-                "so a transform must be importable: define it at module level (not a lambda or a function "
-                "inside a function), or install cloudpickle, which hdmlp then uses") from first
+                f"hdmlp's worker processes ({type(first).__name__}: {first}). Workers are not forked from this "
+                "process (forkserver or spawn), so a transform must be importable: define it at module level (not "
+                "a lambda or a function inside a function), or install cloudpickle, which hdmlp then uses") from first
         return cloudpickle.dumps(callables)
 
 
@@ -258,6 +259,32 @@ def default_python_workers() -> int:
     return max(1, cpus)
 
 
+def _context(start_method: str, callables: list) -> Any:
+    """The multiprocessing context the workers start from.
+
+    ``forkserver``: a clean server process (started by spawn, so it inherits none of this
+    process's threads) imports hdmlp, NumPy and the transforms' modules once, and every
+    worker is forked from it with them loaded: a Job's workers start in the time of one
+    import (torchvision: seconds) instead of one each, and a later Job's at once. The
+    preloads are set only while the server is not running yet (the first Job's, added to
+    any the application set).
+    """
+    ctx = multiprocessing.get_context(start_method)
+    if start_method == "forkserver":
+        import multiprocessing.forkserver as forkserver
+        server = getattr(forkserver, "_forkserver", None)
+        modules = list(getattr(server, "_preload_modules", None) or ["__main__"])
+        for c in callables:
+            for name in (getattr(c, "__module__", None), type(c).__module__):
+                if name and name not in modules and name != "builtins":
+                    modules.append(name)
+        for name in ("numpy", "hdmlp.python_transforms"):
+            if name not in modules:
+                modules.append(name)
+        ctx.set_forkserver_preload(modules)  # read when the server starts; an ImportError is ignored
+    return ctx
+
+
 # ---------------------------------------------------------------------------
 # The worker process.
 
@@ -276,6 +303,7 @@ def _worker_main(conn: multiprocessing.connection.Connection, init: dict) -> Non
     ("error", tid, type, message, traceback, hint, s) or ("cancelled", tid).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one process per core, as DataLoader's workers
     import random
 
     import numpy as np
@@ -287,7 +315,7 @@ def _worker_main(conn: multiprocessing.connection.Connection, init: dict) -> Non
         return
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "set_num_threads"):
-        torch.set_num_threads(1)  # one process per core, as DataLoader's workers
+        torch.set_num_threads(1)
     seed = init["seed"]
     segments: dict[int, Any] = {}   # id -> (SharedMemory, the whole segment as uint8)
     control = None
@@ -548,7 +576,10 @@ class PythonStage:
         if start_method not in ("spawn", "forkserver"):
             raise ValueError(f"python_start_method must be 'spawn' or 'forkserver', got {start_method!r}: hdmlp never "
                              "forks a process that runs its C++ threads")
-        ctx = multiprocessing.get_context(start_method)
+        ctx = _context(start_method, chain.callables)
+        sizes = job.sizes
+        mean_size = sum(sizes) / max(1, len(sizes))
+        ring_bytes = int(min(_RING_MAX, max(_RING_MIN, 2 * _TASKS_PER_WORKER * mean_size)))
         self._control = self._new_segment(8, "hdmlp-control")
         self._control.array.view("int64")[0] = 0
         init = {"payload": chain.payload, "cpp_specs": chain.cpp_specs, "seed": self._seed}
@@ -560,7 +591,7 @@ class PythonStage:
                                   name=f"hdmlp-python-transform-{i}")
             process.start()
             there.close()
-            worker = _Worker(i, process, here, self._new_segment(_RING_BYTES, "hdmlp-input"))
+            worker = _Worker(i, process, here, self._new_segment(ring_bytes, "hdmlp-input"))
             self._workers.append(worker)
             self._send_segment(worker, self._control)
             self._send_segment(worker, worker.ring)

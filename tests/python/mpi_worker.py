@@ -47,6 +47,10 @@ def main():
     if opts.get("transforms"):
         import hdmlp.transforms as T
         job_kw["transforms"] = [T.ImgDecode(), T.RandomResizedCrop(32), T.ToTensor()]
+        if opts["transforms"] == "python":  # the same chain, then a Python callable, in worker processes
+            import transform_fns
+            job_kw["transforms"].append(transform_fns.identity)
+            job_kw["python_workers"] = 1
     try:
         job = hdmlp.Job(data, batch_size, opts.get("epochs", 3), **job_kw)
     except Exception as e:  # the test checks every rank's error

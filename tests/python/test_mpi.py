@@ -237,23 +237,26 @@ def test_refuses_an_mpi_without_thread_multiple(dataset, tmp_path):
         assert r["error"] == "ValueError" and "MPI_THREAD_MULTIPLE" in r["message"]
 
 
-def test_a_bad_image_stops_every_rank_naming_the_file(tmp_path):
-    """Rank A meets a corrupt JPEG (transforms on, on_error='raise'); rank B raises too, naming it."""
+@pytest.mark.parametrize("transforms", [True, "python"])
+def test_a_bad_image_stops_every_rank_naming_the_file(tmp_path, transforms):
+    """Rank A meets a corrupt JPEG (transforms on, on_error='raise'); rank B raises too, naming it. With a Python
+    transform the chain runs in the ranks' worker processes, and the rank that met it tells the others."""
     from hdmlp.datasets import make_image_folder
     root = make_image_folder(tmp_path / "data", num_images=24, num_classes=2, seed=4, min_side=64, max_side=96)
     bad = root / sorted(p.name for p in root.iterdir() if p.is_dir())[0] / "broken.jpg"
     bad.write_bytes(b"\xff\xd8\xff\xe0 this JPEG stops here")
     out = tmp_path / "out"
     out.mkdir()
-    proc = mpirun(2, "plain", root, out, timeout=90, epochs=3, batch_size=4, transforms=True,
+    proc = mpirun(2, "plain", root, out, timeout=90, epochs=3, batch_size=4, transforms=transforms,
                   job={"seed": 3, "timeout_s": 5, "index_cache": False})
     res = results(out, 2)
     for r in res:
         assert "error" in r, f"rank {r.get('rank')} finished without an error: {proc.stderr[-2000:]}"
         assert str(bad) in r["message"], r["message"]
     kinds = sorted(r["error"] for r in res)
-    assert "ValueError" in kinds, kinds  # the rank that decoded it
-    assert any(r["error"] == "OSError" and "stopped" in r["message"] for r in res) or kinds == ["ValueError"] * 2
+    decoded = "ValueError" if transforms is True else "TransformError"  # a ValueError naming the chain
+    assert decoded in kinds, kinds  # the rank that decoded it
+    assert any(r["error"] == "OSError" and "stopped" in r["message"] for r in res) or kinds == [decoded] * 2
 
 
 def test_ranks_on_one_node_share_percent_capacities(dataset, tmp_path):

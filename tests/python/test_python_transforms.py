@@ -199,7 +199,7 @@ def test_seeds_come_from_seed_epoch_sample_whatever_the_worker_count(raw):
 
 def test_callables_get_file_bytes_and_batches_collate_or_list(raw):
     root, digests = raw
-    with hdmlp.Job(root, batch_size=8, epochs=1, seed=2, index_cache=False, transforms=F.sha256,
+    with hdmlp.Job(root, batch_size=8, epochs=2, seed=2, index_cache=False, transforms=F.sha256,
                    python_workers=2) as job:
         seen = {}
         for batch in job.batches():
@@ -209,6 +209,17 @@ def test_callables_get_file_bytes_and_batches_collate_or_list(raw):
             seen.update({i: bytes(row).hex() for i, row in zip(batch.ids, x)})
         paths = [os.path.relpath(p, root) for p, _ in job.samples]
         assert {paths[i]: h for i, h in seen.items()} == digests
+        # The same batches through hdmlp.torch: tensors on the workers' memory.
+        import torch
+        from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
+        loader = HDMLPDataLoader(HDMLPImageFolder(root, job))
+        loader.set_epoch(1)
+        again = set()
+        for x, y in loader:
+            assert isinstance(x, torch.Tensor) and x.dtype == torch.uint8 and x.shape[1:] == (32,)
+            assert y.dtype == torch.int64 and len(y) == len(x)
+            again.update(tuple(r.tolist()) for r in x)
+        assert {bytes(k).hex() for k in again} == set(digests.values())
     # Results that are not arrays, big ones, arrays of varying shape: a list per batch.
     with hdmlp.Job(root, batch_size=16, epochs=1, seed=2, index_cache=False, transforms=F.mixed,
                    python_workers=2) as job:

@@ -149,8 +149,9 @@ def test_impossible_chains_are_refused_when_the_job_is_created(images):
     with pytest.raises(ValueError, match="CenterCrop"):
         hdmlp.Job(images, 8, 1, transforms=[T.ImgDecode(), T.Resize((32, 32)), T.CenterCrop(64), T.ToTensor()])
     # torchvision's op is a Python callable now (issue 16): it runs in worker processes, with a hint.
+    from hdmlp.python_transforms import split_chain
     with pytest.warns(RuntimeWarning, match="hdmlp.transforms.ToTensor does the same in C\\+\\+"):
-        hdmlp.Job(images, 8, 1, transforms=[T.ImgDecode(), TV.ToTensor()], python_workers=1).close()
+        assert split_chain([T.ImgDecode(), TV.ToTensor()]).callables[0].__class__ is TV.ToTensor
     with pytest.raises(ValueError, match="on_error"):
         hdmlp.Job(images, 8, 1, transforms=train_chain(), on_error="ignore")
 
