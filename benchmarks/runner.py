@@ -44,12 +44,14 @@ def _mpi_rank_world() -> tuple[int, int]:
 
 
 class MemorySampler:
-    """Samples the RSS and PSS of this process and all its descendants (DataLoader workers)."""
+    """Samples the RSS and PSS of this process and all its descendants (DataLoader workers, hdmlp's
+    forkserver and Python transform workers), and the CPU seconds each descendant has used."""
 
     def __init__(self, interval_s: float = 0.1) -> None:
         self.interval_s = interval_s
         self.peak_rss = 0
         self.peak_pss = 0
+        self.descendant_cpu: dict[int, float] = {}  # pid -> CPU seconds, as last seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -79,6 +81,14 @@ class MemorySampler:
 
     def sample(self) -> None:
         rss = pss = 0
+        tick = os.sysconf("SC_CLK_TCK")
+        for p in self._tree(os.getpid())[1:]:
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                self.descendant_cpu[p] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            except (OSError, IndexError, ValueError):
+                pass
         for p in self._tree(os.getpid()):
             try:
                 with open(f"/proc/{p}/smaps_rollup") as f:
@@ -97,10 +107,13 @@ class MemorySampler:
             self.sample()
 
 
-def _cpu_seconds() -> float:
+def _cpu_seconds(sampled_descendants: float = 0.0) -> float:
+    """This process's CPU seconds and its descendants': those it has reaped (DataLoader workers), or, when
+    more, those sampled from /proc while they ran (grandchildren such as a forkserver's workers are
+    reaped by their own parent)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # joined DataLoader workers
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + max(kids.ru_utime + kids.ru_stime, sampled_descendants)
 
 
 # The run's MemorySampler. _consume samples it once per epoch while the loader
@@ -164,6 +177,8 @@ def run_hdmlp(spec: dict) -> dict:
         seconds, stall, n = _consume(loader, spec["step_ms"] / 1000)
         epochs.append({"seconds": seconds, "stall_seconds": stall, "samples": n})
     m = job.metrics()
+    if _memory is not None:
+        _memory.sample()  # the CPU time of the Python transform workers, which close() ends
     for e, em in zip(epochs, m["epochs"]):
         e["sources"] = {src: r["count"] for src, r in em["reads"].items() if r["count"]}
         e["loader_stall_seconds"] = em["stall_seconds"]
@@ -252,7 +267,7 @@ def main() -> None:
     if torch_threads:
         import torch
         torch.set_num_threads(torch_threads)
-    cpu0 = _cpu_seconds()
+    cpu0 = _cpu_seconds()  # no descendant yet
     wall0 = time.perf_counter()
     status, error = "ok", None
     global _memory
@@ -263,7 +278,8 @@ def main() -> None:
         except Exception as e:  # reported in the table, e.g. a system this build does not have
             status, error = "error", f"{type(e).__name__}: {e}"
             result = {"rank": _mpi_rank_world()[0], "world_size": _mpi_rank_world()[1], "epochs": []}
-    result.update({"name": spec["name"], "status": status, "error": error, "cpu_seconds": _cpu_seconds() - cpu0,
+    result.update({"name": spec["name"], "status": status, "error": error,
+                   "cpu_seconds": _cpu_seconds(sum(mem.descendant_cpu.values())) - cpu0,
                    "wall_seconds": time.perf_counter() - wall0, "peak_rss_bytes": mem.peak_rss,
                    "peak_pss_bytes": mem.peak_pss})
     path = os.path.join(spec["out"], f"{spec['name']}-rank{result['rank']}.json")

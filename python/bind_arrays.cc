@@ -16,14 +16,10 @@
 // The DLPack structs below are the protocol's C ABI (dlpack.h, v1.0), which
 // is stable by design; Debian's libdlpack-dev is 0.6, older than the
 // versioned form, so they are declared here.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <atomic>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -34,6 +30,7 @@
 #include "bindings.h"
 #include "hdmlp/errors.h"
 #include "hdmlp/plan/random.h"
+#include "hdmlp/staging/shared_memory.h"
 #include "owned_buffer.h"
 
 namespace py = pybind11;
@@ -230,67 +227,34 @@ py::object Dlpack(const OwnedBuffer& b, const py::object& stream, const py::obje
 
 // ---- shared memory ---------------------------------------------------------
 
-// An anonymous shared memory segment (memfd): mapped here, and in other
-// processes from its file descriptor (sent over a Unix socket). Nothing is
-// named in /dev/shm, so nothing outlives the last process that maps it, even
-// after a crash. Arrays made by View() keep the mapping alive and are
-// counted in views(), which the owner of a pool of segments reads to know
-// when one may be written again. Not copyable; views() may be read from any
-// thread, views are made on one.
-class SharedMemory {
+// A SharedMemory segment (staging/shared_memory.h) for Python, with the
+// arrays made on it counted: the owner of a pool of segments reads views()
+// to know when one may be written again. Views keep the mapping alive.
+class PySharedMemory {
  public:
-  SharedMemory(int64_t bytes, const std::string& name) : size_(bytes) {
-    if (bytes < 1) throw InvalidArgumentError("a shared memory segment needs at least 1 byte");
-    fd_ = memfd_create(name.c_str(), MFD_CLOEXEC);
-    if (fd_ < 0) throw IOError("memfd_create failed: " + std::string(std::strerror(errno)));
-    if (ftruncate(fd_, bytes) != 0) {
-      const int e = errno;
-      close(fd_);
-      throw IOError("cannot size a shared memory segment to " + std::to_string(bytes) + " bytes: " + std::strerror(e));
-    }
-    Map();
-  }
-  // Maps another process's segment; takes `fd` and closes it once mapped.
-  SharedMemory(int fd, int64_t bytes, bool) : fd_(fd), size_(bytes) {
-    if (bytes < 1) {
-      close(fd);
-      throw InvalidArgumentError("a shared memory segment needs at least 1 byte");
-    }
-    Map();
-    close(fd_);
-    fd_ = -1;
-  }
-  SharedMemory(const SharedMemory&) = delete;
-  SharedMemory& operator=(const SharedMemory&) = delete;
-  ~SharedMemory() {
-    if (data_ != nullptr) munmap(data_, static_cast<size_t>(size_));
-    if (fd_ >= 0) close(fd_);
-  }
+  explicit PySharedMemory(std::unique_ptr<SharedMemory> memory) : memory_(std::move(memory)) {}
 
-  int fd() const { return fd_; }
-  int64_t size() const { return size_; }
-  uint8_t* data() const { return data_; }
+  const SharedMemory& memory() const { return *memory_; }
   int64_t views() const { return views_->load(); }
 
-  static OwnedBuffer View(const std::shared_ptr<SharedMemory>& self, int64_t offset,
-                          const std::vector<py::ssize_t>& shape, const std::string& dtype) {
+  OwnedBuffer View(int64_t offset, const std::vector<py::ssize_t>& shape, const std::string& dtype) const {
     const ElementType& type = ElementNamed(dtype);
     int64_t count = 1;
     for (py::ssize_t d : shape) {
       if (d < 0) throw InvalidArgumentError("a view's shape has a negative dimension");
       count *= d;
     }
-    if (offset < 0 || offset % type.itemsize != 0 || offset + count * type.itemsize > self->size_) {
+    if (offset < 0 || offset % type.itemsize != 0 || offset + count * type.itemsize > memory_->size()) {
       throw InvalidArgumentError("a view of " + std::to_string(count * type.itemsize) + " bytes at offset " +
                                  std::to_string(offset) + " does not fit a shared memory segment of " +
-                                 std::to_string(self->size_) + " bytes (or is misaligned for " + dtype + ")");
+                                 std::to_string(memory_->size()) + " bytes (or is misaligned for " + dtype + ")");
     }
-    self->views_->fetch_add(1);
+    views_->fetch_add(1);
     OwnedBuffer b;
-    b.ptr = self->data_ + offset;
-    // The deleter holds the segment (so the mapping outlives every view) and
-    // counts the view out when its last export is gone.
-    b.owner = std::shared_ptr<void>(b.ptr, [self](void*) { self->views_->fetch_sub(1); });
+    b.ptr = memory_->data() + offset;
+    // The deleter holds the mapping (so it outlives every view) and counts
+    // the view out when its last export is gone, on whatever thread that is.
+    b.owner = std::shared_ptr<void>(b.ptr, [memory = memory_, views = views_](void*) { views->fetch_sub(1); });
     b.count = static_cast<py::ssize_t>(count);
     b.itemsize = type.itemsize;
     b.format = type.format;
@@ -299,20 +263,7 @@ class SharedMemory {
   }
 
  private:
-  void Map() {
-    void* p = mmap(nullptr, static_cast<size_t>(size_), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-    if (p == MAP_FAILED) {
-      const int e = errno;
-      close(fd_);
-      fd_ = -1;
-      throw IOError("cannot map a shared memory segment of " + std::to_string(size_) + " bytes: " + std::strerror(e));
-    }
-    data_ = static_cast<uint8_t*>(p);
-  }
-
-  int fd_ = -1;
-  int64_t size_ = 0;
-  uint8_t* data_ = nullptr;
+  std::shared_ptr<SharedMemory> memory_;
   std::shared_ptr<std::atomic<int64_t>> views_ = std::make_shared<std::atomic<int64_t>>(0);
 };
 
@@ -352,18 +303,22 @@ void BindArrays(py::module_& m) {
                ElementOf(b).name + ")";
       });
 
-  py::class_<SharedMemory, std::shared_ptr<SharedMemory>>(
-      m, "SharedMemory", "An anonymous shared memory segment (memfd) for hdmlp's Python transform workers.")
-      .def(py::init([](int64_t bytes, const std::string& name) { return std::make_shared<SharedMemory>(bytes, name); }),
+  py::class_<PySharedMemory>(m, "SharedMemory",
+                             "An anonymous shared memory segment (memfd) for hdmlp's Python transform workers.")
+      .def(py::init([](int64_t bytes, const std::string& name) {
+             return std::make_unique<PySharedMemory>(SharedMemory::Create(bytes, name));
+           }),
            py::arg("nbytes"), py::arg("name") = "hdmlp")
       .def_static(
-          "attach", [](int fd, int64_t bytes) { return std::make_shared<SharedMemory>(fd, bytes, true); },
+          "attach", [](int fd, int64_t bytes) { return std::make_unique<PySharedMemory>(SharedMemory::Attach(fd, bytes)); },
           py::arg("fd"), py::arg("nbytes"), "Maps a segment received from another process; takes and closes fd.")
-      .def_property_readonly("fd", &SharedMemory::fd, "the memfd (-1 for an attached segment)")
-      .def_property_readonly("nbytes", &SharedMemory::size)
-      .def_property_readonly("address", [](const SharedMemory& s) { return reinterpret_cast<uintptr_t>(s.data()); })
-      .def_property_readonly("views", &SharedMemory::views, "views of this segment still alive (with their exports)")
-      .def("view", &SharedMemory::View, py::arg("offset"), py::arg("shape"), py::arg("dtype") = "uint8",
+      .def_property_readonly("fd", [](const PySharedMemory& s) { return s.memory().fd(); },
+                             "the memfd (-1 for an attached segment)")
+      .def_property_readonly("nbytes", [](const PySharedMemory& s) { return s.memory().size(); })
+      .def_property_readonly("address",
+                             [](const PySharedMemory& s) { return reinterpret_cast<uintptr_t>(s.memory().data()); })
+      .def_property_readonly("views", &PySharedMemory::views, "views of this segment still alive (with their exports)")
+      .def("view", &PySharedMemory::View, py::arg("offset"), py::arg("shape"), py::arg("dtype") = "uint8",
            "An OwnedBuffer of `shape` and `dtype` at byte `offset`, keeping the segment mapped.");
 
   m.def(
