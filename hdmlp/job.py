@@ -539,8 +539,8 @@ class Job:
         """Starts ``epoch`` (default: the one after the last started) and yields its batches.
 
         Each is a framework-free :class:`hdmlp.batches.Batch`: the pair ``(samples, labels)``
-        whose arrays implement DLPack and the buffer protocol (NumPy, JAX, TensorFlow, CuPy and
-        torch take them without a copy), with ``ids``, ``epoch`` and ``index``. The epoch starts
+        whose arrays implement DLPack and the buffer protocol (NumPy, JAX, TensorFlow and torch
+        take them without a copy; see docs/frameworks.md), with ``ids``, ``epoch`` and ``index``. The epoch starts
         now (a later one skips the rest of the current epoch unread); iterate to its end.
         """
         from hdmlp.batches import Batch

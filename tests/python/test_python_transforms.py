@@ -100,6 +100,13 @@ def test_chain_split_and_its_errors(images, tmp_path):
     with pytest.raises(TypeError, match="could not load f: define the transforms in a module(.|\n)*"
                                         "No module named 'gone_transforms'"):
         hdmlp.Job(images, 4, 1, transforms=gone_transforms.f, python_workers=1, seed=0, index_cache=False)
+    # A source of arrays (HDF5) is refused with a Python transform, which takes file bytes.
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "arrays.h5", "w") as f:
+        f["data"] = np.zeros((4, 2), np.float32)
+        f["label"] = np.arange(4)
+    with pytest.raises(ValueError, match="this source holds arrays \\(HDF5\\), which Python transforms do not take"):
+        hdmlp.Job(tmp_path / "arrays.h5", 2, 1, seed=0, transforms=F.identity, python_workers=1)
     with pytest.raises(ValueError, match="python_start_method must be 'spawn' or 'forkserver'"):
         hdmlp.Job(os.path.join(HERE), 1, 1, transforms=F.identity, python_start_method="fork", seed=0,
                   index_cache=False)
