@@ -369,7 +369,7 @@ class Job:
             raise ValueError(f"start_epoch must be an int in 0..{epochs} (the job's epochs), got {start_epoch!r}")
         if resume is not None and start_epoch:
             raise ValueError("give at most one of resume (a state: where to go on) and start_epoch, got both")
-        if start_epoch and seed is None:
+        if start_epoch and seed is None and shuffle:
             warnings.warn(f"hdmlp: start_epoch={start_epoch} without a seed: the epochs from {start_epoch} on are "
                           "shuffled with a new seed, not the interrupted run's; pass its seed (job.seed) or "
                           "resume from job.state_dict()", RuntimeWarning, stacklevel=2)
