@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <map>
 #include <memory>
 #include <opencv2/core.hpp>
@@ -256,6 +259,64 @@ TEST_F(JobStateTest, AStateThatDoesNotFitIsRefusedNamingTheDifference) {
   JobOptions both = Options();
   both.start_epoch = 1;
   EXPECT_NE(Refusal(both, state).find("at most one of resume"), std::string::npos);
+}
+
+// Every rank's string from each rank's own, between threads of this process
+// (what torch.distributed's all_gather_object does between processes).
+class Gather {
+ public:
+  explicit Gather(int ranks) : views_(static_cast<size_t>(ranks)) {}
+  std::vector<std::string> operator()(int rank, const std::string& mine) {
+    std::unique_lock<std::mutex> lock(mu_);
+    views_[static_cast<size_t>(rank)] = mine;
+    if (++arrived_ == static_cast<int>(views_.size())) cv_.notify_all();
+    cv_.wait(lock, [&] { return arrived_ == static_cast<int>(views_.size()); });
+    return views_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> views_;
+  int arrived_ = 0;
+};
+
+TEST_F(JobStateTest, EveryRankRaisesTheSameErrorWhenOneResumesFromAnotherState) {
+  JobState state;
+  {
+    Job job(Options());
+    job.BeginEpoch(0);
+    Batch b;
+    ASSERT_EQ(Next(job, &b), Job::Next::kBatch);
+    ASSERT_EQ(Next(job, &b), Job::Next::kBatch);
+    state = job.State();
+  }
+  JobState other = state;  // one batch earlier: a valid state, but not rank 0's
+  other.batches = 1;
+  other.position = 8;
+  Gather gather(2);
+  std::string errors[2];
+  std::thread threads[2];
+  for (int r = 0; r < 2; ++r) {
+    threads[r] = std::thread([&, r] {
+      JobOptions o = Options();
+      o.use_mpi = false;
+      o.launcher_rank = r;
+      o.launcher_world_size = 2;
+      o.resume = r == 0 ? state : other;
+      o.gather = [&gather, r](const std::string& mine) { return gather(r, mine); };
+      try {
+        Job job(o);
+      } catch (const InvalidArgumentError& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors[0], errors[1]);
+  EXPECT_NE(errors[0].find("ranks disagree on resume: rank 0 has epoch 0 after 2 global batches"), std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[0].find("rank 1 has epoch 0 after 1 global batch "), std::string::npos) << errors[0];
 }
 
 TEST_F(JobStateTest, LauncherRanksResumedOnAnotherCountDeliverTheRestOnce) {

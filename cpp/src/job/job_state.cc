@@ -83,7 +83,8 @@ ResumePoint ResumePointOf(const JobState& state) {
 }
 
 std::string DescribeState(const JobState& s) {
-  return "epoch " + std::to_string(s.epoch) + " after " + std::to_string(s.batches) + " global batches (position " +
+  return "epoch " + std::to_string(s.epoch) + " after " + std::to_string(s.batches) +
+         (s.batches == 1 ? " global batch" : " global batches") + " (position " +
          std::to_string(s.position) + ", order of " + std::to_string(s.order_world_size) + " ranks), seed " +
          std::to_string(s.seed) + ", batch_size " + std::to_string(s.batch_size) + ", " + s.distr_scheme +
          (s.distr_scheme == "partial_local" ? " " + std::to_string(s.exchange_fraction) : "") + ", shuffle " +
