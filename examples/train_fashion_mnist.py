@@ -419,8 +419,9 @@ def train(args: argparse.Namespace, loader_name: str, workers: int, rank: int, w
     for e in range(len(epochs), args.epochs):
         sums = partial or {"stall": 0.0, "train_s": 0.0, "seen": 0, "loss": 0.0, "wall": 0.0}
         partial = None
-        position = train_loader.job.state_dict()
-        first_step = position["batches"] if position["epoch"] == e else 0  # > 0 in an epoch resumed midway
+        first_step = 0  # > 0 in an epoch resumed midway
+        if loader_name == "hdmlp" and train_loader.job.state_dict()["epoch"] == e:
+            first_step = train_loader.job.state_dict()["batches"]
         stall = train_s = 0.0
         seen = 0
         loss_sum = torch.zeros(())
