@@ -106,6 +106,21 @@ def test_a_new_process_resumes_bit_for_bit(files, tmp_path):
     assert json.loads(out.stdout) == whole[7:]
 
 
+def test_a_pack_resumes_bit_for_bit(files, tmp_path):
+    """Any source: the state of a job over an hdmlp pack, resumed on the pack."""
+    from hdmlp.pack import pack
+    pack(files, tmp_path / "pack", shard_size=8 << 10, progress=False)
+    kw = dict(batch_size=4, epochs=2, distr_scheme="local", index_cache=False)
+    with hdmlp.Job(tmp_path / "pack", seed=2, **kw) as job:
+        assert job.source == "pack"
+        whole = run(job)
+    with hdmlp.Job(tmp_path / "pack", seed=2, **kw) as job:
+        run(job, stop_after=5)
+        state = job.state_dict()
+    with hdmlp.Job(tmp_path / "pack", resume=state, **kw) as job:
+        assert run(job) == whole[5:]
+
+
 def test_state_dict_is_small_json_and_survives_close(files):
     job = hdmlp.Job(files, batch_size=4, epochs=2, seed=1, index_cache=False)
     state = job.state_dict()
