@@ -381,8 +381,8 @@ class Job:
                              "seed: pass the same seed=... on every rank, or call "
                              "torch.distributed.init_process_group() before creating the Job")
         # Kept to open the job again at a state (load_state_dict).
-        self._open_core = functools.partial(
-                               _core.Job, self.dataset_path, batch_size or 0, epochs, distr_scheme, drop_last_batch, seed,
+        self._open_core = functools.partial(_core.Job,
+                               self.dataset_path, batch_size or 0, epochs, distr_scheme, drop_last_batch, seed,
                                self.config_path, storage.latency_s, storage.mbps, list(storage.failing_paths),
                                index_cache, "", self.exchange_fraction, float(timeout_s), specs,
                                on_error == "skip", cuda_host_alloc, cuda_free_host,

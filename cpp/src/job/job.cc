@@ -50,8 +50,8 @@ const JobOptions& Validated(const JobOptions& options) {
   }
   ParseDistributionScheme(options.distr_scheme);
   if (options.start_epoch < 0 || options.start_epoch > options.epochs) {
-    throw InvalidArgumentError("start_epoch must be in 0.." + std::to_string(options.epochs) + " (the job's epochs), got " +
-                               std::to_string(options.start_epoch));
+    throw InvalidArgumentError("start_epoch must be in 0.." + std::to_string(options.epochs) +
+                               " (the job's epochs), got " + std::to_string(options.start_epoch));
   }
   if (options.resume && options.start_epoch > 0) {
     throw InvalidArgumentError("give at most one of resume (a state) and start_epoch, got both");

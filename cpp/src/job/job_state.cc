@@ -26,8 +26,8 @@ std::string ResumeMismatch(const JobState& state, const JobState& job, const std
     return refused + "it is from another dataset: " + std::to_string(state.samples) + " samples, index fingerprint " +
            Hex(state.fingerprint) + ", while '" + dataset + "' has " + std::to_string(job.samples) +
            " samples, fingerprint " + Hex(job.fingerprint) +
-           " (the fingerprint covers the source's kind and the names, labels and sizes of the samples); resume on the dataset "
-           "the state was taken on";
+           " (the fingerprint covers the source's kind and the names, labels and sizes of the samples); resume "
+           "on the dataset the state was taken on";
   }
   if (state.batch_size != job.batch_size) {
     return refused + "its global batch size is " + std::to_string(state.batch_size) + ", this job's is " +
