@@ -10,22 +10,26 @@ training loop. Use it through :mod:`hdmlp.torch` or iterate it directly::
                 ...
 
 Epochs are numbered from 0. Starting an epoch skips whatever is left of the
-previous one, without reading it.
+previous one, without reading it. ``job.state_dict()`` is the job's position
+(see :mod:`hdmlp.state`); ``hdmlp.Job(..., resume=state)`` goes on from there.
 """
 from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import importlib.resources
 import json
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hdmlp import _core
 from hdmlp import launcher as _launcher
+from hdmlp import state as _state
 
 if TYPE_CHECKING:
     from hdmlp.batches import Batch
@@ -275,6 +279,12 @@ class Job:
         python_start_method: ``"forkserver"`` (default: a clean server process imports the
             transforms' modules once and forks the workers) or ``"spawn"`` (each worker imports
             them); hdmlp never forks the process that runs its C++ threads.
+        resume: a state from :meth:`state_dict` (of this job's dataset, global batch size,
+            scheme, shuffle and drop-last; the seed is the state's): the job starts at the next
+            global batch after it, on any number of ranks (docs/resume.md). Every rank must give
+            the same state.
+        start_epoch: start at the beginning of this epoch, as a state taken there would (for
+            scripts that only know ``--start-epoch``; give the original ``seed`` too).
 
     HDF5 samples are arrays: a batch is then one ``[B, ...]`` array of the stored dtype,
     and the labels are an int64 array, or one ``[B, ...]`` array of the per-sample label
@@ -302,9 +312,11 @@ class Job:
                  on_error: str = "raise", pin_memory: bool = False, batch_size_per_rank: int | None = None,
                  shuffle: bool = True, num_workers: int | None = None, source: str | None = None,
                  source_options: dict[str, str] | None = None, python_workers: int | None = None,
-                 python_start_method: str = "forkserver") -> None:
+                 python_start_method: str = "forkserver", resume: Mapping[str, Any] | None = None,
+                 start_epoch: int = 0) -> None:
         self._core: Any = None
         self._python: Any = None
+        self._final_state: dict[str, Any] | None = None
         self.dataset_path = os.path.expanduser(os.fspath(dataset_path))
         if (batch_size is None) == (batch_size_per_rank is None):
             raise ValueError("give exactly one of batch_size (the global batch, over all ranks) and "
@@ -377,14 +389,25 @@ class Job:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
             raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         storage = storage or ThrottledStorage()
+        resume_state = _state.from_dict(resume) if resume is not None else None
+        if isinstance(start_epoch, bool) or not isinstance(start_epoch, int) or not 0 <= start_epoch <= epochs:
+            raise ValueError(f"start_epoch must be an int in 0..{epochs} (the job's epochs), got {start_epoch!r}")
+        if resume is not None and start_epoch:
+            raise ValueError("give at most one of resume (a state: where to go on) and start_epoch, got both")
+        if start_epoch and seed is None and shuffle:
+            warnings.warn(f"hdmlp: start_epoch={start_epoch} without a seed: the epochs from {start_epoch} on are "
+                          "shuffled with a new seed, not the interrupted run's; pass its seed (job.seed) or "
+                          "resume from job.state_dict()", RuntimeWarning, stacklevel=2)
         world = _launcher.detect()
         if world is not None and world.world_size > 1 and world.gather is None and seed is None \
-                and not _core.in_mpi_job():
+                and resume is None and not _core.in_mpi_job():
             raise ValueError(f"seed is None, but this job runs on {world.world_size} ranks (from {world.source}) "
                              "without MPI or an initialised torch.distributed, so the ranks cannot agree on a drawn "
                              "seed: pass the same seed=... on every rank, or call "
                              "torch.distributed.init_process_group() before creating the Job")
-        self._core = _core.Job(self.dataset_path, batch_size or 0, epochs, distr_scheme, drop_last_batch, seed,
+        # Kept to open the job again at a state (load_state_dict).
+        self._open_core = functools.partial(_core.Job,
+                               self.dataset_path, batch_size or 0, epochs, distr_scheme, drop_last_batch, seed,
                                self.config_path, storage.latency_s, storage.mbps, list(storage.failing_paths),
                                index_cache, "", self.exchange_fraction, float(timeout_s), specs,
                                on_error == "skip" and python_chain is None, cuda_host_alloc, cuda_free_host,
@@ -396,6 +419,7 @@ class Job:
                                launcher_name=world.source if world else "the launcher",
                                gather=world.gather if world else None,
                                source=source or "", source_options=options)
+        self._core = self._open_core(resume=resume_state, start_epoch=start_epoch)
         self.batch_size: int = self._core.batch_size
         if on_error == "skip" and transforms is None and not self._core.has_arrays:
             self.close()
@@ -404,6 +428,10 @@ class Job:
         self._started_epoch = -1
         # Per epoch, seconds measured on the Python side by HDMLPDataLoader (see metrics()).
         self._loop_seconds: dict[int, dict[str, float]] = {}
+        self._next_epoch: int = self._core.state().epoch  # of the next pass
+        self._skipped_to: int | None = None  # an epoch set_epoch began, before its pass
+        self._pass: weakref.ref[_Pass] | None = None
+        self._passes_opened = 0
         if python_chain is not None and self._core.has_arrays:
             self.close()
             raise ValueError("transforms: a Python transform takes each sample's file bytes (folder, pack and tar "
@@ -411,9 +439,12 @@ class Job:
                              "transform the arrays after job.batches() or in the training loop")
         if python_chain is not None:
             from hdmlp.python_transforms import PythonStage
+            # Kept to start the workers again on a job opened at a state (load_state_dict).
+            self._open_python = functools.partial(PythonStage, chain=python_chain,
+                                                  workers=python_workers or default_python_workers(),
+                                                  start_method=python_start_method, skip=on_error == "skip")
             try:
-                self._python = PythonStage(self._core, python_chain, python_workers or default_python_workers(),
-                                           python_start_method, skip=on_error == "skip")
+                self._python = self._open_python(self._core)
             except BaseException:
                 self.close()
                 raise
@@ -519,40 +550,94 @@ class Job:
 
     # -- loading ------------------------------------------------------------
     def epoch_batches(self, epoch: int) -> Iterator[tuple[list[int], Any, list[Any]]]:
-        """Starts ``epoch`` and yields ``(ids, labels, samples)`` per batch.
+        """Starts ``epoch`` and returns an iterator of ``(ids, labels, samples)`` per batch.
 
         ``ids`` is a list of sample ids; ``labels`` is a buffer object
         (memoryview-compatible) that owns its memory. Without transforms
         ``samples`` is a list of such buffers, one per file's bytes; with
         transforms it is one buffer of shape ``[B, C, H, W]`` (or
         ``[B, H, W, C]``), format ``"f"`` or ``"B"``, holding the whole batch.
-        :mod:`hdmlp.torch` turns them into tensors without a copy.
+        :mod:`hdmlp.torch` turns them into tensors without a copy. The epoch a
+        resumed job starts in begins at its next global batch. One pass at a
+        time: a second one while this one is open raises RuntimeError.
         """
+        return self._open_pass(epoch)
+
+    @property
+    def next_epoch(self) -> int:
+        """The epoch the next pass (a loader's, or :meth:`epoch_batches` without one) delivers."""
+        return self._next_epoch
+
+    def _current_pass(self) -> "_Pass | None":
+        """The open pass, or None."""
+        current = self._pass() if self._pass is not None else None
+        return current if current is not None and not current.done else None
+
+    def _open_pass(self, epoch: int | None = None) -> "_Pass":
+        """Starts a pass over ``epoch`` (default: the next one); only one may be open."""
+        current = self._current_pass()
+        if current is not None:
+            raise RuntimeError(f"a pass over epoch {current.epoch} of this job is still open: finish it, break out "
+                               "of its loop or drop its iterator before starting another (hdmlp delivers one "
+                               "epoch at a time; two loops over one job would split its batches)")
+        if epoch is None:
+            epoch = self._next_epoch
+        if epoch >= self.epochs:
+            raise RuntimeError(f"all {self.epochs} epochs of the job have been delivered; create the hdmlp.Job "
+                               "with more epochs to iterate again")
+        if self._skipped_to != epoch:
+            self._begin_epoch(epoch)
+        self._skipped_to = None
+        self._next_epoch = epoch + 1
+        self._passes_opened += 1
+        opened = _Pass(self, epoch)
+        self._pass = weakref.ref(opened)
+        return opened
+
+    def _set_epoch(self, epoch: int) -> None:
+        """``set_epoch``'s rule: see :meth:`hdmlp.torch.HDMLPDataLoader.set_epoch`."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int):
+            raise TypeError(f"epoch must be an int, got {epoch!r}")
+        if not 0 <= epoch < self.epochs:
+            raise ValueError(f"set_epoch({epoch}): the job has epochs 0..{self.epochs - 1}; create the "
+                             f"hdmlp.Job with more epochs")
+        if epoch == self._next_epoch and self._skipped_to is None and self._current_pass() is None \
+                and self._position().epoch < epoch:
+            # The last pass was broken off: start the next epoch now, so that the position (and a
+            # state taken now) is its start, as the next pass will be.
+            self._begin_epoch(epoch)
+            self._skipped_to = epoch
+            return
+        if epoch in (self._next_epoch, self._next_epoch - 1):
+            return
+        if epoch < self._next_epoch:
+            raise ValueError(f"set_epoch({epoch}): epoch {self._next_epoch - 1} has already been started, and "
+                             "hdmlp reads epochs in order; it cannot go back to an earlier one (create a new "
+                             "Job to read it again)")
+        # Skip ahead now, so that the workers stop reading the epochs in between.
         self._begin_epoch(epoch)
-        while True:
-            batch = self._next_batch(epoch)
-            if batch is None:
-                return
-            yield batch
+        self._skipped_to = epoch
+        self._next_epoch = epoch
 
     def batches(self, epoch: int | None = None) -> Iterator["Batch"]:
-        """Starts ``epoch`` (default: the one after the last started) and yields its batches.
+        """Starts ``epoch`` (default: the next one) and yields its batches.
 
         Each is a framework-free :class:`hdmlp.batches.Batch`: the pair ``(samples, labels)``
         whose arrays implement DLPack and the buffer protocol (NumPy, JAX, TensorFlow and torch
-        take them without a copy; see docs/frameworks.md), with ``ids``, ``epoch`` and ``index``. The epoch starts
-        now (a later one skips the rest of the current epoch unread); iterate to its end.
+        take them without a copy; see docs/frameworks.md), with ``ids``, ``epoch`` and ``index``
+        (the batch's step in the epoch: a resumed epoch starts at its next global batch). The
+        epoch starts now. It is a pass like :meth:`epoch_batches`: one at a time.
         """
         from hdmlp.batches import Batch
-        epoch = self._started_epoch + 1 if epoch is None else epoch
-        self._begin_epoch(epoch)
+        opened = self._open_pass(epoch)
+        first = self._position().batches
 
         def generate() -> Iterator[Batch]:
-            index = 0
-            while (batch := self._next_batch(epoch)) is not None:
-                ids, labels, samples = batch
-                yield Batch(samples, labels, ids, epoch, index)
-                index += 1
+            try:
+                for index, (ids, labels, samples) in enumerate(opened, start=first):
+                    yield Batch(samples, labels, ids, opened.epoch, index)
+            finally:  # a break out of the loop (the generator closed) ends the pass
+                opened.close()
         return generate()
 
     def _begin_epoch(self, epoch: int) -> None:
@@ -562,7 +647,8 @@ class Job:
         self._job.begin_epoch(epoch)
         self._started_epoch = epoch
         if self._python is not None:
-            self._python.begin_epoch(epoch)
+            # A resumed epoch begins at its next global batch (the same step on every rank).
+            self._python.begin_epoch(epoch, self._job.state().batches)
 
     def _emit_warnings(self) -> None:
         for message in self._job.warnings():
@@ -583,6 +669,52 @@ class Job:
         if len(batch) > 5 and batch[5] is not None:
             labels = batch[5]  # an array source's label arrays
         return memoryview(ids).tolist(), labels, samples
+
+    # -- checkpoints ----------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The job's position, as a small JSON-serialisable dict (see :mod:`hdmlp.state`).
+
+        Take it at any batch boundary, on any rank: after the same step every rank
+        returns the same dict. ``hdmlp.Job(..., resume=state)`` (or
+        :meth:`load_state_dict` before the first pass) goes on with the next global
+        batch; a state taken after the last batch of an epoch, or after ``set_epoch``
+        skipped ahead, starts the next epoch. It costs no I/O, and still answers after
+        :meth:`close` (the position at close).
+        """
+        if self._core is None and self._final_state is not None:
+            return dict(self._final_state)
+        return _state.to_dict(self._position())
+
+    def _position(self) -> Any:
+        """The consumer's position (a JobState): with a Python transform, the batches its stage
+        handed out, since the stage takes the job's batches ahead of them."""
+        position = self._python.position if self._python is not None else None
+        if position is not None:
+            return self._job.state_at(*position)
+        return self._job.state()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Goes on from ``state`` (from :meth:`state_dict`), before the first pass.
+
+        Opens the job again at the state, as ``hdmlp.Job(..., resume=state)`` would: the
+        staging workers and the caches' placement start there. Under several ranks every
+        rank must call it (with the same state), since the ranks check at start-up that
+        they agree. Creating the Job with ``resume=`` skips the first opening.
+        """
+        if self._passes_opened or self._skipped_to is not None:
+            raise RuntimeError("load_state_dict must come before the job's first pass (and before set_epoch skips "
+                               "ahead); or create the Job with resume=state")
+        resume_state = _state.from_dict(state)
+        python, self._python = self._python, None
+        if python is not None:
+            python.close()
+        old, self._core = self._job, None
+        old.close()
+        self._core = self._open_core(resume=resume_state, start_epoch=0)
+        if python is not None:  # its workers seed from the job's seed, which is now the state's
+            self._python = self._open_python(self._core)
+        self._started_epoch = -1
+        self._next_epoch = self._core.state().epoch
 
     # -- reporting ----------------------------------------------------------
     def _add_loop_seconds(self, epoch: int, **seconds: float) -> None:
@@ -677,6 +809,11 @@ class Job:
 
     def close(self) -> None:
         """Stops and joins every thread (and Python transform worker) of the job; safe to call twice."""
+        if getattr(self, "_core", None) is not None:
+            try:
+                self._final_state = _state.to_dict(self._position())
+            except Exception:  # a broken Python stage: the core's own position
+                self._final_state = _state.to_dict(self._core.state())
         python, self._python = getattr(self, "_python", None), None
         if python is not None:
             python.close()
@@ -700,3 +837,34 @@ class Job:
         state = "closed" if self.closed else f"{len(self)} samples, seed={self.seed}"
         return (f"hdmlp.Job({self.dataset_path!r}, batch_size={self.batch_size}, epochs={self.epochs}, "
                 f"distr_scheme={self.distr_scheme!r}; {state})")
+
+
+class _Pass:
+    """One open pass over an epoch of a job: an iterator of ``(ids, labels, samples)``.
+
+    It is done when the epoch's last batch was delivered, or when it is closed or
+    dropped (a ``break`` out of its loop); until then the job refuses another pass.
+    """
+
+    def __init__(self, job: Job, epoch: int) -> None:
+        self._job = job
+        self.epoch = epoch
+        self.done = False
+
+    def __iter__(self) -> "_Pass":
+        return self
+
+    def __next__(self) -> tuple[list[int], Any, list[Any]]:
+        if self.done:
+            raise StopIteration
+        batch = self._job._next_batch(self.epoch)
+        if batch is None:
+            self.done = True
+            raise StopIteration
+        return batch
+
+    def close(self) -> None:
+        self.done = True
+
+    def __del__(self) -> None:
+        self.done = True

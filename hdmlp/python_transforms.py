@@ -674,7 +674,8 @@ class PythonStage:
         return output
 
     # -- epochs --------------------------------------------------------------
-    def begin_epoch(self, epoch: int) -> None:
+    def begin_epoch(self, epoch: int, first_batch: int = 0) -> None:
+        """Starts ``epoch`` at its batch ``first_batch`` (a resumed epoch's next global batch)."""
         self._check_usable()
         self._generation += 1
         self._control.array.view("int64")[0] = self._generation  # workers cancel what is left of the last epoch
@@ -683,7 +684,12 @@ class PythonStage:
             for output in self._state.outputs.values():
                 output.assigned = False
         self._state = _EpochState(epoch=epoch, generation=self._generation, batches=len(self._starts) - 1,
-                                  epoch_end=self._starts[-1])
+                                  epoch_end=self._starts[-1], deliver=first_batch, raw_next=first_batch)
+
+    @property
+    def position(self) -> tuple[int, int] | None:
+        """(epoch, batches handed out in it), or None before the first epoch."""
+        return None if self._state is None else (self._state.epoch, self._state.deliver)
 
     def metrics(self) -> dict[int, dict]:
         """Per epoch: the consumer's stall and the workers' transform seconds, skipped samples, samples."""

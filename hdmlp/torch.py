@@ -152,6 +152,13 @@ class HDMLPDataLoader:
     non-empty batches per epoch. Iterating after the job's last epoch raises
     RuntimeError. Breaking out of a pass early is fine: the next pass starts
     the next epoch and skips the rest unread.
+
+    The job owns the position: a loader (or a new one made every epoch) starts
+    at the job's next epoch, and a job resumed from a state starts with the
+    rest of the epoch it was taken in (that first pass yields ``len(loader) -
+    state["batches"]`` batches). ``state_dict()`` / ``load_state_dict()`` are
+    the job's (torchdata's ``StatefulDataLoader`` names). One pass at a time:
+    a second iterator while one is open raises RuntimeError.
     """
 
     def __init__(self, dataset: HDMLPImageFolder) -> None:
@@ -160,9 +167,6 @@ class HDMLPDataLoader:
         self.dataset = dataset
         self.job = dataset.job
         self.sampler = HDMLPSampler(self)
-        self._next_epoch = 0
-        self._begun = -1       # the last epoch started in the job
-        self._active: int | None = None  # the epoch of the pass being delivered
 
     def __len__(self) -> int:
         return self.job.batches_per_epoch
@@ -187,61 +191,45 @@ class HDMLPDataLoader:
 
     @property
     def epoch(self) -> int:
-        """The epoch being delivered, else the one the next pass will deliver."""
-        return self._active if self._active is not None else self._next_epoch
+        """The epoch being delivered, else the one the next pass will deliver (the job's)."""
+        current = self.job._current_pass()
+        return current.epoch if current is not None else self.job.next_epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Makes the next pass deliver ``epoch``, as ``DistributedSampler.set_epoch`` before a pass.
 
-        The next epoch, and the current one (the last pass started), are a
-        no-op. A later epoch skips ahead at once: the epochs in between are
-        never read. An earlier epoch raises ValueError: hdmlp reads epochs
-        in order and cannot go back.
+        The next epoch, and the one before it (the current one, the last pass
+        started), are a no-op; but after a pass broken off early, the next
+        epoch starts at once (a state taken then is at its start). A later epoch
+        skips ahead at once: the epochs in between are never read. An earlier
+        epoch raises ValueError: hdmlp reads epochs in order and cannot go back. The rule is the job's, so it holds
+        for a new loader and across a resume (the next epoch is then the one the
+        state was taken in).
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, int):
-            raise TypeError(f"epoch must be an int, got {epoch!r}")
-        if not 0 <= epoch < self.job.epochs:
-            raise ValueError(f"set_epoch({epoch}): the job has epochs 0..{self.job.epochs - 1}; create the "
-                             f"hdmlp.Job with more epochs")
-        if epoch in (self._next_epoch, self._next_epoch - 1):
-            return
-        if epoch < self._next_epoch:
-            raise ValueError(f"set_epoch({epoch}): epoch {self._next_epoch - 1} has already been started, and "
-                             "hdmlp reads epochs in order; it cannot go back to an earlier one (create a new "
-                             "Job to read it again)")
-        # Skip ahead now, so that the workers stop reading the epochs in between.
-        self.job._begin_epoch(epoch)
-        self._begun = epoch
-        self._next_epoch = epoch
+        self.job._set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The job's position (:meth:`hdmlp.Job.state_dict`), as torchdata's ``StatefulDataLoader.state_dict``."""
+        return self.job.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Goes on from ``state`` before the first pass (:meth:`hdmlp.Job.load_state_dict`)."""
+        self.job.load_state_dict(state)
 
     def __iter__(self) -> Iterator[tuple[Any, torch.Tensor]]:
-        epoch = self._next_epoch
-        if epoch >= self.job.epochs:
-            raise RuntimeError(f"all {self.job.epochs} epochs of the job have been delivered; "
-                               f"create the hdmlp.Job with more epochs to iterate again")
-        if self._begun != epoch:
-            self.job._begin_epoch(epoch)
-            self._begun = epoch
-        self._next_epoch += 1
-        self._active = epoch
-        return self._batches(epoch)
+        return self._deliver(self.job._open_pass())
 
-    def _batches(self, epoch: int) -> Iterator[tuple[Any, torch.Tensor]]:
-        try:
-            yield from self._deliver(epoch)
-        finally:
-            if self._active == epoch:
-                self._active = None
-
-    def _deliver(self, epoch: int) -> Iterator[tuple[Any, torch.Tensor]]:
+    def _deliver(self, opened: Any) -> Iterator[tuple[Any, torch.Tensor]]:
         transform = self.dataset.transform
         target_transform = self.dataset.target_transform
         # Where the Python side's time goes, per epoch (Job.metrics()): the call for the
         # next batch, making tensors of it, and the training loop's time between batches.
+        # A generator: dropping it (a break) drops `opened`, which ends the pass.
+        epoch = opened.epoch
         clock, add = time.perf_counter, self.job._add_loop_seconds
         resumed = clock()
         while True:
-            batch = self.job._next_batch(epoch)
+            batch = next(opened, None)
             fetched = clock()
             add(epoch, next_batch_seconds=fetched - resumed)
             if batch is None:

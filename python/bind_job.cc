@@ -271,11 +271,14 @@ void BindJob(py::module_& m) {
                        double timeout_s, const std::vector<PySpec>& transforms, bool skip_bad_samples,
                        uintptr_t cuda_host_alloc, uintptr_t cuda_free_host, int64_t batch_size_per_rank,
                        bool shuffle, int staging_threads, int launcher_rank, int launcher_world_size,
-                       int launcher_local_world_size, const std::string& launcher_name, py::object gather, const std::string& source,
-                       const std::map<std::string, std::string>& source_options) {
+                       int launcher_local_world_size, const std::string& launcher_name, py::object gather,
+                       const std::string& source, const std::map<std::string, std::string>& source_options,
+                       std::optional<JobState> resume, int start_epoch) {
              JobOptions o;
              o.source.kind = source;
              for (const auto& [key, value] : source_options) SetSourceOption(&o.source, key, value);
+             o.resume = std::move(resume);
+             o.start_epoch = start_epoch;
              o.batch_size_per_rank = batch_size_per_rank;
              o.shuffle = shuffle;
              o.staging_threads = staging_threads;
@@ -314,7 +317,11 @@ void BindJob(py::module_& m) {
            py::arg("shuffle") = true, py::arg("staging_threads") = 0, py::arg("launcher_rank") = 0,
            py::arg("launcher_world_size") = 0, py::arg("launcher_local_world_size") = 0,
            py::arg("launcher_name") = "the launcher", py::arg("gather") = py::none(), py::arg("source") = "",
-           py::arg("source_options") = std::map<std::string, std::string>{})
+           py::arg("source_options") = std::map<std::string, std::string>{},
+           py::arg("resume") = std::optional<JobState>(), py::arg("start_epoch") = 0)
+      .def("state", [](PyJob& j) { return j.job().State(); })
+      .def("state_at", [](PyJob& j, int epoch, int64_t batches) { return j.job().StateAt(epoch, batches); },
+           py::arg("epoch"), py::arg("batches"))
       .def_property_readonly("rank", [](PyJob& j) { return j.job().rank(); })
       .def_property_readonly("world_size", [](PyJob& j) { return j.job().world_size(); })
       .def_property_readonly("seed", [](PyJob& j) { return j.job().seed(); })

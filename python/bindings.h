@@ -13,6 +13,7 @@ void BindJob(pybind11::module_& m);     // bind_job.cc
 void BindTransforms(pybind11::module_& m);  // bind_transforms.cc
 void BindSim(pybind11::module_& m);         // bind_sim.cc
 void BindSource(pybind11::module_& m);      // bind_source.cc
+void BindState(pybind11::module_& m);       // bind_state.cc
 
 }  // namespace hdmlp::python
 

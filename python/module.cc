@@ -41,6 +41,7 @@ PYBIND11_MODULE(_core, m) {
   hdmlp::python::BindArrays(m);  // first: the others return its arrays
   hdmlp::python::BindConfig(m);
   hdmlp::python::BindTools(m);
+  hdmlp::python::BindState(m);
   hdmlp::python::BindJob(m);
   hdmlp::python::BindTransforms(m);
   hdmlp::python::BindSim(m);

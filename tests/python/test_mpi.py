@@ -350,3 +350,57 @@ def test_mpi_and_launcher_disagreeing_is_an_error_on_every_rank(dataset, tmp_pat
     for r in results(tmp_path, 2):
         assert r.get("error") == "ValueError", r
         assert "MPI says this process is rank" in r["message"] and "of 3" in r["message"], r["message"]
+
+
+def plan_batches(n, batch, world, scheme, epoch, seed=5):
+    """Each global batch of an uninterrupted job's epoch (sorted ids), from the plan alone."""
+    import hdmlp
+    plan = hdmlp.AccessPlan(n, batch, 2, seed, world_size=world, distr_scheme=scheme, exchange_fraction=0.5)
+    ids = [plan.samples(epoch, r) for r in range(world)]
+    out = []
+    for b in range(plan.batches_per_epoch()):
+        step = []
+        for r in range(world):
+            start = sum(plan.local_batch_size(k, r) for k in range(b))
+            step += ids[r][start:start + plan.local_batch_size(b, r)]
+        out.append(sorted(step))
+    return out
+
+
+@pytest.mark.parametrize("old,new", [(4, (2, 3)), (2, (4,))])
+def test_stopped_mid_epoch_and_resumed_on_another_rank_count(dataset, tmp_path, old, new):
+    """Issue 14: N ranks stop after 2 of 6 steps of epoch 0 and M ranks go on from the state:
+    every sample of the interrupted epoch once; uniform keeps every global batch, the local
+    schemes deliver the old ranks' unread samples in the same global batches and re-cut
+    their shards for M ranks from the next epoch on. A state that differs on one rank makes
+    every rank raise the same error."""
+    root, by_path, _ = dataset
+    n, schemes = len(by_path), ["uniform", "local", "partial_local"]
+    states = tmp_path / "states"
+    states.mkdir()
+    opts = dict(schemes=schemes, states=str(states), batch_size=8, epochs=2, stop_after=2)
+    (tmp_path / "stop").mkdir()
+    proc = mpirun(old, "stop", root, tmp_path / "stop", **opts)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stopped = results(tmp_path / "stop", old)
+    for scheme in schemes:  # every rank holds the same state after the same step
+        assert len({(states / f"{scheme}.rank{r}.json").read_text() for r in range(old)}) == 1
+    for m in new:
+        out = tmp_path / f"resume{m}"
+        out.mkdir()
+        proc = mpirun(m, "resume", root, out, **opts)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        resumed = results(out, m)
+        for scheme in schemes:
+            mismatch = {r["schemes"][scheme]["mismatch"] for r in resumed}
+            assert len(mismatch) == 1, mismatch  # the same error on every rank
+            assert "ranks disagree on resume: rank 0 has epoch 0 after 2 global batches" in mismatch.pop()
+            before = [sorted(i for r in stopped for i in r["schemes"][scheme]["steps"][k]) for k in range(2)]
+            epochs = [[sorted(i for r in resumed for i in r["schemes"][scheme]["steps"][e][k])
+                       for k in range(len(resumed[0]["schemes"][scheme]["steps"][e]))] for e in range(2)]
+            whole = plan_batches(n, 8, old, scheme, 0)
+            assert before == whole[:2]
+            assert sorted(i for step in before + epochs[0] for i in step) == list(range(n)), scheme
+            assert epochs[0] == whole[2:], scheme  # 45 = 5 * 8 + 5: no merge for 2, 3 or 4 ranks
+            assert epochs[1] == plan_batches(n, 8, old if scheme == "uniform" else m, scheme, 1), scheme
+            assert all(r["schemes"][scheme]["state"]["epoch"] == 2 for r in resumed)

@@ -302,7 +302,8 @@ def test_workers_stop_on_close_break_exit_and_ctrl_c(raw, tmp_path):
     assert len(pids) == 2 and all(alive(p) for p in pids)
     for epoch in range(2):
         it = job.batches(epoch)
-        next(it)  # and break: the next epoch starts whole
+        next(it)
+        del it  # as a break does: the pass ends, and the next epoch starts whole
     assert len([i for b in job.batches(2) for i in b.ids]) == len(job)
     job.close()
     assert wait_gone(pids, 1.0) == []  # joined by close, not left to exit
@@ -349,3 +350,34 @@ def test_workers_stop_on_close_break_exit_and_ctrl_c(raw, tmp_path):
             assert proc.returncode == 0, err
         assert wait_gone(child) == [], f"workers of the {mode} run outlived it"
     assert not [f for f in os.listdir("/dev/shm") if "hdmlp" in f]  # memfd segments have no name to leak
+
+
+def test_resume_with_a_python_transform_goes_on_bit_for_bit(raw):
+    """job.state_dict() mid-epoch and at an epoch boundary, resumed by Job(resume=) and by
+    load_state_dict on a job that drew its own seed: the remaining batches (ids, index, draws) are
+    the uninterrupted run's, since the workers seed from the state's seed."""
+    root, _ = raw
+    kw = dict(batch_size=6, epochs=2, index_cache=False, transforms=F.draws, python_workers=2)
+
+    def rest(job, stop_after=None):
+        out = []
+        while job.next_epoch < job.epochs and len(out) != stop_after:
+            for b in job.batches():
+                out.append((b.epoch, b.index, tuple(b.ids), np.asarray(b.samples).tobytes()))
+                if len(out) == stop_after:
+                    break
+        return out
+
+    with hdmlp.Job(root, seed=21, **kw) as job:
+        whole = rest(job)
+        per_epoch = job.batches_per_epoch
+    assert [(e, i) for e, i, *_ in whole] == [(e, i) for e in range(2) for i in range(per_epoch)]
+    for k in (2, per_epoch):
+        with hdmlp.Job(root, seed=21, **kw) as first:
+            assert rest(first, stop_after=k) == whole[:k]
+            state = first.state_dict()
+        with hdmlp.Job(root, resume=state, **kw) as resumed:
+            assert rest(resumed) == whole[k:]
+        with hdmlp.Job(root, **kw) as other:  # seed=None: drawn, then the state's
+            other.load_state_dict(state)
+            assert other.seed == 21 and rest(other) == whole[k:]

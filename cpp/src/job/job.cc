@@ -49,6 +49,13 @@ const JobOptions& Validated(const JobOptions& options) {
                                " is impossible: the rank must be in [0, world size)");
   }
   ParseDistributionScheme(options.distr_scheme);
+  if (options.start_epoch < 0 || options.start_epoch > options.epochs) {
+    throw InvalidArgumentError("start_epoch must be in 0.." + std::to_string(options.epochs) +
+                               " (the job's epochs), got " + std::to_string(options.start_epoch));
+  }
+  if (options.resume && options.start_epoch > 0) {
+    throw InvalidArgumentError("give at most one of resume (a state) and start_epoch, got both");
+  }
   if (options.config_path.empty()) throw InvalidArgumentError("config_path is empty: give a configuration file");
   return options;
 }
@@ -83,6 +90,8 @@ std::string Signature(const JobOptions& o, const Source& source, const Config& c
     s += ") ";
   }
   s += "\non_error=" + std::string(o.skip_bad_samples ? "skip" : "raise");
+  s += "\nresume=" + (o.resume ? DescribeState(*o.resume)
+                               : o.start_epoch > 0 ? "the start of epoch " + std::to_string(o.start_epoch) : "none");
   return s;
 }
 
@@ -127,6 +136,7 @@ Job::Job(const JobOptions& options)
   // A rank that cannot start must still take part in the check below, or
   // the others would wait for it until their timeout.
   const bool ranks_talk = comm_ != nullptr || static_cast<bool>(options.gather);
+  if (options.batch_size_per_rank > 0) options_.batch_size = options.batch_size_per_rank * world_size_;
   std::string local_error;
   std::exception_ptr local_exception;
   try {
@@ -153,13 +163,19 @@ Job::Job(const JobOptions& options)
                                  ", a " + source_->kind() + " source), and transforms decode images: leave "
                                  "transforms=None to receive each batch as one [B, ...] array");
     }
+    fingerprint_ = source_->Fingerprint();
+    if (options.resume) {
+      JobState mine = Settings();
+      mine.seed = options.has_seed ? options.seed : options.resume->seed;
+      const std::string why = ResumeMismatch(*options.resume, mine, options.dataset_path);
+      if (!why.empty()) throw InvalidArgumentError(why);
+    }
   } catch (const std::exception& e) {
     if (!ranks_talk) throw;
     local_error = e.what();
     local_exception = std::current_exception();
   }
-  if (options.batch_size_per_rank > 0) options_.batch_size = options.batch_size_per_rank * world_size_;
-  seed_ = options.has_seed ? options.seed : DrawSeed();
+  seed_ = options.resume ? options.resume->seed : options.has_seed ? options.seed : DrawSeed();
   if (ranks_talk) {
     try {
       CheckRanksAgree(local_error);
@@ -192,12 +208,18 @@ Job::Job(const JobOptions& options)
   plan.world_size = world_size();
   plan.scheme = ParseDistributionScheme(options.distr_scheme);
   plan.exchange_fraction = options.exchange_fraction;
+  if (options.resume) {
+    plan.start = ResumePointOf(*options.resume);
+  } else {
+    plan.start.epoch = options.start_epoch;
+  }
   try {
     plan_ = std::make_unique<AccessPlan>(plan);
   } catch (const InvalidArgumentError& e) {
     throw InvalidArgumentError("'" + options.dataset_path + "': " + e.what());
   }
   epoch_size_ = plan_->RankEpochSize(rank());
+  SetPosition(plan_->start().epoch, plan_->StartBatch());
   ShareCapacities();
 
   batch_start_.assign(static_cast<size_t>(plan_->BatchesPerEpoch() + 1), 0);
@@ -244,6 +266,7 @@ Job::Job(const JobOptions& options)
   // MB in configs are MiB (docs/config.md).
   const auto capacity = static_cast<int64_t>(staging.capacity_mb * 1024 * 1024);
   staging_ = std::make_unique<StagingBuffer>(capacity, ItemOf(options.epochs, 0));
+  staging_->SkipTo(plan_->StartItem(rank()));  // a resumed job reads only what is left
   if (const double percent = PercentOf(staging); percent > 0) {
     budget_->JoinStaging(percent, staging.capacity_mb * 100 / percent,
                          [this](int64_t bytes) { staging_->SetCapacity(bytes); });
@@ -467,18 +490,86 @@ void Job::BeginEpoch(int epoch) {
   if (epoch <= epoch_) {
     throw InvalidArgumentError("epoch " + std::to_string(epoch) + " has already been started; epochs run in order");
   }
+  const ResumePoint& start = plan_->start();
+  if (epoch < start.epoch) {
+    throw InvalidArgumentError("epoch " + std::to_string(epoch) + " was delivered before this job resumed at epoch " +
+                               std::to_string(start.epoch) + " (global batch " + std::to_string(plan_->StartBatch()) +
+                               "); epochs run in order");
+  }
   if (epoch_ >= 0 && !pending_.ids.empty()) metrics_.AddDelivered(epoch_, 0, pending_stall_);
   epoch_ = epoch;
   epoch_order_ = plan_->Epoch(rank(), epoch);
-  batch_ = 0;
-  next_j_ = 0;
+  // The epoch the job resumed in goes on at its next global batch.
+  batch_ = epoch == start.epoch ? plan_->StartBatch() : 0;
+  next_j_ = batch_start_[static_cast<size_t>(batch_)];
   epoch_end_ = epoch_size_;
   moved_from_item_.store(INT64_MAX);
   pending_ = Batch();
   pending_bad_.clear();
   pending_stall_ = 0;
-  if (rows()) DropBatchesBelow(epoch, 0);
-  staging_->SkipTo(ItemOf(epoch, 0));
+  if (rows()) DropBatchesBelow(epoch, batch_);
+  staging_->SkipTo(ItemOf(epoch, next_j_));
+  SetPosition(epoch, batch_);
+}
+
+JobState Job::Settings() const {
+  JobState s;
+  s.seed = seed_;
+  s.batch_size = options_.batch_size;
+  s.distr_scheme = options_.distr_scheme;
+  s.exchange_fraction = options_.exchange_fraction;
+  s.shuffle = options_.shuffle;
+  s.drop_last = options_.drop_last;
+  s.samples = source_->size();
+  s.fingerprint = fingerprint_;
+  s.world_size = world_size_;
+  s.order_world_size = world_size_;
+  s.epochs = options_.epochs;
+  return s;
+}
+
+void Job::SetPosition(int epoch, int64_t batches) {
+  if (batches >= plan_->BatchesPerEpoch()) {  // the epoch is done: the next one starts at 0
+    ++epoch;
+    batches = 0;
+  }
+  std::lock_guard<std::mutex> lock(position_mu_);
+  position_epoch_ = epoch;
+  position_batches_ = batches;
+}
+
+JobState Job::State() const {
+  int epoch = 0;
+  int64_t batches = 0;
+  {
+    std::lock_guard<std::mutex> lock(position_mu_);
+    epoch = position_epoch_;
+    batches = position_batches_;
+  }
+  return StateAt(epoch, batches);
+}
+
+JobState Job::StateAt(int epoch, int64_t batches) const {
+  if (epoch < 0 || epoch > options_.epochs || batches < 0 || batches > plan_->BatchesPerEpoch()) {
+    throw InvalidArgumentError("state_at: position (epoch " + std::to_string(epoch) + ", batch " +
+                               std::to_string(batches) + ") is outside the job (epochs 0.." +
+                               std::to_string(options_.epochs) + ", batches 0.." +
+                               std::to_string(plan_->BatchesPerEpoch()) + ")");
+  }
+  if (batches == plan_->BatchesPerEpoch()) {  // the epoch is done: the next one starts at 0
+    ++epoch;
+    batches = 0;
+  }
+  JobState s = Settings();
+  s.epoch = epoch;
+  s.batches = batches;
+  s.position = s.batches * s.batch_size;
+  // Inside the epoch the job resumed in, the order is the one it began with.
+  const ResumePoint& start = plan_->start();
+  if (s.batches > 0 && s.epoch == start.epoch && start.order_world_size > 0) {
+    s.order_world_size = start.order_world_size;
+  }
+  return s;
 }
 
 void Job::RecordSkip(const std::string& message) {
@@ -598,6 +689,7 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
         next_j_ = batch_end;
         staging_->SkipTo(ItemOf(epoch_, batch_end));
         ++batch_;
+        SetPosition(epoch_, batch_);
         metrics_.AddDelivered(epoch_, 0, pending_stall_);
         if (rows()) DropBatchesBelow(epoch_, batch_);
         pending_ = Batch();
@@ -630,6 +722,7 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
   const int64_t size = static_cast<int64_t>(pending_.ids.size());
   metrics_.AddDelivered(epoch_, size, pending_stall_);
   ++batch_;
+  SetPosition(epoch_, batch_);
   if (rows()) DropBatchesBelow(epoch_, batch_);  // the memory now belongs to *out alone
   pending_stall_ = 0;
   if (size == 0) {

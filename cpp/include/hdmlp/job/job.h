@@ -55,10 +55,19 @@
 // exactly once. Storage errors (missing file, failing reads) are raised in
 // both modes.
 //
+// Resuming (job/job_state.h): State() is the job's global position (the
+// epoch, the global batches of it delivered) with what the order depends on.
+// A job created with JobOptions::resume = a state (or start_epoch = k, the
+// start of epoch k) begins there: its plan starts at that point
+// (plan/resume_point.h), so the staging workers, the stream of items and
+// the caches' placement cover only what is left, and BeginEpoch of that
+// epoch starts at its next global batch. Every rank must resume from the
+// same state (part of the start-up check).
+//
 // Lifetime: Close() (also run by the destructor) stops and joins every
 // thread within one read's time; it is safe to call more than once.
-// Thread-safety: one consumer thread calls BeginEpoch/NextBatch; Metrics()
-// and Close() may be called from any thread.
+// Thread-safety: one consumer thread calls BeginEpoch/NextBatch; Metrics(),
+// State() and Close() may be called from any thread.
 #ifndef HDMLP_JOB_JOB_H_
 #define HDMLP_JOB_JOB_H_
 
@@ -77,6 +86,7 @@
 #include "hdmlp/cache/cache_hierarchy.h"
 #include "hdmlp/config/config.h"
 #include "hdmlp/env/env.h"
+#include "hdmlp/job/job_state.h"
 #include "hdmlp/job/metrics.h"
 #include "hdmlp/job/process_budget.h"
 #include "hdmlp/plan/access_plan.h"
@@ -120,6 +130,10 @@ struct JobOptions {
   std::vector<TransformSpec> transforms;  // empty: deliver each file's bytes
   bool skip_bad_samples = false;          // else a bad sample raises
   HostAllocator batch_allocator = HostAllocator::Default();  // memory of transformed batches
+  // Resume from this state (job/job_state.h), or start at the beginning of
+  // epoch start_epoch; at most one of the two.
+  std::optional<JobState> resume;
+  int start_epoch = 0;
 };
 
 struct Batch {
@@ -172,8 +186,18 @@ class Job {
   int64_t batch_allocations() const { return pool_ ? pool_->allocations() : 0; }
   const char* batch_allocator_name() const { return pool_ ? pool_->allocator_name() : "none"; }
 
-  // Starts epoch `epoch` (0-based), which must be later than the current one.
+  // Starts epoch `epoch` (0-based), which must be later than the current one
+  // and not before the epoch the job resumed at (where it starts at the
+  // resume point's global batch).
   void BeginEpoch(int epoch);
+  // The job's position now, with what the order depends on (no I/O): the
+  // epoch being delivered (or next) and its global batches delivered; after
+  // an epoch's last batch, the next epoch and 0.
+  JobState State() const;
+  // The state of another position: `batches` global batches of `epoch`
+  // delivered (normalised as State() is). For a consumer that delivers
+  // behind NextBatch, e.g. the Python transforms' stage, which reads ahead.
+  JobState StateAt(int epoch, int64_t batches) const;
   // Fills *out with the next batch of the current epoch, or reports the end of
   // the epoch; waits at most max_wait (kTimeout: call again to go on).
   Next NextBatch(Batch* out, std::chrono::milliseconds max_wait);
@@ -222,6 +246,9 @@ class Job {
   // Sizes the storage classes for this rank and this process's live jobs.
   void ShareCapacities();
   int64_t ItemOf(int epoch, int64_t j) const { return static_cast<int64_t>(epoch) * epoch_size_ + j; }
+  // The settings a state must match, and records the consumer's position.
+  JobState Settings() const;
+  void SetPosition(int epoch, int64_t batches);
 
   JobOptions options_;
   std::unique_ptr<Communicator> comm_;
@@ -230,6 +257,7 @@ class Job {
   Env* env_;
   Config config_;
   std::unique_ptr<Source> source_;
+  uint64_t fingerprint_ = 0;  // source_->Fingerprint(), computed once
   uint64_t seed_ = 0;
   std::unique_ptr<AccessPlan> plan_;
   int64_t epoch_size_ = 0;  // this rank's samples per epoch
@@ -272,6 +300,10 @@ class Job {
   Batch pending_;              // the batch being assembled across timeouts
   std::vector<std::string> pending_bad_;  // skip_bad_samples: why each of its samples was left out
   double pending_stall_ = 0;
+  // The position State() reports: written by the consumer, read by anyone.
+  mutable std::mutex position_mu_;
+  int position_epoch_ = 0;      // guarded by position_mu_
+  int64_t position_batches_ = 0;  // guarded by position_mu_
 };
 
 }  // namespace hdmlp

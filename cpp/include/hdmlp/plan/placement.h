@@ -24,6 +24,10 @@
 //      arrive first.
 // Class 0 is the staging buffer, not a cache: it gets no samples.
 //
+// A resumed plan (plan/resume_point.h) counts only the reads from its start
+// on (StartItem(rank) onwards): the placement is planned for what is left of
+// the job, and its cost does not grow with the epochs already done.
+//
 // Cost. Let F = samples in the dataset, E = epochs, N = ranks, M = E*F/N
 // (the reads of one rank) and D <= min(F, M) the distinct samples the rank
 // reads. CountRankAccesses evaluates only the rank's own M positions
@@ -68,8 +72,9 @@ struct PlanningOptions {
   int64_t min_piece_items = int64_t{1} << 18;
   CountMethod method = CountMethod::kAuto;
   // Several ranks: the samples a rank reads in the first epoch (each is read
-  // by exactly one rank there) claim space before all others, in frequency
-  // order among themselves. When the ranks' storage together holds the
+  // by exactly one rank there; for a resumed plan, those it reads first of
+  // all ranks: AccessPlan::FirstEpochReader) claim space before all others,
+  // in frequency order among themselves. When the ranks' storage together holds the
   // dataset, every sample is then cached by the rank that reads it first,
   // which is the one rank that reads it from the PFS (cache_hierarchy.h).
   bool first_epoch_first = false;
@@ -81,10 +86,11 @@ struct SampleUse {
   int64_t first_item = 0;  // first read: epoch * RankEpochSize(rank) + j
 };
 
-// Every sample `rank` reads over all epochs, with its read count and first
-// read, sorted by sample id (each sample once). The counts sum to
-// epochs() * RankEpochSize(rank). Throws InvalidArgumentError for a rank
-// outside [0, world_size).
+// Every sample `rank` reads from the plan's start on (all epochs unless it
+// is resumed), with its read count and first read, sorted by sample id (each
+// sample once). The counts sum to epochs() * RankEpochSize(rank) -
+// StartItem(rank). Throws InvalidArgumentError for a rank outside
+// [0, world_size).
 std::vector<SampleUse> CountRankAccesses(const AccessPlan& plan, int rank,
                                          const PlanningOptions& options = {});
 
