@@ -10,12 +10,13 @@ import sys as _sys
 
 def _use_installed_hdmlp() -> None:
     # `python -m benchmarks` puts the checkout first on sys.path, where hdmlp/ has no
-    # compiled _core; drop it so that `import hdmlp` finds the installed package (this
-    # package's own modules are found through its __path__ from now on).
+    # compiled _core; move it to the end so that `import hdmlp` finds the installed package
+    # while `benchmarks` stays importable (hdmlp's Python transform workers import
+    # the main module, benchmarks.runner, with this sys.path).
     repo = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
     if "hdmlp" in _sys.modules or _glob.glob(_os.path.join(repo, "hdmlp", "_core*")):
         return
-    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != repo]
+    _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != repo] + [repo]
 
 
 _use_installed_hdmlp()

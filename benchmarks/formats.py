@@ -43,6 +43,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPO not in sys.path:
     sys.path.insert(0, REPO)
 
+from benchmarks import machine  # noqa: E402
 from benchmarks import pfs  # noqa: E402
 
 # name: (Mbit/s, ms added each way); a round trip costs twice the delay.
@@ -196,6 +197,10 @@ def run_one(spec: dict) -> dict:
     return out
 
 
+# The machine's load over the whole run and each system's process (benchmarks/machine.py); made in main().
+_recorder: machine.LoadRecorder | None = None
+
+
 def run_system(spec: dict, work: str, timeout: float) -> dict:
     spec_path = os.path.join(work, f"{spec['name']}.spec.json")
     with open(spec_path, "w") as f:
@@ -203,11 +208,15 @@ def run_system(spec: dict, work: str, timeout: float) -> dict:
     cache = tempfile.mkdtemp(prefix="cache-", dir=work)  # a first run: no index cache to reuse
     env = dict(os.environ, HDMLP_CACHE_DIR=cache)
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "_run", spec_path], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    recorder = _recorder or machine.LoadRecorder()
+    with recorder.run(spec["name"]):
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "_run", spec_path], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        return {"status": "error", "error": (proc.stderr or proc.stdout).strip()[-800:]}
+        return {"status": "error", "error": (proc.stderr or proc.stdout).strip()[-800:],
+                "load": recorder.last(spec["name"])}
     result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["load"] = recorder.last(spec["name"])
     result["process_seconds"] = time.perf_counter() - t
     result["status"] = "ok"
     return result
@@ -372,10 +381,12 @@ def scenario_hdf5(args) -> dict:
 
 # -- reporting ----------------------------------------------------------------------
 
-def markdown(results: list[dict], command: str) -> str:
+def markdown(results: list[dict], command: str, load: dict | None = None) -> str:
     lines = ["# Dataset formats over the emulated PFS", "",
              f"Written by `{command}`. Provisional: measured on a 2-core machine shared with other "
              "work (load averages below); re-measure on a quiet machine.", ""]
+    if load:
+        lines += [line + "  " for line in machine.report_lines(load)] + [""]
     for r in results:
         lines += [f"## {r['scenario']}", "", f"- load at start: `{r['uptime_start']}`",
                   f"- load at end: `{r['uptime_end']}`", ""]
@@ -452,6 +463,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="write the results here")
     p.add_argument("--markdown", help="write a markdown report here")
     args = p.parse_args(argv)
+    global _recorder
+    _recorder = machine.LoadRecorder()  # first: the load before this benchmark does anything
     reason = pfs.unavailable_reason(log=log)
     if reason and args.scenario != "max-side":
         log(f"the emulated PFS cannot run here: {reason}")
@@ -464,14 +477,16 @@ def main(argv=None) -> int:
         log(f"== {s} ({uptime()})")
         results.append({"images": scenario_images, "max-side": scenario_max_side, "hdf5": scenario_hdf5}[s](args))
     command = "python benchmarks/formats.py " + " ".join(argv)
+    load = _recorder.finish()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"command": command, "results": results}, f, indent=2)
-    text = markdown(results, command)
+            json.dump({"command": command, "results": results, "load": load}, f, indent=2)
+    text = markdown(results, command, load)
     if args.markdown:
         with open(args.markdown, "w") as f:
             f.write(text + "\n")
     print(text)
+    machine.print_warnings(load, log)
     return 0
 
 

@@ -12,6 +12,9 @@ dataset through the same store, one after the other, in one run:
   torch-raw-w{0,1,2}   torchvision ImageFolder reading each file's bytes + DataLoader
                        (num_workers 0, 1, 2; DistributedSampler under mpirun)
   torch-transforms-w{0,1,2}  ImageFolder (PIL) with the same torchvision.transforms chain
+  hdmlp-python-w{1,2}  hdmlp running that same torchvision chain as a Python transform in 1 or 2
+                       worker processes ([ImgDecode(), ToPIL(), chain]; scenarios python-warm
+                       and python-pfs), against the DataLoader with as many workers
 
 and reports, per system: images/s per epoch and over the job (start-up
 included), the ratio to the best DataLoader of the same kind (raw or
@@ -45,14 +48,17 @@ import sys
 import tempfile
 import time
 
+from benchmarks import machine as machine_mod
 from benchmarks import pfs as pfs_mod
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 DEFAULT_OUT = os.path.join(HERE, "results")
 README = os.path.join(HERE, "README.md")
-ALL_SYSTEMS = ["hdmlp-raw", "hdmlp-transforms", "torch-raw-w0", "torch-raw-w1", "torch-raw-w2",
-               "torch-transforms-w0", "torch-transforms-w1", "torch-transforms-w2"]
+CLASSIC_SYSTEMS = ["hdmlp-raw", "hdmlp-transforms", "torch-raw-w0", "torch-raw-w1", "torch-raw-w2",
+                   "torch-transforms-w0", "torch-transforms-w1", "torch-transforms-w2"]
+PYTHON_SYSTEMS = ["hdmlp-python-w1", "torch-transforms-w1", "hdmlp-python-w2", "torch-transforms-w2"]
+ALL_SYSTEMS = CLASSIC_SYSTEMS + ["hdmlp-python-w1", "hdmlp-python-w2"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +71,7 @@ class Scenario:
     disk_share: float = 0.0   # hdmlp's local-disk class per rank, as a share of the dataset
     images: int = 800
     epochs: int = 3
+    systems: tuple = tuple(CLASSIC_SYSTEMS)  # run by default (--systems overrides)
 
 
 SCENARIOS = {s.name: s for s in [
@@ -74,10 +81,16 @@ SCENARIOS = {s.name: s for s in [
              "pfs", 2, 0.6),
     Scenario("pfs-partial", "Slow PFS, the dataset larger than all local storage (30% RAM + 25% disk)",
              "pfs", 1, 0.30, 0.25),
+    Scenario("python-warm", "A Python transform (the torchvision chain on PIL images) in worker processes, warm "
+             "local cache", "local", 1, 1.5, systems=tuple(PYTHON_SYSTEMS)),
+    Scenario("python-pfs", "A Python transform (the torchvision chain on PIL images) in worker processes, slow PFS, "
+             "the dataset fits in RAM", "pfs", 1, 1.5, systems=tuple(PYTHON_SYSTEMS)),
 ]}
 
 
 def label(system: str) -> str:
+    if system.startswith("hdmlp-python"):
+        return f"hdmlp w={system.rsplit('-w', 1)[1]}, Python transform"
     if system.startswith("hdmlp"):
         return "hdmlp, " + ("raw bytes" if system == "hdmlp-raw" else "C++ transforms")
     kind, workers = system.rsplit("-w", 1)
@@ -98,7 +111,7 @@ def machine() -> dict:
     except OSError:
         pass
     mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"cores": os.cpu_count(), "cpu": cpu, "load_average_1min": round(os.getloadavg()[0], 1), "memory_gib": round(mem_gb, 1),
+    return {"cores": os.cpu_count(), "cpu": cpu, "memory_gib": round(mem_gb, 1),
             "kernel": platform.release(), "python": platform.python_version(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
 
@@ -156,8 +169,9 @@ def run_process(cmd: list[str], env: dict, timeout: float, log_path: str) -> int
             raise
 
 
-def run_system(system: str, args, scenario: Scenario, data: str, config: str, work: str, store, log) -> dict:
-    kind = system if system.startswith("hdmlp") else system.rsplit("-w", 1)[0]
+def run_system(system: str, args, scenario: Scenario, data: str, config: str, work: str, store, log,
+               recorder: machine_mod.LoadRecorder | None = None) -> dict:
+    kind = system.rsplit("-w", 1)[0]
     spec = {"name": system, "kind": kind, "workers": int(system.rsplit("-w", 1)[1]) if "-w" in system else 0,
             "data": data, "epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed,
             "config": config, "step_ms": args.step_ms, "image_size": args.image_size, "out": work}
@@ -175,12 +189,15 @@ def run_system(system: str, args, scenario: Scenario, data: str, config: str, wo
             (["--allow-run-as-root"] if os.geteuid() == 0 else []) + cmd
     store.before_system()
     wire0 = store.wire_bytes()
+    recorder = recorder or machine_mod.LoadRecorder()
     t = time.perf_counter()
-    try:
-        rc = run_process(cmd, env, args.timeout, os.path.join(work, f"{system}.log"))
-    except subprocess.TimeoutExpired:
-        rc = f"timed out after {args.timeout:g} s (--timeout)"
+    with recorder.run(system):
+        try:
+            rc = run_process(cmd, env, args.timeout, os.path.join(work, f"{system}.log"))
+        except subprocess.TimeoutExpired:
+            rc = f"timed out after {args.timeout:g} s (--timeout)"
     wall = time.perf_counter() - t
+    load = recorder.last(system)
     wire = store.wire_bytes() - wire0 if wire0 is not None else None
     shutil.rmtree(cache, ignore_errors=True)
     ranks = []
@@ -197,11 +214,13 @@ def run_system(system: str, args, scenario: Scenario, data: str, config: str, wo
             with open(os.path.join(work, f"{system}.log")) as f:
                 errors = [f.read().strip()[-800:] or f"exit status {rc}"]
         log(f"  {label(system):34s} failed: {errors[0].splitlines()[-1] if errors[0] else rc}")
-        return {"status": "error", "error": errors[0], "label": label(system)}
+        return {"status": "error", "error": errors[0], "label": label(system), "load": load}
     result = aggregate(ranks, args.epochs)
-    result.update({"label": label(system), "kind": kind_of(system), "wall_seconds": wall, "wire_bytes": wire})
+    result.update({"label": label(system), "kind": kind_of(system), "wall_seconds": wall, "wire_bytes": wire,
+                   "load": load})
     log(f"  {label(system):34s} " + " ".join(f"{e['img_per_s']:7.0f}" for e in result["epochs"])
-        + f" img/s per epoch, stall {result['stall_share']:.0%}, CPU {result['cpu_seconds']:.1f} s")
+        + f" img/s per epoch, stall {result['stall_share']:.0%}, CPU {result['cpu_seconds']:.1f} s"
+        + (f" [busy: other processes used {load['other_cores']:.2f} cores]" if load["busy"] else ""))
     return result
 
 
@@ -315,6 +334,13 @@ def add_ratios(systems: dict) -> None:
             if v["status"] == "ok" and v["kind"] == kind:
                 v["best_dataloader"] = best
                 v["vs_best_dataloader"] = v["job_img_per_s"] / torch_rows[best]["job_img_per_s"]
+                # A Python transform's workers against the DataLoader with as many, epoch by epoch.
+                same = systems.get("torch-transforms-w" + k.rsplit("-w", 1)[1]) if k.startswith("hdmlp-python") \
+                    else None
+                if same is not None and same["status"] == "ok":
+                    v["vs_same_workers"] = v["job_img_per_s"] / same["job_img_per_s"]
+                    v["epochs_vs_same_workers"] = [a["img_per_s"] / b["img_per_s"]
+                                                   for a, b in zip(v["epochs"], same["epochs"])]
 
 
 def source_shares(sources: dict) -> str:
@@ -336,7 +362,10 @@ def table_rows(result: dict) -> tuple[list[str], list[list[str]]]:
         store_bytes = r["wire_bytes"] if r.get("wire_bytes") is not None else r["store_bytes"]
         rows.append([r["label"]] + [f"{e['img_per_s']:.0f}" for e in r["epochs"]] +
                     [f"{r['job_img_per_s']:.0f}",
-                     f"{r['vs_best_dataloader']:.2f}x" if "vs_best_dataloader" in r else "-",
+                     (f"{r['vs_best_dataloader']:.2f}x" if "vs_best_dataloader" in r else "-") +
+                     (f" (same workers: {r['vs_same_workers']:.2f}x; per epoch "
+                      + " ".join(f"{x:.2f}x" for x in r["epochs_vs_same_workers"]) + ")"
+                      if "vs_same_workers" in r else ""),
                      f"{r['stall_share']:.0%}", f"{r['cpu_seconds']:.1f}", f"{r['peak_rss_bytes'] / 2**20:.0f}",
                      f"{store_bytes / 1e6:.1f}", source_shares(r["epochs"][-1]["sources"])])
     return header, rows
@@ -351,7 +380,9 @@ def text_table(header, rows) -> str:
 
 def describe_setup(result: dict) -> list[str]:
     m, d, a, s = result["machine"], result["dataset"], result["args"], result["store"]
-    load = f" (shared: 1-min load average {m['load_average_1min']} at the start)" if "load_average_1min" in m else ""
+    # Older results had only this (sampled when the report was made); newer ones have "load".
+    load = f" (shared: 1-min load average {m['load_average_1min']} at the start)" \
+        if "load_average_1min" in m and "load" not in result else ""
     lines = [f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, Linux {m['kernel']}; "
              f"{m['date']}{load}.",
              f"Dataset: {d['images']} generated ImageNet-like JPEGs in {d['classes']} classes, "
@@ -367,6 +398,8 @@ def describe_setup(result: dict) -> list[str]:
                      f"{readers.split('_')[0]} readers.")
     else:
         lines.append(f"Store: {s['note']}.")
+    if "load" in result:
+        lines += machine_mod.report_lines(result["load"])
     sc = result["scenario"]
     lines.append(f"hdmlp caches per rank: RAM {sc['memory_share']:.0%} of the dataset"
                  + (f", local disk {sc['disk_share']:.0%}" if sc["disk_share"] else "")
@@ -458,6 +491,7 @@ def update_readme(result: dict, readme: str = README) -> None:
 # -- a scenario ------------------------------------------------------------------
 
 def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
+    recorder = machine_mod.LoadRecorder()  # first: the load before this scenario does anything
     import hdmlp
     from hdmlp.datasets import make_image_folder
 
@@ -469,7 +503,7 @@ def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
         if reason:
             log(f"[{scenario.name}] skipped: the emulated PFS cannot run on this machine: {reason}")
             return None
-    systems = args.systems.split(",") if args.systems else list(ALL_SYSTEMS)
+    systems = args.systems.split(",") if args.systems else list(scenario.systems)
     unknown = [s for s in systems if s not in ALL_SYSTEMS]
     if unknown:
         raise SystemExit(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(ALL_SYSTEMS)}")
@@ -504,8 +538,9 @@ def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
                 + (f" ({scenario.ranks} ranks under mpirun)" if scenario.ranks > 1 else ""))
             results = {}
             for system in systems:
-                results[system] = run_system(system, args, scenario, store.path, configs[kind_of(system)], work,
-                                             store, log)
+                # A Python transform's core delivers raw bytes: the raw configuration's staging.
+                config = configs["raw" if system.startswith("hdmlp-python") else kind_of(system)]
+                results[system] = run_system(system, args, scenario, store.path, config, work, store, log, recorder)
             store_desc = store.describe()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -521,6 +556,7 @@ def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
         "args": {k: getattr(args, k) for k in ("images", "epochs", "batch_size", "step_ms", "seed", "image_size",
                                                "rate_mbit", "delay_ms")},
         "systems": results,
+        "load": recorder.finish(),
     }
     base = os.path.join(args.out, scenario.name)
     with open(base + ".json", "w") as f:
@@ -535,6 +571,8 @@ def report(result: dict, base: str, readme: bool, log=print) -> None:
     log("")
     log("\n".join(describe_setup(result)))
     log(text_table(header, rows))
+    if "load" in result:
+        machine_mod.print_warnings(result["load"], log)
     with open(base + ".md", "w") as f:
         f.write(markdown(result))
     written = [base + ".json", base + ".md"]

@@ -22,6 +22,12 @@ import sys
 import tempfile
 import time
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+if __package__ in (None, ""):  # run as a script: import this folder as the benchmarks package
+    sys.path.insert(0, os.path.dirname(HERE))
+    sys.path = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
+from benchmarks import machine  # noqa: E402
+
 
 def worker(args):
     import torch
@@ -111,6 +117,7 @@ def main():
     if args.worker:
         return worker(args)
 
+    recorder = machine.LoadRecorder()  # first: the load before this benchmark does anything
     import hdmlp
     from hdmlp.datasets import make_image_folder
 
@@ -126,7 +133,10 @@ def main():
             json.dump(samples, f)
         for n in map(int, args.ranks.split(",")):
             for system in ("hdmlp", "torch"):
-                results[f"{system} x{n}"] = launch(system, n, args, out, samples_json)
+                with recorder.run(f"{system} x{n}"):
+                    results[f"{system} x{n}"] = launch(system, n, args, out, samples_json)
+                results[f"{system} x{n}"]["load"] = recorder.last(f"{system} x{n}")
+    load = recorder.finish()
     print(f"{len(samples)} files, {total / 1e6:.0f} MB, {args.epochs} epochs, {args.latency_ms} ms per file; "
           f"{os.cpu_count()} cores (ranks oversubscribed)")
     print(f"{'system':34s} {'img/s':>8s} {'store MB':>9s} {'x dataset':>9s}  reads by source")
@@ -137,9 +147,11 @@ def main():
         print(f"{label:34s} {r['img_per_s']:8.0f} {r['store_bytes'] / 1e6:9.1f} {r['store_bytes'] / total:9.2f}  {shares}")
     for n in map(int, args.ranks.split(",")):
         print(f"ranks {n}: hdmlp / DataLoader = {results[f'hdmlp x{n}']['img_per_s'] / results[f'torch x{n}']['img_per_s']:.1f}x")
+    print(machine.summary_line(load))
+    machine.print_warnings(load)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"dataset_bytes": total, "args": {k: v for k, v in vars(args).items() if v is not None},
+            json.dump({"dataset_bytes": total, "load": load, "args": {k: v for k, v in vars(args).items() if v is not None},
                        "results": results}, f, indent=2)
 
 

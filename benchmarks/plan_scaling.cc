@@ -38,6 +38,8 @@
 #include "hdmlp/plan/placement.h"
 #include "hdmlp/plan/random.h"
 
+#include "machine_load.h"
+
 namespace {
 
 constexpr int64_t kImageNet1k = 1281167;
@@ -220,6 +222,7 @@ void PrintRow(const char* method, const Result& r, const char* note) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const hdmlp_bench::LoadSample load_start = hdmlp_bench::SampleLoad();  // the machine before this runs
   int threads = 0;
   int baseline_epochs_22k = 3;
   bool baseline = true;
@@ -290,5 +293,6 @@ int main(int argc, char** argv) {
     const Case c{"", kImageNet22k, ranks, false, kEpochs};
     PrintRow(std::to_string(ranks).c_str(), RunPlanner(c, threads), "");
   }
+  hdmlp_bench::PrintLoadSummary(load_start, hdmlp_bench::SampleLoad(), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   return 0;
 }

@@ -17,6 +17,8 @@ Systems (``kind``):
                      ToTensor, Normalize): float32 [b, 3, S, S] batches
   torch-raw          torchvision ImageFolder whose loader reads the file's bytes, DataLoader
   torch-transforms   torchvision ImageFolder (PIL) with the equivalent torchvision.transforms
+  hdmlp-python       hdmlp.Job running that torchvision chain as a Python transform
+                     ([ImgDecode(), ToPIL(), chain]) in ``workers`` worker processes
 
 The consumer sleeps ``step_ms`` after each batch, standing in for a training
 step on an accelerator (the CPU is free meanwhile, as while a GPU computes).
@@ -42,12 +44,14 @@ def _mpi_rank_world() -> tuple[int, int]:
 
 
 class MemorySampler:
-    """Samples the RSS and PSS of this process and all its descendants (DataLoader workers)."""
+    """Samples the RSS and PSS of this process and all its descendants (DataLoader workers, hdmlp's
+    forkserver and Python transform workers), and the CPU seconds each descendant has used."""
 
     def __init__(self, interval_s: float = 0.1) -> None:
         self.interval_s = interval_s
         self.peak_rss = 0
         self.peak_pss = 0
+        self.descendant_cpu: dict[int, float] = {}  # pid -> CPU seconds, as last seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -77,6 +81,14 @@ class MemorySampler:
 
     def sample(self) -> None:
         rss = pss = 0
+        tick = os.sysconf("SC_CLK_TCK")
+        for p in self._tree(os.getpid())[1:]:
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                self.descendant_cpu[p] = (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            except (OSError, IndexError, ValueError):
+                pass
         for p in self._tree(os.getpid()):
             try:
                 with open(f"/proc/{p}/smaps_rollup") as f:
@@ -95,10 +107,13 @@ class MemorySampler:
             self.sample()
 
 
-def _cpu_seconds() -> float:
+def _cpu_seconds(sampled_descendants: float = 0.0) -> float:
+    """This process's CPU seconds and its descendants': those it has reaped (DataLoader workers), or, when
+    more, those sampled from /proc while they ran (grandchildren such as a forkserver's workers are
+    reaped by their own parent)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # joined DataLoader workers
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + max(kids.ru_utime + kids.ru_stime, sampled_descendants)
 
 
 # The run's MemorySampler. _consume samples it once per epoch while the loader
@@ -130,16 +145,28 @@ def _consume(loader, step_s: float) -> tuple[float, float, int]:
     return time.perf_counter() - start, stall, samples
 
 
+def torchvision_chain(size: int):
+    """The ImageNet training chain in torchvision, on PIL images."""
+    import torchvision.transforms as TV
+    return TV.Compose([TV.RandomResizedCrop(size), TV.RandomHorizontalFlip(), TV.ToTensor(), TV.Normalize(MEAN, STD)])
+
+
 def run_hdmlp(spec: dict) -> dict:
     import hdmlp
     from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
 
     transforms = None
+    kwargs: dict = {}
     if spec["kind"] == "hdmlp-transforms":
         import hdmlp.transforms as T
         transforms = [T.ImgDecode(), T.RandomResizedCrop(spec["image_size"]), T.RandomHorizontalFlip(),
                       T.ToTensor(), T.Normalize(MEAN, STD)]
-    kwargs = {"transforms": transforms, "on_error": "raise"} if transforms else {}
+    elif spec["kind"] == "hdmlp-python":  # the DataLoader's own torchvision chain, in hdmlp's workers
+        import hdmlp.transforms as T
+        transforms = [T.ImgDecode(), T.ToPIL(), torchvision_chain(spec["image_size"])]
+        kwargs["python_workers"] = spec["workers"]
+    if transforms:
+        kwargs.update({"transforms": transforms, "on_error": "raise"})
     t0 = time.perf_counter()
     job = hdmlp.Job(spec["data"], spec["batch_size"], spec["epochs"], seed=spec["seed"],
                     config_path=spec.get("config"), **kwargs)
@@ -150,6 +177,8 @@ def run_hdmlp(spec: dict) -> dict:
         seconds, stall, n = _consume(loader, spec["step_ms"] / 1000)
         epochs.append({"seconds": seconds, "stall_seconds": stall, "samples": n})
     m = job.metrics()
+    if _memory is not None:
+        _memory.sample()  # the CPU time of the Python transform workers, which close() ends
     for e, em in zip(epochs, m["epochs"]):
         e["sources"] = {src: r["count"] for src, r in em["reads"].items() if r["count"]}
         e["loader_stall_seconds"] = em["stall_seconds"]
@@ -191,10 +220,8 @@ def run_torch(spec: dict) -> dict:
 
     t0 = time.perf_counter()
     if spec["kind"] == "torch-transforms":
-        import torchvision.transforms as TV
-        chain = TV.Compose([TV.RandomResizedCrop(spec["image_size"]), TV.RandomHorizontalFlip(), TV.ToTensor(),
-                            TV.Normalize(MEAN, STD)])
-        dataset = torchvision.datasets.ImageFolder(spec["data"], transform=chain, loader=read_image)
+        dataset = torchvision.datasets.ImageFolder(spec["data"], transform=torchvision_chain(spec["image_size"]),
+                                                   loader=read_image)
         collate = None
     else:
         dataset = torchvision.datasets.ImageFolder(spec["data"], loader=read_bytes)
@@ -230,6 +257,9 @@ def main() -> None:
     if spec["kind"].startswith("hdmlp"):
         import hdmlp.torch  # noqa: F401
         import hdmlp.transforms  # noqa: F401
+        if spec["kind"] == "hdmlp-python":
+            import PIL.Image  # noqa: F401
+            import torchvision.transforms  # noqa: F401
     else:
         import PIL.Image  # noqa: F401
         import torchvision.transforms  # noqa: F401
@@ -237,7 +267,7 @@ def main() -> None:
     if torch_threads:
         import torch
         torch.set_num_threads(torch_threads)
-    cpu0 = _cpu_seconds()
+    cpu0 = _cpu_seconds()  # no descendant yet
     wall0 = time.perf_counter()
     status, error = "ok", None
     global _memory
@@ -248,7 +278,8 @@ def main() -> None:
         except Exception as e:  # reported in the table, e.g. a system this build does not have
             status, error = "error", f"{type(e).__name__}: {e}"
             result = {"rank": _mpi_rank_world()[0], "world_size": _mpi_rank_world()[1], "epochs": []}
-    result.update({"name": spec["name"], "status": status, "error": error, "cpu_seconds": _cpu_seconds() - cpu0,
+    result.update({"name": spec["name"], "status": status, "error": error,
+                   "cpu_seconds": _cpu_seconds(sum(mem.descendant_cpu.values())) - cpu0,
                    "wall_seconds": time.perf_counter() - wall0, "peak_rss_bytes": mem.peak_rss,
                    "peak_pss_bytes": mem.peak_pss})
     path = os.path.join(spec["out"], f"{spec['name']}-rank{result['rank']}.json")

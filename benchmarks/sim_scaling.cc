@@ -24,6 +24,8 @@
 #include "hdmlp/sim/model.h"
 #include "hdmlp/sim/simulator.h"
 
+#include "machine_load.h"
+
 namespace {
 
 double PeakMb() {
@@ -44,6 +46,7 @@ double CpuSeconds() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const hdmlp_bench::LoadSample load_start = hdmlp_bench::SampleLoad();  // the machine before this runs
   std::string config_path = "configs/sim_fits_all_nodes.cfg";
   std::string policy = "hdmlp";
   hdmlp::sim::Workload w;
@@ -94,5 +97,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sim_scaling: %s\n", e.what());
     return 1;
   }
+  hdmlp_bench::PrintLoadSummary(load_start, hdmlp_bench::SampleLoad(), static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   return 0;
 }

@@ -21,11 +21,14 @@
 //                   everything after the decode
 //
 // Every file is read into memory first. Each case runs on 1 thread and on
-// --threads threads (default: all cores) over the same items (image i of
-// pass p is sample i of epoch p, so crops differ between passes); it prints
+// --threads threads (default: the CPUs this process may use, what
+// threads = "auto" gives) over the same items (image i of pass p is sample i
+// of epoch p, so crops differ between passes); it prints
 // images/s, images/s per core, and the CPU microseconds per image measured
 // with the threads' CPU clocks, which a busy shared machine distorts less
-// than wall time.
+// than wall time. The load average and the CPU other processes took during
+// each case are recorded too (machine_load.h); a case during which others
+// took more than a tenth of a core is marked busy.
 //
 // CMake (under HDMLP_BUILD_BENCHMARKS in CMakeLists.txt):
 //   add_executable(transform_ceiling ${CMAKE_CURRENT_SOURCE_DIR}/benchmarks/transform_ceiling.cc)
@@ -33,11 +36,15 @@
 //   target_compile_options(transform_ceiling PRIVATE -Wall -Wextra)
 // By hand:
 //   g++ -std=c++17 -O2 -I cpp/include -I /usr/include/opencv4 benchmarks/transform_ceiling.cc
-//     cpp/src/transforms/*.cc cpp/src/transforms/ops/*.cc cpp/src/tools/*.cc -lopencv_core -lopencv_imgproc -lopencv_imgcodecs -ljpeg
+//     cpp/src/transforms/*.cc cpp/src/transforms/ops/*.cc cpp/src/tools/*.cc cpp/src/config/cpu_budget.cc
+//     cpp/src/errors.cc -lopencv_core -lopencv_imgproc -lopencv_imgcodecs -ljpeg
 //     -pthread -o /tmp/transform_ceiling
 // Run:
 //   /tmp/transform_ceiling [--images N] [--passes P] [--threads T] [--min-side S --max-side S] [--root DIR]
-//                          [--only SUBSTRING]
+//                          [--only SUBSTRING] [--case NAME]... [--no-single-thread]
+// (--case train --case val: only those cases, by exact name; --no-single-thread:
+// only on --threads threads. benchmarks/transform_pipeline.py runs it so, as
+// its "ceiling" system, on its own folder.)
 // The folder (generated once, under /tmp by default) has ImageNet-like
 // 250..500-pixel sides; --min-side 800 --max-side 1600 shows the draft
 // decode on large photos.
@@ -60,6 +67,9 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
+#include "machine_load.h"
+
+#include "hdmlp/config/cpu_budget.h"
 #include "hdmlp/tools/image_folder_generator.h"
 #include "hdmlp/transforms/decode.h"
 #include "hdmlp/transforms/resample.h"
@@ -74,8 +84,10 @@ struct Options {
   int min_side = 250, max_side = 500;  // the generator's ImageNet-like default
   int images = 500;
   int passes = 2;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::string only;  // run only the cases whose name contains this
+  int threads = hdmlp::ReadCpuBudget().UsableCpus();  // what threads = "auto" gives
+  std::string only;                // run only the cases whose name contains this
+  std::vector<std::string> cases;  // --case NAME (repeatable): only these; empty: every case
+  bool single_thread = true;       // also run each case on 1 thread
 };
 
 double ThreadCpuSeconds() {
@@ -140,6 +152,7 @@ std::vector<TransformSpec> ValChain() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const hdmlp_bench::LoadSample start = hdmlp_bench::SampleLoad();  // before this benchmark loads the machine
   Options opt;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -164,10 +177,14 @@ int main(int argc, char** argv) {
       opt.max_side = std::atoi(value());
     } else if (a == "--only") {
       opt.only = value();
+    } else if (a == "--case") {
+      opt.cases.push_back(value());
+    } else if (a == "--no-single-thread") {
+      opt.single_thread = false;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--root DIR] [--images N] [--passes P] [--threads T] [--min-side S] [--max-side S] "
-                   "[--only SUBSTRING]\n",
+                   "[--only SUBSTRING] [--case NAME]... [--no-single-thread]\n",
                    argv[0]);
       return 2;
     }
@@ -259,7 +276,13 @@ int main(int argc, char** argv) {
     std::function<void(int64_t)> work;
   };
   // Decoded images for the after-decode cases (at most 200, to bound memory).
-  const int n_decoded = std::min(opt.images, 200);
+  const auto selected = [&](const std::string& name) {
+    if (!opt.only.empty() && name.find(opt.only) == std::string::npos) return false;
+    return opt.cases.empty() || std::find(opt.cases.begin(), opt.cases.end(), name) != opt.cases.end();
+  };
+  const bool any_after = selected("train after decode") || selected("val after decode") ||
+                         selected("timm after decode");
+  const int n_decoded = any_after ? std::min(opt.images, 200) : 0;
   std::vector<cv::Mat> decoded(static_cast<size_t>(n_decoded));
   for (int i = 0; i < n_decoded; ++i) {
     const cv::Mat buf(1, static_cast<int>(files[i].size()), CV_8UC1, files[i].data());
@@ -287,16 +310,24 @@ int main(int argc, char** argv) {
 
   Run(max_threads, std::min<int64_t>(n, 64), cases[1].work);  // warm-up: caches, scratch buffers
   std::printf("AVX2 kernels: %s\n", hdmlp::ResampleUsesAvx2() ? "yes" : "no");
-  std::printf("\n%-20s %8s %12s %12s %14s\n", "case", "threads", "images/s", "per core", "CPU us/image");
+  const hdmlp::CpuBudget budget = hdmlp::ReadCpuBudget();
+  std::printf("CPU budget: %s\n", budget.Describe().c_str());
+  std::printf("\n%-20s %8s %12s %12s %14s %14s\n", "case", "threads", "images/s", "per core", "CPU us/image",
+              "others (cores)");
   for (const Case& c : cases) {
-    if (!opt.only.empty() && std::string(c.name).find(opt.only) == std::string::npos) continue;
-    std::vector<int> thread_counts = {1};
+    if (!selected(c.name)) continue;
+    std::vector<int> thread_counts;
+    if (opt.single_thread || max_threads == 1) thread_counts.push_back(1);
     if (max_threads > 1) thread_counts.push_back(max_threads);
     for (int t : thread_counts) {
+      const hdmlp_bench::LoadSample before = hdmlp_bench::SampleLoad();
       const Result r = Run(t, n, c.work);
+      const auto load = hdmlp_bench::Usage(before, hdmlp_bench::SampleLoad(), budget.UsableCpus(), false);
       const double ips = r.items / r.wall_s;
-      std::printf("%-20s %8d %12.0f %12.0f %14.0f\n", c.name, t, ips, ips / t, r.cpu_s / r.items * 1e6);
+      std::printf("%-20s %8d %12.0f %12.0f %14.0f %9.2f%s\n", c.name, t, ips, ips / t, r.cpu_s / r.items * 1e6,
+                  load.other_cores, load.busy ? " busy" : "");
     }
   }
+  hdmlp_bench::PrintLoadSummary(start, hdmlp_bench::SampleLoad(), budget.UsableCpus());
   return 0;
 }

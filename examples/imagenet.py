@@ -293,7 +293,7 @@ def main_worker(gpu, ngpus_per_node, args):
 
     train_job = hdmlp.Job(
         traindir, batch_size_per_rank=args.batch_size, epochs=args.epochs, num_workers=args.workers,
-        pin_memory=use_accel, config_path=args.hdmlp_config,
+        pin_memory=use_accel, config_path=args.hdmlp_config, seed=args.seed, start_epoch=args.start_epoch,
         transforms=[
             transforms.ImgDecode(),
             transforms.RandomResizedCrop(args.image_size),
@@ -305,7 +305,7 @@ def main_worker(gpu, ngpus_per_node, args):
 
     val_job = hdmlp.Job(
         valdir, batch_size_per_rank=args.batch_size, epochs=args.epochs, shuffle=False,
-        num_workers=args.workers, pin_memory=use_accel, config_path=args.hdmlp_config,
+        num_workers=args.workers, pin_memory=use_accel, config_path=args.hdmlp_config, start_epoch=args.start_epoch,
         transforms=[
             transforms.ImgDecode(),
             transforms.Resize(args.image_size * 256 // 224),

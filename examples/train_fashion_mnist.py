@@ -25,6 +25,19 @@ weights, and reports the ratios.
 samples per step (it must divide evenly). Both loaders drop each epoch's last
 incomplete batch, as DistributedDataParallel needs equal steps on every rank.
 
+Preemption (``--checkpoint PATH``, ``--resume PATH``; hdmlp only): SIGTERM, which batch
+schedulers send before they kill a job (or SIGUSR1, e.g. Slurm's ``--signal=USR1@120``),
+only sets a flag; the loop finishes its step, the ranks agree to stop (an all-reduce of
+the flag, so every rank stops after the same step), rank 0 writes the model, the optimiser
+and ``job.state_dict()`` in one checkpoint file (written beside it, then renamed), and every
+rank closes its jobs. A checkpoint is also written after every epoch. ``--resume PATH``
+goes on from it bit for bit: the same remaining batches, the same dropout masks (seeded
+by the step's position), so the final weights are those of an uninterrupted run.
+``--simulate-preemption STEP`` makes rank 0 send itself SIGTERM after STEP steps::
+
+    python examples/train_fashion_mnist.py --checkpoint ck.pt --simulate-preemption 700
+    python examples/train_fashion_mnist.py --checkpoint ck.pt --resume ck.pt
+
 Reported per epoch (the slowest rank's wall time, the other numbers averaged
 over ranks): seconds, stall (time the training loop waited for its next batch),
 test accuracy (all ranks evaluate a share of the test folder; the counts are
@@ -46,6 +59,7 @@ import json
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -92,7 +106,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "0: the cores divided by the ranks on this host")
     p.add_argument("--report", default=None, metavar="PATH",
                    help="write the results as Markdown to PATH and as JSON beside it (rank 0)")
+    p.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help="write a checkpoint (model, optimiser, the hdmlp job's state) to PATH after every epoch "
+                        "and when SIGTERM/SIGUSR1 asks the run to stop (rank 0; --loader hdmlp)")
+    p.add_argument("--resume", default=None, metavar="PATH",
+                   help="go on from a checkpoint that --checkpoint wrote, bit for bit (--loader hdmlp)")
+    p.add_argument("--simulate-preemption", type=int, default=None, metavar="STEP",
+                   help="rank 0 sends itself SIGTERM after STEP training steps (with --checkpoint)")
     args = p.parse_args(argv)
+    if (args.checkpoint or args.resume) and args.loader != "hdmlp":
+        p.error("--checkpoint and --resume need --loader hdmlp (the DataLoader cannot resume mid-epoch exactly)")
+    if args.simulate_preemption is not None and not args.checkpoint:
+        p.error("--simulate-preemption needs --checkpoint")
     if min(args.workers) < 0:
         p.error("--workers must be at least 0")
     if args.limit is not None and args.limit < 1:
@@ -177,10 +202,12 @@ class HdmlpLoader:
     transform_where = "C++, hdmlp's staging workers"
 
     def __init__(self, root: str, batch_size: int, epochs: int, seed: int, *, drop_last: bool,
-                 shuffle: bool = True) -> None:
+                 shuffle: bool = True, resume: dict | None = None) -> None:
         start = time.perf_counter()
-        self.job = hdmlp.Job(root, batch_size=batch_size, epochs=epochs, seed=seed, drop_last_batch=drop_last,
-                             shuffle=shuffle, transforms=[T.ImgDecode(), T.ToTensor(), T.Normalize(MEAN, STD)])
+        # With resume (a job.state_dict()), the job goes on at the next global batch after it.
+        self.job = hdmlp.Job(root, batch_size=batch_size, epochs=epochs, seed=None if resume else seed,
+                             drop_last_batch=drop_last, shuffle=shuffle, resume=resume,
+                             transforms=[T.ImgDecode(), T.ToTensor(), T.Normalize(MEAN, STD)])
         self.loader = HDMLPDataLoader(HDMLPImageFolder(root, self.job))
         self.classes = self.job.classes
         self.startup_s = time.perf_counter() - start
@@ -189,7 +216,7 @@ class HdmlpLoader:
         return len(self.loader)
 
     def epoch(self, e: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        assert self.loader.epoch == e, "hdmlp delivers the job's epochs in order"
+        self.loader.set_epoch(e)  # after a resume, a later epoch: skip ahead
         return iter(self.loader)
 
     def profile(self, e: int) -> dict[str, float]:
@@ -272,6 +299,47 @@ class TorchLoader:
         del self.loader  # ends persistent workers
 
 
+# ---------------------------------------------------------------- preemption
+
+class Preemption:
+    """SIGTERM (or SIGUSR1) sets a flag; the loop asks after each step whether to stop.
+
+    The ranks decide together (the flag's maximum over the ranks), so that every rank stops
+    after the same step, whichever of them got the signal and whenever it arrived.
+    """
+
+    def __init__(self, simulate_at: int | None, rank: int) -> None:
+        self.signalled = False
+        self.simulate_at = simulate_at if rank == 0 else None
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.signalled = True  # nothing else: the step in flight ends normally
+
+    def stop_requested(self, steps_done: int) -> bool:
+        if steps_done == self.simulate_at:
+            signal.raise_signal(signal.SIGTERM)  # what a scheduler would send
+        flag, = all_reduce([float(self.signalled)], dist.ReduceOp.MAX) if dist.is_initialized() \
+            else [float(self.signalled)]
+        return flag > 0
+
+
+def save_checkpoint(path: str, checkpoint: dict[str, Any]) -> None:
+    """Writes the checkpoint beside PATH, then renames it: a kill in between leaves the previous one whole."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        torch.save(checkpoint, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def step_seed(seed: int, epoch: int, step: int, rank: int) -> int:
+    """The dropout seed of one step: a function of its position, so a resumed run draws the same masks."""
+    return (seed * 1_000_003 + epoch * 100_003 + step * 101 + rank) % 2**63
+
+
 # ---------------------------------------------------------------- training
 
 def timed(batches: Iterable[Any]) -> Iterator[tuple[float, Any]]:
@@ -302,10 +370,11 @@ def evaluate(model: nn.Module, loader: Any, epoch: int, label_map: torch.Tensor)
 
 
 def train(args: argparse.Namespace, loader_name: str, workers: int, rank: int, world: int,
-          log: Callable[[str], None]) -> dict:
+          log: Callable[[str], None], checkpoint: dict[str, Any] | None = None) -> dict:
     train_dir, test_dir = os.path.join(args.data, "train"), os.path.join(args.data, "test")
     if loader_name == "hdmlp":
-        train_loader: Any = HdmlpLoader(train_dir, args.batch_size, args.epochs, args.seed, drop_last=True)
+        train_loader: Any = HdmlpLoader(train_dir, args.batch_size, args.epochs, args.seed, drop_last=True,
+                                        resume=checkpoint["job"] if checkpoint else None)
         # Evaluation in index order, each image once per epoch over the ranks; every rank takes the
         # same number of steps (a last global batch too small for every rank joins the one before).
         test_loader: Any = HdmlpLoader(test_dir, EVAL_BATCH * world, args.epochs, args.seed, drop_last=False,
@@ -321,22 +390,47 @@ def train(args: argparse.Namespace, loader_name: str, workers: int, rank: int, w
 
     torch.manual_seed(args.seed)  # the same initial weights on every rank and for every loader
     model: nn.Module = SmallCNN()
+    if checkpoint:
+        model.load_state_dict(checkpoint["model"])
+    core = model
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    if checkpoint:
+        optimizer.load_state_dict(checkpoint["optimizer"])
+    preemption = Preemption(args.simulate_preemption, rank) if args.checkpoint else None
     steps = len(train_loader)
     log(f"[{label}] {steps} steps per epoch of {args.batch_size} images ({args.batch_size // world} per rank), "
         f"start-up {train_loader.startup_s:.2f} s, transforms in {train_loader.transform_where}")
 
-    epochs = []
-    for e in range(args.epochs):
+    # A checkpoint holds the finished epochs' rows and the sums of an interrupted one.
+    epochs: list[dict[str, Any]] = checkpoint["epochs"] if checkpoint else []
+    partial: dict[str, float] | None = checkpoint["partial"] if checkpoint else None
+    steps_done = checkpoint["steps_done"] if checkpoint else 0
+
+    def save(e: int, sums: dict[str, float] | None) -> None:
+        if rank == 0:
+            save_checkpoint(args.checkpoint, {"model": core.state_dict(), "optimizer": optimizer.state_dict(),
+                                              "job": train_loader.job.state_dict(), "epochs": epochs,
+                                              "partial": sums, "steps_done": steps_done, "epoch": e})
+        if dist.is_initialized():
+            dist.barrier()  # no rank leaves before the checkpoint is on disk
+
+    for e in range(len(epochs), args.epochs):
+        sums = partial or {"stall": 0.0, "train_s": 0.0, "seen": 0, "loss": 0.0, "wall": 0.0}
+        partial = None
+        first_step = 0  # > 0 in an epoch resumed midway
+        if loader_name == "hdmlp" and train_loader.job.state_dict()["epoch"] == e:
+            first_step = train_loader.job.state_dict()["batches"]
         stall = train_s = 0.0
         seen = 0
         loss_sum = torch.zeros(())
+        stopped = False
         start = time.perf_counter()
-        for wait, (images, labels) in timed(train_loader.epoch(e)):
+        for step, (wait, (images, labels)) in enumerate(timed(train_loader.epoch(e)), start=first_step):
             stall += wait
             t = time.perf_counter()
+            torch.manual_seed(step_seed(args.seed, e, step, rank))  # dropout's masks
             loss = F.cross_entropy(model(images), label_map[labels])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -344,7 +438,22 @@ def train(args: argparse.Namespace, loader_name: str, workers: int, rank: int, w
             loss_sum += loss.detach()
             train_s += time.perf_counter() - t
             seen += len(labels)
+            steps_done += 1
+            if preemption is not None and preemption.stop_requested(steps_done):
+                stopped = True
+                break
         wall = time.perf_counter() - start
+        stall, train_s, seen = stall + sums["stall"], train_s + sums["train_s"], seen + int(sums["seen"])
+        loss_sum += sums["loss"]
+        wall += sums["wall"]
+        if stopped:
+            save(e, {"stall": stall, "train_s": train_s, "seen": seen, "loss": float(loss_sum), "wall": wall})
+            state = train_loader.job.state_dict()
+            log(f"[{label}] stopped after epoch {state['epoch']}'s global batch {state['batches']} (a signal): "
+                f"checkpoint written to {args.checkpoint}; go on with --resume {args.checkpoint}")
+            train_loader.close()
+            test_loader.close()
+            return {"loader": loader_name, "stopped": True}
         prof = train_loader.profile(e)
         # The loop's wait, less the reading and decoding the loader did in this thread (workers=0).
         stall = max(0.0, stall - prof["in_loop_s"])
@@ -371,6 +480,8 @@ def train(args: argparse.Namespace, loader_name: str, workers: int, rank: int, w
             f"test accuracy {100 * accuracy:.2f}% ({tested} images, {eval_s:.2f} s); per step: "
             f"read {ps['read']:.2f} ms, load/transform {ps['load_transform']:.2f} ms, "
             f"train {ps['train']:.2f} ms, stall {ps['stall']:.2f} ms")
+        if args.checkpoint:
+            save(e + 1, None)
     train_loader.close()
     test_loader.close()
     return {"loader": loader_name, "label": label, "workers": workers, "startup_s": train_loader.startup_s, "transforms": train_loader.transform_where,
@@ -507,9 +618,15 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     plan = [("torch", w) for w in args.workers] if args.loader in ("torch", "both") else []
     plan += [("hdmlp", 0)] if args.loader in ("hdmlp", "both") else []
+    # Every rank reads the checkpoint (the job's state is the same on all of them).
+    checkpoint = torch.load(args.resume) if args.resume else None
     for name, workers in plan:
-        runs.append(train(args, name, workers, rank, world, log))
-    if args.report and rank == 0:
+        runs.append(train(args, name, workers, rank, world, log, checkpoint))
+    if any(r.get("stopped") for r in runs):
+        runs = []  # an interrupted run reports when it has finished
+    if runs:
+        log(f"final test accuracy: {100 * runs[-1]['final_test_accuracy']:.2f}%")
+    if args.report and rank == 0 and runs:
         write_report(args.report, args, world, threads, runs)
         log(f"report written to {args.report}")
     if dist.is_initialized():

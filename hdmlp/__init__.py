@@ -7,7 +7,9 @@ that to prefetch samples ahead of the training loop.
 Entry points:
     hdmlp.Job                 one job's data loading (this module)
     hdmlp.AccessPlan          the access order alone, without loading anything
-    hdmlp.torch               HDMLPImageFolder and HDMLPDataLoader for PyTorch
+    hdmlp.torch               HDMLPImageFolder and HDMLPDataLoader for PyTorch (the torch extra)
+    Job.batches, hdmlp.numpy  framework-free batches (DLPack, buffer protocol): NumPy, JAX, TensorFlow
+    hdmlp.python_transforms   Python transforms in worker processes (ToPIL, TransformError)
     hdmlp.datasets            a generator of ImageNet-like demo folders
     hdmlp.pack                hdmlp packs: a dataset as a few large shards (`hdmlp pack`)
 """

@@ -10,12 +10,14 @@ training loop. Use it through :mod:`hdmlp.torch` or iterate it directly::
                 ...
 
 Epochs are numbered from 0. Starting an epoch skips whatever is left of the
-previous one, without reading it.
+previous one, without reading it. ``job.state_dict()`` is the job's position
+(see :mod:`hdmlp.state`); ``hdmlp.Job(..., resume=state)`` goes on from there.
 """
 from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import importlib.resources
 import json
 import math
@@ -23,17 +25,23 @@ import os
 import sys
 import warnings
 import weakref
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from hdmlp import _core
 from hdmlp import launcher as _launcher
+from hdmlp import state as _state
+
+if TYPE_CHECKING:
+    from hdmlp.batches import Batch
 
 ConfigError = _core.ConfigError
 
 _SCHEMES = ("uniform", "local", "partial_local")
 _SOURCES = ("folder", "pack", "hdf5", "tar")
 _SOURCE_OPTIONS = ("hdf5_samples", "hdf5_labels", "tar_sample_ext", "tar_label_ext")
+# Seconds per epoch that HDMLPDataLoader measures on the Python side (Job.metrics()).
+_LOOP_TIMERS = ("next_batch_seconds", "python_seconds", "consumer_seconds")
 
 # Limits of the integer arguments (the C++ core's types, with room to spare).
 MAX_BATCH_SIZE = 2**62
@@ -78,6 +86,10 @@ def _forget_jobs_in_child() -> None:
         job._forked_from = parent
         _inherited_cores.append(job._core)
         job._core = None
+        python, job._python = getattr(job, "_python", None), None
+        if python is not None:  # the parent's Python transform workers: not this child's to stop
+            python.forget_in_child()
+            _inherited_cores.append(python)
     _live_jobs.clear()
 
 
@@ -344,7 +356,12 @@ class Job:
             run in C++ by the staging workers, which write each result into its row of the
             batch: a batch is then ``(images, labels)`` with ``images`` one ``[B, C, H, W]``
             float32 (or uint8) array. None: each sample is its file's exact bytes. An
-            impossible chain raises ValueError here. See docs/transforms.md.
+            impossible chain raises ValueError here. See docs/transforms.md. A Python
+            callable, or a chain of hdmlp ops that ends in callables (``[ImgDecode(), ToPIL(),
+            torchvision_compose]``), runs in ``python_workers`` worker processes fed through
+            shared memory (:mod:`hdmlp.python_transforms`): the first callable gets the file's
+            bytes (a read-only uint8 numpy array), or the image of the C++ ops before it (an
+            ``[H, W, 3]`` uint8 numpy array, or what ``ToTensor``/``ToUint8`` make).
         on_error: what a bad image (corrupt, truncated, empty, unsupported, absurdly large, or
             of another size than the others for a chain without a fixed size) does, with
             transforms: ``"raise"`` (default) raises ValueError naming the file when the
@@ -381,6 +398,17 @@ class Job:
             ``"data"``), ``hdf5_labels`` (``"label"``), ``tar_sample_ext`` (the member holding
             the sample; default: the first image member; ``"jpg;png"`` tries each) and
             ``tar_label_ext`` (``"cls"``).
+        python_workers: the worker processes of a Python transform (default: the CPUs this
+            process may use, shared between the ranks of a node that do not pin their CPUs).
+        python_start_method: ``"forkserver"`` (default: a clean server process imports the
+            transforms' modules once and forks the workers) or ``"spawn"`` (each worker imports
+            them); hdmlp never forks the process that runs its C++ threads.
+        resume: a state from :meth:`state_dict` (of this job's dataset, global batch size,
+            scheme, shuffle and drop-last; the seed is the state's): the job starts at the next
+            global batch after it, on any number of ranks (docs/resume.md). Every rank must give
+            the same state.
+        start_epoch: start at the beginning of this epoch, as a state taken there would (for
+            scripts that only know ``--start-epoch``; give the original ``seed`` too).
 
     HDF5 samples are arrays: a batch is then one ``[B, ...]`` array of the stored dtype,
     and the labels are an int64 array, or one ``[B, ...]`` array of the per-sample label
@@ -413,8 +441,12 @@ class Job:
                  storage: ThrottledStorage | None = None, index_cache: bool = True,
                  on_error: str = "raise", pin_memory: bool = False, batch_size_per_rank: int | None = None,
                  shuffle: bool = True, num_workers: int | None = None, source: str | None = None,
-                 source_options: dict[str, str] | None = None) -> None:
+                 source_options: dict[str, str] | None = None, python_workers: int | None = None,
+                 python_start_method: str = "forkserver", resume: Mapping[str, Any] | None = None,
+                 start_epoch: int = 0) -> None:
         self._core: Any = None
+        self._python: Any = None
+        self._final_state: dict[str, Any] | None = None
         self._forked_from: int | None = None
         world = None
         try:
@@ -422,32 +454,43 @@ class Job:
             self._check_arguments(dataset_path, batch_size, epochs, distr_scheme, drop_last_batch, transforms, seed,
                                   config_path, exchange_fraction, timeout_s, read_timeout_s, storage, index_cache,
                                   on_error, pin_memory, batch_size_per_rank, shuffle, num_workers, source,
-                                  source_options, world)
+                                  source_options, python_workers, python_start_method, resume, start_epoch, world)
         except (TypeError, ValueError, OSError) as e:
             # The other ranks are already waiting in their start-up check:
             # they raise this error too, instead of timing out on this rank.
             _report_startup_failure(e, timeout_s, world)
             raise
-        cuda_host_alloc, cuda_free_host = _cuda_host_allocator() if pin_memory and transforms is not None else (0, 0)
+        python_chain = self._python_chain
+        cuda_host_alloc, cuda_free_host = _cuda_host_allocator() if pin_memory and self._specs else (0, 0)
         if pin_memory and transforms is None:
             warnings.warn("hdmlp: pin_memory=True has no effect without transforms (raw file bytes are not "
                           "pinned)", RuntimeWarning, stacklevel=2)
+        elif pin_memory and python_chain is not None:
+            warnings.warn("hdmlp: pin_memory=True has no effect with Python transforms (their batches are in shared "
+                          "memory, not pinned)", RuntimeWarning, stacklevel=2)
         self.pin_memory = cuda_host_alloc != 0
+        if start_epoch and seed is None and shuffle:
+            warnings.warn(f"hdmlp: start_epoch={start_epoch} without a seed: the epochs from {start_epoch} on are "
+                          "shuffled with a new seed, not the interrupted run's; pass its seed (job.seed) or "
+                          "resume from job.state_dict()", RuntimeWarning, stacklevel=2)
         storage = storage or ThrottledStorage()
-        self._core = _core.Job(os.fsencode(self.dataset_path), batch_size or 0, epochs, distr_scheme, drop_last_batch,
-                               seed, os.fsencode(self.config_path), storage.latency_s, storage.mbps,
-                               [os.fsencode(_path("failing_paths", p)) for p in storage.failing_paths],
-                               index_cache, b"", self.exchange_fraction, self.timeout_s, self._specs,
-                               on_error == "skip", cuda_host_alloc, cuda_free_host,
-                               batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
-                               staging_threads=num_workers or 0,
-                               launcher_rank=world.rank if world else 0,
-                               launcher_world_size=world.world_size if world else 0,
-                               launcher_local_world_size=world.local_world_size if world else 0,
-                               launcher_name=world.source if world else "the launcher",
-                               gather=world.gather if world else None,
-                               source=source or "", source_options=self._source_options,
-                               read_timeout_s=self.read_timeout_s or 0.0)
+        # Kept to open the job again at a state (load_state_dict).
+        self._open_core = functools.partial(
+            _core.Job, os.fsencode(self.dataset_path), batch_size or 0, epochs, distr_scheme, drop_last_batch,
+            seed, os.fsencode(self.config_path), storage.latency_s, storage.mbps,
+            [os.fsencode(_path("failing_paths", p)) for p in storage.failing_paths],
+            index_cache, b"", self.exchange_fraction, self.timeout_s, self._specs,
+            on_error == "skip" and python_chain is None, cuda_host_alloc, cuda_free_host,
+            batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
+            staging_threads=num_workers or 0,
+            launcher_rank=world.rank if world else 0,
+            launcher_world_size=world.world_size if world else 0,
+            launcher_local_world_size=world.local_world_size if world else 0,
+            launcher_name=world.source if world else "the launcher",
+            gather=world.gather if world else None,
+            source=source or "", source_options=self._source_options,
+            read_timeout_s=self.read_timeout_s or 0.0)
+        self._core = self._open_core(resume=self._resume_state, start_epoch=start_epoch)
         _live_jobs.add(self)
         self.batch_size: int = self._core.batch_size
         if on_error == "skip" and transforms is None and not self._core.has_arrays:
@@ -455,6 +498,28 @@ class Job:
             raise ValueError("on_error='skip' needs transforms (or an array source such as HDF5): without them every "
                              "file's bytes are delivered as they are, and no image is decoded (so none can be found bad)")
         self._started_epoch = -1
+        # Per epoch, seconds measured on the Python side by HDMLPDataLoader (see metrics()).
+        self._loop_seconds: dict[int, dict[str, float]] = {}
+        self._next_epoch: int = self._core.state().epoch  # of the next pass
+        self._skipped_to: int | None = None  # an epoch set_epoch began, before its pass
+        self._pass: weakref.ref[_Pass] | None = None
+        self._passes_opened = 0
+        if python_chain is not None and self._core.has_arrays:
+            self.close()
+            raise ValueError("transforms: a Python transform takes each sample's file bytes (folder, pack and tar "
+                             "sources); this source holds arrays (HDF5), which Python transforms do not take yet: "
+                             "transform the arrays after job.batches() or in the training loop")
+        if python_chain is not None:
+            from hdmlp.python_transforms import PythonStage, default_python_workers
+            # Kept to start the workers again on a job opened at a state (load_state_dict).
+            self._open_python = functools.partial(PythonStage, chain=python_chain,
+                                                  workers=python_workers or default_python_workers(),
+                                                  start_method=python_start_method, skip=on_error == "skip")
+            try:
+                self._python = self._open_python(self._core)
+            except BaseException:
+                self.close()
+                raise
         self._warned: set[str] = set()
         self._reported_changed = 0
         self._emit_warnings()
@@ -464,7 +529,8 @@ class Job:
                          drop_last_batch: Any, transforms: Any, seed: Any, config_path: Any, exchange_fraction: Any,
                          timeout_s: Any, read_timeout_s: Any, storage: Any, index_cache: Any, on_error: Any,
                          pin_memory: Any, batch_size_per_rank: Any, shuffle: Any, num_workers: Any, source: Any,
-                         source_options: Any, world: Any) -> None:
+                         source_options: Any, python_workers: Any, python_start_method: Any, resume: Any,
+                         start_epoch: Any, world: Any) -> None:
         """Checks every argument (and sets the attributes); raises TypeError / ValueError / FileNotFoundError."""
         self.dataset_path = _path("dataset_path", dataset_path)
         if (batch_size is None) == (batch_size_per_rank is None):
@@ -489,8 +555,15 @@ class Job:
         if not isinstance(drop_last_batch, bool):
             raise TypeError(f"drop_last_batch must be a bool, got {drop_last_batch!r}")
         self.drop_last_batch = drop_last_batch
+        from hdmlp.python_transforms import split_chain
+        self._python_chain = split_chain(transforms)  # the Python part of the chain, if any
+        if python_workers is not None:
+            _int_in("python_workers", python_workers, 1, 1024)
+        if python_start_method not in ("spawn", "forkserver"):
+            raise ValueError(f"python_start_method must be 'spawn' or 'forkserver', got {python_start_method!r}: "
+                             "hdmlp never forks a process that runs its C++ threads")
         self._specs: list = []
-        if transforms is not None:
+        if transforms is not None and self._python_chain is None:
             from hdmlp.transforms import pipeline_specs
             self._specs = pipeline_specs(transforms)
             if not self._specs:
@@ -527,8 +600,12 @@ class Job:
             raise TypeError(f"storage must be an hdmlp.ThrottledStorage or None, got {type(storage).__name__}")
         if not isinstance(index_cache, bool):
             raise TypeError(f"index_cache must be a bool, got {index_cache!r}")
+        self._resume_state = _state.from_dict(resume) if resume is not None else None
+        _int_in("start_epoch", start_epoch, 0, self.epochs, f"{self.epochs} (the job's epochs)")
+        if resume is not None and start_epoch:
+            raise ValueError("give at most one of resume (a state: where to go on) and start_epoch, got both")
         if world is not None and world.world_size > 1 and world.gather is None and seed is None \
-                and not _core.in_mpi_job():
+                and resume is None and not _core.in_mpi_job():
             raise ValueError(f"seed is None, but this job runs on {world.world_size} ranks (from {world.source}) "
                              "without MPI or an initialised torch.distributed, so the ranks cannot agree on a drawn "
                              "seed: pass the same seed=... on every rank, or call "
@@ -633,21 +710,95 @@ class Job:
 
     # -- loading ------------------------------------------------------------
     def epoch_batches(self, epoch: int) -> Iterator[tuple[list[int], Any, list[Any]]]:
-        """Starts ``epoch`` and yields ``(ids, labels, samples)`` per batch.
+        """Starts ``epoch`` and returns an iterator of ``(ids, labels, samples)`` per batch.
 
         ``ids`` is a list of sample ids; ``labels`` is a buffer object
         (memoryview-compatible) that owns its memory. Without transforms
         ``samples`` is a list of such buffers, one per file's bytes; with
         transforms it is one buffer of shape ``[B, C, H, W]`` (or
         ``[B, H, W, C]``), format ``"f"`` or ``"B"``, holding the whole batch.
-        :mod:`hdmlp.torch` turns them into tensors without a copy.
+        :mod:`hdmlp.torch` turns them into tensors without a copy. The epoch a
+        resumed job starts in begins at its next global batch. One pass at a
+        time: a second one while this one is open raises RuntimeError.
         """
+        return self._open_pass(epoch)
+
+    @property
+    def next_epoch(self) -> int:
+        """The epoch the next pass (a loader's, or :meth:`epoch_batches` without one) delivers."""
+        return self._next_epoch
+
+    def _current_pass(self) -> "_Pass | None":
+        """The open pass, or None."""
+        current = self._pass() if self._pass is not None else None
+        return current if current is not None and not current.done else None
+
+    def _open_pass(self, epoch: int | None = None) -> "_Pass":
+        """Starts a pass over ``epoch`` (default: the next one); only one may be open."""
+        current = self._current_pass()
+        if current is not None:
+            raise RuntimeError(f"a pass over epoch {current.epoch} of this job is still open: finish it, break out "
+                               "of its loop or drop its iterator before starting another (hdmlp delivers one "
+                               "epoch at a time; two loops over one job would split its batches)")
+        if epoch is None:
+            epoch = self._next_epoch
+        if epoch >= self.epochs:
+            raise RuntimeError(f"all {self.epochs} epochs of the job have been delivered; create the hdmlp.Job "
+                               "with more epochs to iterate again")
+        if self._skipped_to != epoch:
+            self._begin_epoch(epoch)
+        self._skipped_to = None
+        self._next_epoch = epoch + 1
+        self._passes_opened += 1
+        opened = _Pass(self, epoch)
+        self._pass = weakref.ref(opened)
+        return opened
+
+    def _set_epoch(self, epoch: int) -> None:
+        """``set_epoch``'s rule: see :meth:`hdmlp.torch.HDMLPDataLoader.set_epoch`."""
+        if isinstance(epoch, bool) or not isinstance(epoch, int):
+            raise TypeError(f"epoch must be an int, got {epoch!r}")
+        if not 0 <= epoch < self.epochs:
+            raise ValueError(f"set_epoch({epoch}): the job has epochs 0..{self.epochs - 1}; create the "
+                             f"hdmlp.Job with more epochs")
+        if epoch == self._next_epoch and self._skipped_to is None and self._current_pass() is None \
+                and self._position().epoch < epoch:
+            # The last pass was broken off: start the next epoch now, so that the position (and a
+            # state taken now) is its start, as the next pass will be.
+            self._begin_epoch(epoch)
+            self._skipped_to = epoch
+            return
+        if epoch in (self._next_epoch, self._next_epoch - 1):
+            return
+        if epoch < self._next_epoch:
+            raise ValueError(f"set_epoch({epoch}): epoch {self._next_epoch - 1} has already been started, and "
+                             "hdmlp reads epochs in order; it cannot go back to an earlier one (create a new "
+                             "Job to read it again)")
+        # Skip ahead now, so that the workers stop reading the epochs in between.
         self._begin_epoch(epoch)
-        while True:
-            batch = self._next_batch(epoch)
-            if batch is None:
-                return
-            yield batch
+        self._skipped_to = epoch
+        self._next_epoch = epoch
+
+    def batches(self, epoch: int | None = None) -> Iterator["Batch"]:
+        """Starts ``epoch`` (default: the next one) and yields its batches.
+
+        Each is a framework-free :class:`hdmlp.batches.Batch`: the pair ``(samples, labels)``
+        whose arrays implement DLPack and the buffer protocol (NumPy, JAX, TensorFlow and torch
+        take them without a copy; see docs/frameworks.md), with ``ids``, ``epoch`` and ``index``
+        (the batch's step in the epoch: a resumed epoch starts at its next global batch). The
+        epoch starts now. It is a pass like :meth:`epoch_batches`: one at a time.
+        """
+        from hdmlp.batches import Batch
+        opened = self._open_pass(epoch)
+        first = self._position().batches
+
+        def generate() -> Iterator[Batch]:
+            try:
+                for index, (ids, labels, samples) in enumerate(opened, start=first):
+                    yield Batch(samples, labels, ids, opened.epoch, index)
+            finally:  # a break out of the loop (the generator closed) ends the pass
+                opened.close()
+        return generate()
 
     def _begin_epoch(self, epoch: int) -> None:
         if isinstance(epoch, bool) or not isinstance(epoch, int):
@@ -659,6 +810,9 @@ class Job:
                                f"with epochs={self.epochs}; create it with more epochs")
         self._job.begin_epoch(epoch)
         self._started_epoch = epoch
+        if self._python is not None:
+            # A resumed epoch begins at its next global batch (the same step on every rank).
+            self._python.begin_epoch(epoch, self._job.state().batches)
 
     def _emit_warnings(self) -> None:
         job = self._job
@@ -680,6 +834,8 @@ class Job:
     def _next_batch(self, epoch: int):
         if epoch != self._started_epoch:
             raise RuntimeError(f"epoch {epoch} was ended by starting epoch {self._started_epoch}")
+        if self._python is not None:
+            return self._python.next_batch(epoch)
         batch = self._job.next_batch()
         if batch is None:
             self._emit_warnings()  # e.g. a cache disk that filled up during the epoch
@@ -689,12 +845,65 @@ class Job:
             labels = batch[5]  # an array source's label arrays
         return memoryview(ids).tolist(), labels, samples
 
+    # -- checkpoints ----------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The job's position, as a small JSON-serialisable dict (see :mod:`hdmlp.state`).
+
+        Take it at any batch boundary, on any rank: after the same step every rank
+        returns the same dict. ``hdmlp.Job(..., resume=state)`` (or
+        :meth:`load_state_dict` before the first pass) goes on with the next global
+        batch; a state taken after the last batch of an epoch, or after ``set_epoch``
+        skipped ahead, starts the next epoch. It costs no I/O, and still answers after
+        :meth:`close` (the position at close).
+        """
+        if self._core is None and self._final_state is not None:
+            return dict(self._final_state)
+        return _state.to_dict(self._position())
+
+    def _position(self) -> Any:
+        """The consumer's position (a JobState): with a Python transform, the batches its stage
+        handed out, since the stage takes the job's batches ahead of them."""
+        position = self._python.position if self._python is not None else None
+        if position is not None:
+            return self._job.state_at(*position)
+        return self._job.state()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Goes on from ``state`` (from :meth:`state_dict`), before the first pass.
+
+        Opens the job again at the state, as ``hdmlp.Job(..., resume=state)`` would: the
+        staging workers and the caches' placement start there. Under several ranks every
+        rank must call it (with the same state), since the ranks check at start-up that
+        they agree. Creating the Job with ``resume=`` skips the first opening.
+        """
+        if self._passes_opened or self._skipped_to is not None:
+            raise RuntimeError("load_state_dict must come before the job's first pass (and before set_epoch skips "
+                               "ahead); or create the Job with resume=state")
+        resume_state = _state.from_dict(state)
+        python, self._python = self._python, None
+        if python is not None:
+            python.close()
+        old, self._core = self._job, None
+        old.close()
+        self._core = self._open_core(resume=resume_state, start_epoch=0)
+        if python is not None:  # its workers seed from the job's seed, which is now the state's
+            self._python = self._open_python(self._core)
+        self._started_epoch = -1
+        self._next_epoch = self._core.state().epoch
+
     # -- reporting ----------------------------------------------------------
+    def _add_loop_seconds(self, epoch: int, **seconds: float) -> None:
+        timers = self._loop_seconds.setdefault(epoch, dict.fromkeys(_LOOP_TIMERS, 0.0))
+        for key, value in seconds.items():
+            timers[key] += value
+
     def metrics(self) -> dict[str, Any]:
         """Where time went, per epoch.
 
         ``{"epochs": [{"epoch", "samples", "stall_seconds", "read_seconds",
-        "transform_seconds", "skipped", "reads": {SOURCE: {"count", "bytes", "seconds"}}}],
+        "transform_seconds", "handoff_wait_seconds", "assembly_seconds", "skipped",
+        "next_batch_seconds", "python_seconds", "consumer_seconds",
+        "reads": {SOURCE: {"count", "bytes", "seconds"}}}],
         "skipped_samples", "skipped", "staging": {...},
         "classes": [...], "warnings": [...]}`` with SOURCE ``"pfs"`` for the
         dataset's own storage or a storage class's name (``"memory"``,
@@ -705,7 +914,17 @@ class Job:
         storage class's plan and prefetch progress (``planned_*``, ``filled_*``,
         ``prefetched_samples``/``prefetched_bytes`` read by the class's
         prefetch threads, ``prefetch_seconds``). ``transform_seconds`` is the
-        workers' time decoding and transforming; ``skipped_samples`` counts the
+        workers' time decoding and transforming, ``read_seconds`` their time
+        reading, ``handoff_wait_seconds`` their time waiting for room in the
+        staging buffer (they are ahead of the consumer), each summed over the
+        workers; ``stall_seconds`` is the consumer's time waiting for samples
+        and ``assembly_seconds`` its other time assembling batches. Measured
+        in Python by :class:`hdmlp.torch.HDMLPDataLoader` (0 for an epoch
+        iterated otherwise): ``next_batch_seconds`` in the call for the next
+        batch (stall and assembly included), ``python_seconds`` making tensors
+        of it, and ``consumer_seconds`` in the training loop between batches;
+        the three add up to the pass's time. The
+        staging threads are in ``staging["threads"]``; ``skipped_samples`` counts the
         bad samples ``on_error="skip"`` left out and ``skipped`` names each such
         file once (with why). ``changed_samples`` counts the samples read from the
         dataset's storage with another size or modification time than when the job
@@ -716,17 +935,32 @@ class Job:
         """
         job = self._job
         epochs, classes = job.metrics(), job.class_statuses()
+        skipped_samples, skipped = job.skipped_samples, job.skipped_files
+        if self._python is not None:  # the consumer waits for the Python workers, which transform
+            python = self._python.metrics()
+            for e in epochs:
+                p = python.get(e["epoch"])
+                if p is not None:  # the consumer's waits for raw batches are within the Python stage's
+                    e["stall_seconds"] = p["stall_seconds"]
+                    e["samples"] = p["samples"]
+                    e["transform_seconds"] += p["transform_seconds"]
+                    e["skipped"] += p["skipped"]
+            skipped_samples += sum(p["skipped"] for p in python.values())
+            skipped = skipped + self._python.skipped_files
+        for e in epochs:
+            e.update(self._loop_seconds.get(e["epoch"], dict.fromkeys(_LOOP_TIMERS, 0.0)))
         return {
             "epochs": epochs,
             "pfs_bytes": job.pfs_bytes,
             "pfs_reads": job.pfs_reads,
             "remote_reads": job.remote_reads,
             "requests_served": job.requests_served,
-            "skipped_samples": job.skipped_samples,
-            "skipped": job.skipped_files,
+            "skipped_samples": skipped_samples,
+            "skipped": skipped,
             "changed_samples": job.changed_samples,
             "changed": job.changed_files,
-            "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes},
+            "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes,
+                        "threads": job.staging_threads},
             "source": {"kind": job.source_kind, "files_opened": job.source_files_opened},
             "classes": classes,
             "warnings": job.warnings(),
@@ -759,11 +993,19 @@ class Job:
         return self._core is None
 
     def close(self) -> None:
-        """Stops and joins every thread of the job; safe to call twice.
+        """Stops and joins every thread (and Python transform worker) of the job; safe to call twice.
 
         Under MPI it waits (a few seconds at most) while other ranks still read samples this
         rank caches. A read stuck in the dataset's storage does not hold it up.
         """
+        if getattr(self, "_core", None) is not None:
+            try:
+                self._final_state = _state.to_dict(self._position())
+            except Exception:  # a broken Python stage: the core's own position
+                self._final_state = _state.to_dict(self._core.state())
+        python, self._python = getattr(self, "_python", None), None
+        if python is not None:
+            python.close()
         core, self._core = self._core, None
         _live_jobs.discard(self)
         if core is not None:
@@ -790,3 +1032,34 @@ class Job:
         state = "closed" if self.closed else f"{len(self)} samples, seed={self.seed}"
         return (f"hdmlp.Job({self.dataset_path!r}, batch_size={self.batch_size}, epochs={self.epochs}, "
                 f"distr_scheme={self.distr_scheme!r}; {state})")
+
+
+class _Pass:
+    """One open pass over an epoch of a job: an iterator of ``(ids, labels, samples)``.
+
+    It is done when the epoch's last batch was delivered, or when it is closed or
+    dropped (a ``break`` out of its loop); until then the job refuses another pass.
+    """
+
+    def __init__(self, job: Job, epoch: int) -> None:
+        self._job = job
+        self.epoch = epoch
+        self.done = False
+
+    def __iter__(self) -> "_Pass":
+        return self
+
+    def __next__(self) -> tuple[list[int], Any, list[Any]]:
+        if self.done:
+            raise StopIteration
+        batch = self._job._next_batch(self.epoch)
+        if batch is None:
+            self.done = True
+            raise StopIteration
+        return batch
+
+    def close(self) -> None:
+        self.done = True
+
+    def __del__(self) -> None:
+        self.done = True

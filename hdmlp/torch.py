@@ -14,7 +14,8 @@ With the job's ``transforms=None`` a batch is ``(samples, labels)``:
 bytes, ``labels`` an int64 tensor. With ``transforms=[...]`` it is
 ``(images, labels)``: ``images`` one ``[B, C, H, W]`` float32 tensor (or
 uint8, per the chain's last transform) that the staging workers wrote in
-C++. An array source (HDF5) gives ``(arrays, labels)``: ``arrays`` one
+C++, or the collated results of a Python transform (any dtype; a list when their
+shapes differ). An array source (HDF5) gives ``(arrays, labels)``: ``arrays`` one
 ``[B, ...]`` tensor of the stored dtype, ``labels`` int64 or, when the
 label dataset holds arrays, one ``[B, ...]`` tensor of them. The tensors
 view the memory the workers wrote (no copy); that memory
@@ -24,10 +25,15 @@ only after every tensor on it is gone.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import torch
+try:
+    import torch
+except ImportError as e:
+    raise ImportError("hdmlp.torch needs PyTorch, which is not installed: pip install 'hdmlp[torch]' (or use "
+                      "job.batches() or hdmlp.numpy, which need no torch)") from e
 
 from hdmlp.job import Job
 
@@ -39,17 +45,26 @@ _DTYPES = {"b": torch.int8, "B": torch.uint8, "h": torch.int16, "H": torch.uint1
 
 
 def _as_batch_tensor(buffer: Any) -> torch.Tensor:
-    """A [B, ...] buffer (transformed images, arrays) as a tensor viewing its memory."""
-    dtype = _DTYPES[memoryview(buffer).format]
+    """A [B, ...] array (transformed images, arrays, a Python transform's results) as a tensor viewing its
+    memory (DLPack: any dtype)."""
     if len(buffer) == 0:
-        return torch.empty(list(buffer.shape), dtype=dtype)
-    return torch.frombuffer(buffer, dtype=dtype).view(buffer.shape)
+        return torch.empty(list(buffer.shape), dtype=_DTYPES[memoryview(buffer).format])
+    return torch.from_dlpack(buffer)
 
 
 def _as_tensor(buffer: Any, dtype: torch.dtype) -> torch.Tensor:
     if len(buffer) == 0:
         return torch.empty(0, dtype=dtype)
     return torch.frombuffer(buffer, dtype=dtype)
+
+
+def _sample_tensor(x: Any) -> Any:
+    """One sample of a list batch: a file's bytes (uint8), a Python transform's array, or its object."""
+    if not hasattr(x, "__dlpack__") or isinstance(x, torch.Tensor):
+        return x
+    if getattr(x, "dtype", None) == "uint8" and len(getattr(x, "shape", ())) == 1:
+        return _as_tensor(x, torch.uint8)
+    return torch.from_dlpack(x)
 
 
 class HDMLPImageFolder:
@@ -144,6 +159,13 @@ class HDMLPDataLoader:
     non-empty batches per epoch. Iterating after the job's last epoch raises
     RuntimeError. Breaking out of a pass early is fine: the next pass starts
     the next epoch and skips the rest unread.
+
+    The job owns the position: a loader (or a new one made every epoch) starts
+    at the job's next epoch, and a job resumed from a state starts with the
+    rest of the epoch it was taken in (that first pass yields ``len(loader) -
+    state["batches"]`` batches). ``state_dict()`` / ``load_state_dict()`` are
+    the job's (torchdata's ``StatefulDataLoader`` names). One pass at a time:
+    a second iterator while one is open raises RuntimeError.
     """
 
     def __init__(self, dataset: HDMLPImageFolder) -> None:
@@ -152,9 +174,6 @@ class HDMLPDataLoader:
         self.dataset = dataset
         self.job = dataset.job
         self.sampler = HDMLPSampler(self)
-        self._next_epoch = 0
-        self._begun = -1       # the last epoch started in the job
-        self._active: int | None = None  # the epoch of the pass being delivered
 
     def __len__(self) -> int:
         return self.job.batches_per_epoch
@@ -179,66 +198,56 @@ class HDMLPDataLoader:
 
     @property
     def epoch(self) -> int:
-        """The epoch being delivered, else the one the next pass will deliver."""
-        return self._active if self._active is not None else self._next_epoch
+        """The epoch being delivered, else the one the next pass will deliver (the job's)."""
+        current = self.job._current_pass()
+        return current.epoch if current is not None else self.job.next_epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Makes the next pass deliver ``epoch``, as ``DistributedSampler.set_epoch`` before a pass.
 
-        The next epoch, and the current one (the last pass started), are a
-        no-op. A later epoch skips ahead at once: the epochs in between are
-        never read. An earlier epoch raises ValueError: hdmlp reads epochs
-        in order and cannot go back.
+        The next epoch, and the one before it (the current one, the last pass
+        started), are a no-op; but after a pass broken off early, the next
+        epoch starts at once (a state taken then is at its start). A later epoch
+        skips ahead at once: the epochs in between are never read. An earlier
+        epoch raises ValueError: hdmlp reads epochs in order and cannot go back. The rule is the job's, so it holds
+        for a new loader and across a resume (the next epoch is then the one the
+        state was taken in).
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, int):
-            raise TypeError(f"epoch must be an int, got {epoch!r}")
-        if not 0 <= epoch < self.job.epochs:
-            raise ValueError(f"set_epoch({epoch}): the job has epochs 0..{self.job.epochs - 1}; create the "
-                             f"hdmlp.Job with more epochs")
-        if epoch in (self._next_epoch, self._next_epoch - 1):
-            return
-        if epoch < self._next_epoch:
-            raise ValueError(f"set_epoch({epoch}): epoch {self._next_epoch - 1} has already been started, and "
-                             "hdmlp reads epochs in order; it cannot go back to an earlier one (create a new "
-                             "Job to read it again)")
-        # Skip ahead now, so that the workers stop reading the epochs in between.
-        self.job._begin_epoch(epoch)
-        self._begun = epoch
-        self._next_epoch = epoch
+        self.job._set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The job's position (:meth:`hdmlp.Job.state_dict`), as torchdata's ``StatefulDataLoader.state_dict``."""
+        return self.job.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Goes on from ``state`` before the first pass (:meth:`hdmlp.Job.load_state_dict`)."""
+        self.job.load_state_dict(state)
 
     def __iter__(self) -> Iterator[tuple[Any, torch.Tensor]]:
-        epoch = self._next_epoch
-        if epoch >= self.job.epochs:
-            raise RuntimeError(f"all {self.job.epochs} epochs of the job have been delivered; "
-                               f"create the hdmlp.Job with more epochs to iterate again")
-        if self._begun != epoch:
-            self.job._begin_epoch(epoch)
-            self._begun = epoch
-        self._next_epoch += 1
-        self._active = epoch
-        return self._batches(epoch)
+        return self._deliver(self.job._open_pass())
 
-    def _batches(self, epoch: int) -> Iterator[tuple[Any, torch.Tensor]]:
-        try:
-            yield from self._deliver(epoch)
-        finally:
-            if self._active == epoch:
-                self._active = None
-
-    def _deliver(self, epoch: int) -> Iterator[tuple[Any, torch.Tensor]]:
+    def _deliver(self, opened: Any) -> Iterator[tuple[Any, torch.Tensor]]:
         transform = self.dataset.transform
         target_transform = self.dataset.target_transform
+        # Where the Python side's time goes, per epoch (Job.metrics()): the call for the
+        # next batch, making tensors of it, and the training loop's time between batches.
+        # A generator: dropping it (a break) drops `opened`, which ends the pass.
+        epoch = opened.epoch
+        clock, add = time.perf_counter, self.job._add_loop_seconds
+        resumed = clock()
         while True:
-            batch = self.job._next_batch(epoch)
+            batch = next(opened, None)
+            fetched = clock()
+            add(epoch, next_batch_seconds=fetched - resumed)
             if batch is None:
                 return
             _, labels, buffers = batch
             samples: Any
             if isinstance(buffers, list):
-                samples = [_as_tensor(b, torch.uint8) for b in buffers]
-            else:  # one batch: transformed images or arrays
+                samples = [_sample_tensor(b) for b in buffers]
+            else:  # one batch: transformed images, arrays, or a Python transform's results
                 samples = _as_batch_tensor(buffers)
-            if len(labels.shape) > 1 or memoryview(labels).format != "q":  # label arrays
+            if len(labels.shape) > 1 or memoryview(labels).format not in ("q", "l"):  # label arrays
                 label_tensor = _as_batch_tensor(labels)
             else:
                 label_tensor = _as_tensor(labels, torch.int64)
@@ -248,8 +257,13 @@ class HDMLPDataLoader:
                         len({tuple(s.shape) for s in samples}) == 1:
                     samples = torch.stack(samples)
             if target_transform is not None and label_tensor.dim() > 1:
-                yield samples, [target_transform(t) for t in label_tensor]
+                out = samples, [target_transform(t) for t in label_tensor]
             elif target_transform is not None:
-                yield samples, [target_transform(int(t)) for t in label_tensor]
+                out = samples, [target_transform(int(t)) for t in label_tensor]
             else:
-                yield samples, label_tensor
+                out = samples, label_tensor
+            made = clock()
+            add(epoch, python_seconds=made - fetched)
+            yield out
+            resumed = clock()
+            add(epoch, consumer_seconds=resumed - made)

@@ -32,6 +32,10 @@ when it is compiled; a bad image raises ``ValueError`` naming the file.
 torch tensors) and their labels, as ``torchvision.transforms.v2`` does, with
 parameters drawn from ``(seed, epoch, batch)``.
 
+A Job's chain may end in Python callables after these ops (``[ImgDecode(),
+RandomResizedCrop(224), ToPIL(), torchvision_compose]``), run in worker
+processes: see :mod:`hdmlp.python_transforms`.
+
 This module imports neither torch nor torchvision; ``interpolation`` accepts
 ``torchvision.transforms.InterpolationMode`` members as well as their names.
 """
@@ -70,6 +74,7 @@ __all__ = [
     "RandomRotation",
     "RandomVerticalFlip",
     "Resize",
+    "ToPIL",
     "ToTensor",
     "ToUint8",
     "Transform",
@@ -336,7 +341,7 @@ class ToUint8(Transform):
         return ("ToUint8", {"layout": [0.0 if self.layout == "CHW" else 1.0]})
 
 
-_NOT_IN_CHAINS = ("Transform", "AutoAugmentPolicy", "MixUp", "CutMix")
+_NOT_IN_CHAINS = ("Transform", "AutoAugmentPolicy", "MixUp", "CutMix", "ToPIL")  # ToPIL: a Python transform
 _PAD_MODES = {"constant": 0, "edge": 1, "reflect": 2, "symmetric": 3}
 
 
@@ -969,3 +974,7 @@ def apply(
     if math.prod(shape) == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(buf, dtype=dtype).reshape(shape)
+
+
+# A Python transform, for chains that end in Python callables (hdmlp.python_transforms).
+from hdmlp.python_transforms import ToPIL  # noqa: E402

@@ -2,12 +2,14 @@
 // show it, or to check one before starting a job), so dicts and lists are
 // enough and keep _core free of a mirrored class hierarchy.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <string>
 #include <vector>
 
 #include "bindings.h"
 #include "hdmlp/config/config.h"
+#include "hdmlp/config/cpu_budget.h"
 
 namespace py = pybind11;
 
@@ -36,6 +38,7 @@ py::dict ConfigToDict(const Config& c) {
     d["capacity_mb"] = s.capacity_mb;
     d["capacity_spec"] = s.capacity_spec;
     d["threads"] = s.threads;
+    d["threads_auto"] = s.threads_auto;
     d["path"] = FsStr(s.path);
     d["bandwidth"] = TableToList(s.bandwidth, "threads");
     classes.append(d);
@@ -68,6 +71,20 @@ void BindConfig(py::module_& m) {
       },
       py::arg("text"), py::arg("origin") = "<string>",
       "Like load_config, from the text of a config; `origin` labels error messages.");
+  m.def(
+      "cpu_budget",
+      []() {
+        const CpuBudget b = ReadCpuBudget();
+        py::dict d;
+        d["cpus"] = b.cpus;
+        d["quota_cpus"] = b.quota_cpus;
+        d["quota_source"] = b.quota_source;
+        d["usable_cpus"] = b.UsableCpus();
+        d["description"] = b.Describe();
+        return d;
+      },
+      "The CPUs this process may use: its affinity mask and its cgroup's CPU quota (what threads = \"auto\" "
+      "resolves to).");
   m.def("user_cache_dir", [] { return FsStr(UserCacheDir()); },
         "hdmlp's per-user cache directory ($HDMLP_CACHE_DIR, $XDG_CACHE_HOME/hdmlp or "
         "~/.cache/hdmlp); not created.");

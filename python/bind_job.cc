@@ -1,18 +1,19 @@
 // Bindings of the plan and the job. Batches reach Python without a copy:
 // each sample's bytes, or a transformed batch's memory, and the label array
-// are exported through the buffer protocol by an OwnedBuffer that owns the
-// memory; torch.frombuffer keeps that object alive for as long as any
-// tensor views it, so a batch buffer goes back to its pool only after the
-// last tensor on it is gone.
+// are OwnedBuffers (owned_buffer.h: buffer protocol and DLPack) that own the
+// memory; a view or tensor on one keeps it alive, so a batch buffer goes
+// back to its pool only after the last view on it is gone.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "bindings.h"
@@ -21,6 +22,7 @@
 #include "hdmlp/job/job.h"
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/transport/communicator.h"
+#include "owned_buffer.h"
 
 namespace py = pybind11;
 
@@ -28,15 +30,6 @@ namespace hdmlp::python {
 namespace {
 
 using PySpec = std::pair<std::string, std::map<std::string, std::vector<double>>>;
-
-struct OwnedBuffer {
-  std::shared_ptr<void> owner;
-  void* ptr = nullptr;
-  py::ssize_t count = 0;
-  py::ssize_t itemsize = 1;
-  const char* format = "B";
-  std::vector<py::ssize_t> shape;  // empty: one dimension of `count` items
-};
 
 // A transformed batch: [n, C, H, W] (or [n, H, W, C]) float32 or uint8.
 OwnedBuffer FromBatchMemory(std::shared_ptr<uint8_t> memory, const OutputShape& shape, int64_t n) {
@@ -147,17 +140,28 @@ struct PendingInterrupt {
   std::unique_ptr<py::error_already_set> error;
 };
 
-py::object NextBatch(PyJob& self) {
+// The next batch, None at the end of the epoch, or False when timeout_s
+// (None: no limit) passed first (call again to go on).
+py::object NextBatch(PyJob& self, std::optional<double> timeout_s) {
   Job& job = self.job();
   Batch batch;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::microseconds(static_cast<int64_t>(timeout_s.value_or(0) * 1e6));
   for (;;) {
     Job::Next next;
     {
       py::gil_scoped_release release;
-      next = job.NextBatch(&batch, std::chrono::milliseconds(100));
+      auto wait = std::chrono::milliseconds(100);
+      if (timeout_s) {
+        wait = std::min(wait, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::max(deadline - std::chrono::steady_clock::now(),
+                                           std::chrono::steady_clock::duration::zero())));
+      }
+      next = job.NextBatch(&batch, wait);
     }
     if (next == Job::Next::kEndOfEpoch) return py::none();
     if (next == Job::Next::kBatch) break;
+    if (timeout_s && std::chrono::steady_clock::now() >= deadline) return py::bool_(false);
     // Waiting in slices lets Ctrl-C interrupt a long stall.
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
@@ -216,6 +220,8 @@ py::list MetricsToPython(const std::vector<EpochMetrics>& epochs) {
     d["stall_seconds"] = e.stall_seconds;
     d["read_seconds"] = e.read_seconds;
     d["transform_seconds"] = e.transform_seconds;
+    d["handoff_wait_seconds"] = e.handoff_wait_seconds;
+    d["assembly_seconds"] = e.assembly_seconds;
     d["skipped"] = e.skipped;
     d["reads"] = reads;
     out.append(d);
@@ -226,26 +232,6 @@ py::list MetricsToPython(const std::vector<EpochMetrics>& epochs) {
 }  // namespace
 
 void BindJob(py::module_& m) {
-  py::class_<OwnedBuffer>(m, "OwnedBuffer", py::buffer_protocol())
-      .def_buffer([](OwnedBuffer& b) {
-        if (b.shape.empty()) {
-          return py::buffer_info(b.ptr, b.itemsize, b.format, 1, {b.count}, {b.itemsize}, /*readonly=*/false);
-        }
-        std::vector<py::ssize_t> strides(b.shape.size());
-        py::ssize_t stride = b.itemsize;
-        for (size_t i = b.shape.size(); i-- > 0;) {
-          strides[i] = stride;
-          stride *= b.shape[i];
-        }
-        return py::buffer_info(b.ptr, b.itemsize, b.format, static_cast<py::ssize_t>(b.shape.size()), b.shape,
-                               strides, /*readonly=*/false);
-      })
-      .def_property_readonly("shape", [](const OwnedBuffer& b) {
-        return b.shape.empty() ? std::vector<py::ssize_t>{b.count} : b.shape;
-      })
-      .def_property_readonly("address", [](const OwnedBuffer& b) { return reinterpret_cast<uintptr_t>(b.ptr); })
-      .def("__len__", [](const OwnedBuffer& b) { return b.count; });
-
   m.def("in_mpi_job", &Communicator::InMpiJob, "True when this process runs under an MPI launcher");
   m.def(
       "report_startup_failure",
@@ -313,11 +299,14 @@ void BindJob(py::module_& m) {
                        double timeout_s, const std::vector<PySpec>& transforms, bool skip_bad_samples,
                        uintptr_t cuda_host_alloc, uintptr_t cuda_free_host, int64_t batch_size_per_rank,
                        bool shuffle, int staging_threads, int launcher_rank, int launcher_world_size,
-                       int launcher_local_world_size, const std::string& launcher_name, py::object gather, const std::string& source,
-                       const std::map<std::string, std::string>& source_options, double read_timeout_s) {
+                       int launcher_local_world_size, const std::string& launcher_name, py::object gather,
+                       const std::string& source, const std::map<std::string, std::string>& source_options,
+                       double read_timeout_s, std::optional<JobState> resume, int start_epoch) {
              JobOptions o;
              o.source.kind = source;
              for (const auto& [key, value] : source_options) SetSourceOption(&o.source, key, value);
+             o.resume = std::move(resume);
+             o.start_epoch = start_epoch;
              o.batch_size_per_rank = batch_size_per_rank;
              o.shuffle = shuffle;
              o.staging_threads = staging_threads;
@@ -371,7 +360,11 @@ void BindJob(py::module_& m) {
            py::arg("shuffle") = true, py::arg("staging_threads") = 0, py::arg("launcher_rank") = 0,
            py::arg("launcher_world_size") = 0, py::arg("launcher_local_world_size") = 0,
            py::arg("launcher_name") = "the launcher", py::arg("gather") = py::none(), py::arg("source") = "",
-           py::arg("source_options") = std::map<std::string, std::string>{}, py::arg("read_timeout_s") = 0.0)
+           py::arg("source_options") = std::map<std::string, std::string>{}, py::arg("read_timeout_s") = 0.0,
+           py::arg("resume") = std::optional<JobState>(), py::arg("start_epoch") = 0)
+      .def("state", [](PyJob& j) { return j.job().State(); })
+      .def("state_at", [](PyJob& j, int epoch, int64_t batches) { return j.job().StateAt(epoch, batches); },
+           py::arg("epoch"), py::arg("batches"))
       .def_property_readonly("rank", [](PyJob& j) { return j.job().rank(); })
       .def_property_readonly("world_size", [](PyJob& j) { return j.job().world_size(); })
       .def_property_readonly("seed", [](PyJob& j) { return j.job().seed(); })
@@ -426,7 +419,24 @@ void BindJob(py::module_& m) {
              return FromInt64(p.RankEpochSamples(rank, epoch));
            })
       .def("begin_epoch", [](PyJob& j, int epoch) { j.job().BeginEpoch(epoch); })
-      .def("next_batch", &NextBatch)
+      .def("next_batch", &NextBatch, py::arg("timeout_s") = py::none())
+      .def("read_on_consumer",
+           [](PyJob& j, int64_t sample) {
+             SampleBuffer bytes;
+             {
+               py::gil_scoped_release release;
+               bytes = j.job().ReadOnConsumer(sample);
+             }
+             return FromSample(std::move(bytes));
+           },
+           py::arg("sample"))
+      .def("path",
+           [](PyJob& j, int64_t sample) {
+             if (sample < 0 || sample >= j.job().source().size()) throw py::index_error("sample out of range");
+             return j.job().source().Describe(sample);  // as the C++ side names a sample in messages
+           },
+           py::arg("sample"))
+      .def("tell_peers_stopped", [](PyJob& j, const std::string& message) { j.job().TellPeersStopped(message); })
       .def("metrics", [](PyJob& j) { return MetricsToPython(j.job().Metrics()); })
       .def("class_statuses",
            [](PyJob& j) {

@@ -54,8 +54,10 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("build_info", &hdmlp::BuildInfo, "(component, version) pairs this build was compiled against");
 
+  hdmlp::python::BindArrays(m);  // first: the others return its arrays
   hdmlp::python::BindConfig(m);
   hdmlp::python::BindTools(m);
+  hdmlp::python::BindState(m);
   hdmlp::python::BindJob(m);
   hdmlp::python::BindTransforms(m);
   hdmlp::python::BindSim(m);

@@ -6,6 +6,7 @@
 #                                              fuzz targets for 7 s each, pytest)
 #   scripts/dev.sh setup                       set up only
 #   scripts/dev.sh wheel [OUT]                 build a wheel and repair it into a manylinux one (dist/)
+#   scripts/dev.sh bench-setup                 set up, plus the benchmarks' DALI and FFCV baselines
 #
 # Setting up is idempotent: Debian packages are installed only when missing,
 # .venv is made once, Python dependencies are installed when pyproject.toml
@@ -97,6 +98,27 @@ setup() {
   export PATH="$ROOT/.venv/bin:$PATH"
 }
 
+# The optional baselines of the benchmarks (pyproject.toml's bench extra: DALI, FFCV);
+# never part of setup or test. FFCV compiles against libturbojpeg (pkg-config).
+setup_bench() {
+  setup
+  if ! dpkg-query -W -f='${Status}' libturbojpeg0-dev 2>/dev/null | grep -q "ok installed"; then
+    log "installing Debian packages: libturbojpeg0-dev (for ffcv)"
+    local sudo=()
+    [[ $(id -u) -ne 0 ]] && sudo=(sudo)
+    "${sudo[@]}" apt-get update -q
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libturbojpeg0-dev
+  fi
+  mapfile -t extra < <(.venv/bin/python - <<'PY'
+import tomllib
+with open("pyproject.toml", "rb") as f:
+    print("\n".join(tomllib.load(f)["project"]["optional-dependencies"]["bench"]))
+PY
+)
+  log "installing the benchmarks' baselines: ${extra[*]}"
+  pip_quiet install "${extra[@]}"
+}
+
 run_ctest() {
   log "C++ tests (GoogleTest via ctest)"
   # The package's own build tree (build/<wheel tag>, see setup_python) already
@@ -151,10 +173,11 @@ cmd=${1:-}
 [[ $# -gt 0 ]] && shift
 case "$cmd" in
   setup) setup ;;
+  bench-setup) setup_bench ;;
   demo) setup; exec .venv/bin/hdmlp demo "$@" ;;
   test) setup; run_ctest; run_sanitized; run_fuzz; run_pytest "$@" ;;
   ctest) setup; run_ctest ;;
   pytest) setup; run_pytest "$@" ;;
   wheel) setup; build_wheel "$@" ;;
-  *) echo "usage: scripts/dev.sh {demo|test|setup|ctest|pytest|wheel} [args]" >&2; exit 2 ;;
+  *) echo "usage: scripts/dev.sh {demo|test|setup|bench-setup|ctest|pytest|wheel} [args]" >&2; exit 2 ;;
 esac

@@ -1,4 +1,5 @@
 #include "hdmlp/config/config.h"
+#include "hdmlp/config/cpu_budget.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -682,7 +683,8 @@ TEST(ConfigTest, DefaultConfigShape) {
   Config c = Config::LoadFile(ShippedConfig("default.cfg"));
   ASSERT_EQ(c.storage_classes.size(), 3u);
   EXPECT_EQ(c.storage_classes[0].capacity_spec, "3%");
-  EXPECT_EQ(c.storage_classes[0].threads, 4);
+  EXPECT_TRUE(c.storage_classes[0].threads_auto);  // one staging worker per usable CPU
+  EXPECT_EQ(c.storage_classes[0].threads, ReadCpuBudget().UsableCpus());
   EXPECT_EQ(c.storage_classes[1].backend, "memory");
   EXPECT_EQ(c.storage_classes[1].capacity_spec, "25%");
   EXPECT_EQ(c.storage_classes[1].threads, 2);

@@ -54,6 +54,9 @@ def main():
     if scenario == "ddp":
         ddp(data, out, opts, world_rank)
         return
+    if scenario in ("stop", "resume"):
+        stop_and_resume(scenario, data, out, opts, world_rank)
+        return
     libmpi = None
     if scenario.startswith("external"):
         # The application initialises MPI itself (as mpi4py would), before hdmlp.
@@ -65,6 +68,10 @@ def main():
     if opts.get("transforms"):
         import hdmlp.transforms as T
         job_kw["transforms"] = [T.ImgDecode(), T.RandomResizedCrop(32), T.ToTensor()]
+        if opts["transforms"] == "python":  # the same chain, then a Python callable, in worker processes
+            import transform_fns
+            job_kw["transforms"].append(transform_fns.identity)
+            job_kw["python_workers"] = 1
     started = time.monotonic()
     try:
         job = hdmlp.Job(data, batch_size, opts.get("epochs", 3), **job_kw)
@@ -81,6 +88,7 @@ def main():
         return
     paths = [p for p, _ in job.samples]
     result.update(rank=job.rank, world_size=job.world_size, seed=job.seed, batches=job.batches_per_epoch)
+    result["cpu_budget"] = hdmlp.job._core.cpu_budget()
     epochs = []
     for epoch in range(job.epochs):
         seen = []
@@ -247,6 +255,43 @@ def leave_open(mode, data, batch_size, opts):
             raise RuntimeError("an error the script catches at top level")
         except RuntimeError:
             pass
+def stop_and_resume(phase, data, out, opts, world_rank):
+    """Issue 14. "stop": per scheme, deliver opts["stop_after"] steps of epoch 0, then write
+    the state (every rank its own copy). "resume": per scheme, first a start where rank 1
+    holds another state (every rank must raise the same error), then resume from rank 0's
+    state and deliver the rest of the job. Records each step's sample ids."""
+    states = opts["states"]
+    result = {"rank": world_rank, "schemes": {}}
+    for scheme in opts["schemes"]:
+        kw = dict(distr_scheme=scheme, exchange_fraction=0.5, timeout_s=30)
+        record = result["schemes"][scheme] = {}
+        if phase == "stop":
+            job = hdmlp.Job(data, opts["batch_size"], opts["epochs"], seed=5, **kw)
+            steps = []
+            for ids, _, _ in job.epoch_batches(0):
+                steps.append(ids)
+                if len(steps) == opts["stop_after"]:
+                    break
+            state = job.state_dict()
+            with open(os.path.join(states, f"{scheme}.rank{job.rank}.json"), "w") as f:
+                json.dump(state, f)
+        else:
+            with open(os.path.join(states, f"{scheme}.rank0.json")) as f:
+                state = json.load(f)
+            other = dict(state, batches=state["batches"] - 1, position=state["position"] - state["batch_size"])
+            try:
+                hdmlp.Job(data, opts["batch_size"], opts["epochs"], resume=other if world_rank == 1 else state,
+                          **kw).close()
+                record["mismatch"] = "no error"
+            except ValueError as e:
+                record["mismatch"] = str(e)
+            job = hdmlp.Job(data, opts["batch_size"], opts["epochs"], resume=state, **kw)
+            steps = []
+            while job.next_epoch < job.epochs:
+                steps.append([ids for ids, _, _ in job.epoch_batches(job.next_epoch)])
+        record.update(steps=steps, world_size=job.world_size, state=job.state_dict())
+        job.close()
+    write(out, world_rank, result)
 
 
 def write(out, rank, result):

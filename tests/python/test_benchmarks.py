@@ -82,6 +82,38 @@ def test_harness_reports_every_system_with_sane_numbers(tmp_path):
     # The worker process's memory is counted with its parent's.
     assert result["systems"]["torch-transforms-w1"]["peak_rss_bytes"] > \
         1.3 * result["systems"]["torch-raw-w0"]["peak_rss_bytes"]
+    # The machine's load is recorded for the run and for each system; each system's own CPU
+    # time (its process tree, DataLoader workers included) is what the runner measured, or more.
+    load = result["load"]
+    assert set(load["runs"]) == set(SYSTEMS) and len(load["whole"]["load_before"]) == 3
+    for name, r in result["systems"].items():
+        if r["status"] == "ok":
+            assert r["load"]["own_cpu_seconds"] >= r["cpu_seconds"] * 0.8 - 0.05, (name, r["load"], r["cpu_seconds"])
+    assert ("WARNING" in proc.stdout) == load["busy"]
+    assert "Load average (1/5/15 min)" in (out / "warm.md").read_text()
+
+
+def test_python_transform_systems_are_compared_with_the_dataloader_of_as_many_workers():
+    """The python-* scenarios' ratios (the systems themselves run in `python -m benchmarks python-warm`)."""
+    sys.path.insert(0, REPO)
+    try:
+        from benchmarks import harness
+    finally:
+        sys.path.remove(REPO)
+    assert harness.SCENARIOS["python-warm"].systems == ("hdmlp-python-w1", "torch-transforms-w1", "hdmlp-python-w2",
+                                                        "torch-transforms-w2")
+
+    def ok(rates):
+        return {"status": "ok", "kind": "transforms", "job_img_per_s": rates[-1],
+                "epochs": [{"img_per_s": r} for r in rates[:-1]]}
+    systems = {"hdmlp-python-w1": ok([60, 80, 70]), "torch-transforms-w1": ok([50, 40, 40]),
+               "hdmlp-python-w2": ok([90, 120, 100]), "torch-transforms-w2": ok([90, 80, 80])}
+    harness.add_ratios(systems)
+    assert systems["hdmlp-python-w1"]["vs_same_workers"] == pytest.approx(70 / 40)
+    assert systems["hdmlp-python-w1"]["epochs_vs_same_workers"] == pytest.approx([60 / 50, 80 / 40])
+    assert systems["hdmlp-python-w2"]["vs_same_workers"] == pytest.approx(100 / 80)
+    assert systems["hdmlp-python-w2"]["vs_best_dataloader"] == pytest.approx(100 / 80)
+    assert harness.label("hdmlp-python-w2") == "hdmlp w=2, Python transform"
 
 
 # -- the emulated PFS -------------------------------------------------------------

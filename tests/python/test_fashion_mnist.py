@@ -174,3 +174,51 @@ def test_example_trains_and_reports(source, tmp_path, ranks, loader):
     check_report(report, ranks, loaders)
     for label in ["torch (1 worker)", "hdmlp"] if loader == "both" else [loader]:
         assert f"[{label}] epoch 0:" in proc.stdout and "test accuracy" in proc.stdout
+
+
+def run_example_here(args, tmp_path, capsys):
+    """The example's main() in this process (no torch import to wait for); its signal handlers
+    and torch's thread count are put back afterwards."""
+    import importlib.util
+    import signal
+    import torch
+    spec = importlib.util.spec_from_file_location("train_fashion_mnist", EXAMPLE)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    threads, cwd = torch.get_num_threads(), os.getcwd()
+    try:
+        os.chdir(tmp_path)
+        assert example.main(args) == 0
+    finally:
+        os.chdir(cwd)
+        torch.set_num_threads(threads)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return capsys.readouterr().out
+
+
+def test_an_interrupted_run_resumes_to_the_same_weights(source, tmp_path, capsys):
+    """Issue 14's preemption recipe: a run stopped by SIGTERM in the middle of its second epoch
+    and resumed from its checkpoint in a new process ends with the weights and the test
+    accuracy of the uninterrupted run, bit for bit."""
+    import torch
+    common = ["--source", str(source), "--data", str(tmp_path / "fm"), "--loader", "hdmlp", "--epochs", "2",
+              "--batch-size", "32"]
+    whole = run_example_here(common + ["--checkpoint", str(tmp_path / "whole.pt")], tmp_path, capsys)
+    # 320 images, 10 steps per epoch: stopped after step 13, in epoch 1.
+    stopped = run_example_here(common + ["--checkpoint", str(tmp_path / "ck.pt"), "--simulate-preemption", "13"],
+                               tmp_path, capsys)
+    assert "stopped after epoch 1's global batch 3" in stopped
+    assert "final test accuracy" not in stopped
+    resumed = run_example(common + ["--checkpoint", str(tmp_path / "ck.pt"), "--resume", str(tmp_path / "ck.pt")],
+                          tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    a, b = torch.load(tmp_path / "whole.pt"), torch.load(tmp_path / "ck.pt")
+    assert a["model"].keys() == b["model"].keys()
+    for name in a["model"]:
+        assert torch.equal(a["model"][name], b["model"][name]), name
+    final = [line for line in whole.splitlines() if line.startswith("final test accuracy")]
+    assert final and final == [line for line in resumed.stdout.splitlines() if line.startswith("final test accuracy")]
+    assert [r["test_accuracy"] for r in a["epochs"]] == [r["test_accuracy"] for r in b["epochs"]]
+    assert a["job"] == b["job"] and a["job"]["epoch"] == 2

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from hdmlp.datasets import make_image_folder
+
 from conftest import make_folder, make_h5, make_tar_shards
 
 WORKER = os.path.join(os.path.dirname(__file__), "mpi_worker.py")
@@ -15,8 +17,8 @@ MPIRUN = shutil.which("mpirun")
 pytestmark = pytest.mark.skipif(MPIRUN is None, reason="mpirun (OpenMPI) is not installed")
 
 
-def mpirun(n, scenario, data, out, timeout=120, **opts):
-    cmd = [MPIRUN, "--oversubscribe", "-np", str(n)]
+def mpirun(n, scenario, data, out, timeout=120, mpirun_args=(), **opts):
+    cmd = [MPIRUN, "--oversubscribe", "-np", str(n), *mpirun_args]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
     cmd += [sys.executable, WORKER, scenario, str(data), str(out), json.dumps(opts)]
@@ -266,23 +268,26 @@ def test_refuses_an_mpi_without_thread_multiple(dataset, tmp_path):
         assert r["error"] == "ValueError" and "MPI_THREAD_MULTIPLE" in r["message"]
 
 
-def test_a_bad_image_stops_every_rank_naming_the_file(tmp_path):
-    """Rank A meets a corrupt JPEG (transforms on, on_error='raise'); rank B raises too, naming it."""
+@pytest.mark.parametrize("transforms", [True, "python"])
+def test_a_bad_image_stops_every_rank_naming_the_file(tmp_path, transforms):
+    """Rank A meets a corrupt JPEG (transforms on, on_error='raise'); rank B raises too, naming it. With a Python
+    transform the chain runs in the ranks' worker processes, and the rank that met it tells the others."""
     from hdmlp.datasets import make_image_folder
     root = make_image_folder(tmp_path / "data", num_images=24, num_classes=2, seed=4, min_side=64, max_side=96)
     bad = root / sorted(p.name for p in root.iterdir() if p.is_dir())[0] / "broken.jpg"
     bad.write_bytes(b"\xff\xd8\xff\xe0 this JPEG stops here")
     out = tmp_path / "out"
     out.mkdir()
-    proc = mpirun(2, "plain", root, out, timeout=90, epochs=3, batch_size=4, transforms=True,
+    proc = mpirun(2, "plain", root, out, timeout=90, epochs=3, batch_size=4, transforms=transforms,
                   job={"seed": 3, "timeout_s": 5, "index_cache": False})
     res = results(out, 2)
     for r in res:
         assert "error" in r, f"rank {r.get('rank')} finished without an error: {proc.stderr[-2000:]}"
         assert str(bad) in r["message"], r["message"]
     kinds = sorted(r["error"] for r in res)
-    assert "ValueError" in kinds, kinds  # the rank that decoded it
-    assert any(r["error"] == "OSError" and "stopped" in r["message"] for r in res) or kinds == ["ValueError"] * 2
+    decoded = "ValueError" if transforms is True else "TransformError"  # a ValueError naming the chain
+    assert decoded in kinds, kinds  # the rank that decoded it
+    assert any(r["error"] == "OSError" and "stopped" in r["message"] for r in res) or kinds == [decoded] * 2
 
 
 def test_ranks_on_one_node_share_percent_capacities(dataset, tmp_path):
@@ -343,6 +348,22 @@ def test_ctrl_c_interrupts_the_start_up_check(dataset, tmp_path):
     r0 = json.loads((tmp_path / "rank0.json").read_text())
     assert r0["error"] == "KeyboardInterrupt", r0
     assert r0["seconds"] < 5
+def test_ranks_sharing_cpus_split_the_auto_staging_threads(tmp_path):
+    """threads = "auto": each rank runs its usable CPUs divided by the ranks of the node whose
+    affinity overlaps its own (unbound ranks share every CPU)."""
+    root = tmp_path / "images"
+    make_image_folder(root, num_images=16, num_classes=2, seed=3, min_side=40, max_side=60)
+    cfg = tmp_path / "auto.cfg"
+    cfg.write_text('storage_classes = ( { capacity = 64; threads = "auto"; } );\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = mpirun(2, "plain", root, out, epochs=1, batch_size=4, transforms=True, mpirun_args=["--bind-to", "none"],
+                  job={"seed": 1, "config_path": str(cfg)})
+    assert proc.returncode == 0, proc.stderr
+    res = results(out, 2)
+    for r in res:
+        assert r["cpu_budget"]["cpus"] == sorted(os.sched_getaffinity(0))  # not bound: every CPU
+        assert r["metrics"]["staging"]["threads"] == max(1, r["cpu_budget"]["usable_cpus"] // 2)
 
 
 def test_an_uncaught_exception_on_one_rank_ends_the_whole_job(dataset, tmp_path):
@@ -402,3 +423,57 @@ def test_mpi_and_launcher_disagreeing_is_an_error_on_every_rank(dataset, tmp_pat
     for r in results(tmp_path, 2):
         assert r.get("error") == "ValueError", r
         assert "MPI says this process is rank" in r["message"] and "of 3" in r["message"], r["message"]
+
+
+def plan_batches(n, batch, world, scheme, epoch, seed=5):
+    """Each global batch of an uninterrupted job's epoch (sorted ids), from the plan alone."""
+    import hdmlp
+    plan = hdmlp.AccessPlan(n, batch, 2, seed, world_size=world, distr_scheme=scheme, exchange_fraction=0.5)
+    ids = [plan.samples(epoch, r) for r in range(world)]
+    out = []
+    for b in range(plan.batches_per_epoch()):
+        step = []
+        for r in range(world):
+            start = sum(plan.local_batch_size(k, r) for k in range(b))
+            step += ids[r][start:start + plan.local_batch_size(b, r)]
+        out.append(sorted(step))
+    return out
+
+
+@pytest.mark.parametrize("old,new", [(4, (2, 3)), (2, (4,))])
+def test_stopped_mid_epoch_and_resumed_on_another_rank_count(dataset, tmp_path, old, new):
+    """Issue 14: N ranks stop after 2 of 6 steps of epoch 0 and M ranks go on from the state:
+    every sample of the interrupted epoch once; uniform keeps every global batch, the local
+    schemes deliver the old ranks' unread samples in the same global batches and re-cut
+    their shards for M ranks from the next epoch on. A state that differs on one rank makes
+    every rank raise the same error."""
+    root, by_path, _ = dataset
+    n, schemes = len(by_path), ["uniform", "local", "partial_local"]
+    states = tmp_path / "states"
+    states.mkdir()
+    opts = dict(schemes=schemes, states=str(states), batch_size=8, epochs=2, stop_after=2)
+    (tmp_path / "stop").mkdir()
+    proc = mpirun(old, "stop", root, tmp_path / "stop", **opts)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stopped = results(tmp_path / "stop", old)
+    for scheme in schemes:  # every rank holds the same state after the same step
+        assert len({(states / f"{scheme}.rank{r}.json").read_text() for r in range(old)}) == 1
+    for m in new:
+        out = tmp_path / f"resume{m}"
+        out.mkdir()
+        proc = mpirun(m, "resume", root, out, **opts)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        resumed = results(out, m)
+        for scheme in schemes:
+            mismatch = {r["schemes"][scheme]["mismatch"] for r in resumed}
+            assert len(mismatch) == 1, mismatch  # the same error on every rank
+            assert "ranks disagree on resume: rank 0 has epoch 0 after 2 global batches" in mismatch.pop()
+            before = [sorted(i for r in stopped for i in r["schemes"][scheme]["steps"][k]) for k in range(2)]
+            epochs = [[sorted(i for r in resumed for i in r["schemes"][scheme]["steps"][e][k])
+                       for k in range(len(resumed[0]["schemes"][scheme]["steps"][e]))] for e in range(2)]
+            whole = plan_batches(n, 8, old, scheme, 0)
+            assert before == whole[:2]
+            assert sorted(i for step in before + epochs[0] for i in step) == list(range(n)), scheme
+            assert epochs[0] == whole[2:], scheme  # 45 = 5 * 8 + 5: no merge for 2, 3 or 4 ranks
+            assert epochs[1] == plan_batches(n, 8, old if scheme == "uniform" else m, scheme, 1), scheme
+            assert all(r["schemes"][scheme]["state"]["epoch"] == 2 for r in resumed)

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "hdmlp/config/cpu_budget.h"
 #include "hdmlp/errors.h"
 
 namespace hdmlp {
@@ -416,8 +417,24 @@ class Loader {
 
     sc.capacity_mb = Capacity(Member(s, path, "capacity", "a number of MB > 0 or a string \"N%\""),
                               Child(path, "capacity"), sc, &sc.capacity_spec);
-    sc.threads = Int(Member(s, path, "threads", "an integer from 1 to 1024"),
-                     Child(path, "threads"), 1, kMaxThreads);
+    const std::string threads_key = Child(path, "threads");
+    const Setting& threads =
+        Member(s, path, "threads", index == 0 ? "an integer from 1 to 1024 or \"auto\"" : "an integer from 1 to 1024");
+    if (threads.getType() == Setting::TypeString) {
+      const std::string t = threads.c_str();
+      if (t != "auto" || index != 0) {
+        Fail(&threads, threads_key,
+             index == 0 ? "expected an integer from 1 to 1024 or \"auto\" (the CPUs this process may use), got \"" +
+                              t + "\""
+                        : "expected an integer from 1 to 1024, got \"" + t +
+                              "\" (\"auto\" is only for class 0, the staging buffer, whose workers decode on the "
+                              "CPUs; a cache class's threads wait for reads: give their number)");
+      }
+      sc.threads_auto = true;
+      sc.threads = std::min(kMaxThreads, ReadCpuBudget().UsableCpus());
+    } else {
+      sc.threads = Int(threads, threads_key, 1, kMaxThreads);
+    }
     if (s.exists("bandwidth")) {
       sc.bandwidth = Table(s["bandwidth"], Child(path, "bandwidth"), "threads");
     }
@@ -581,7 +598,8 @@ std::string Config::Describe() const {
     if (!c.capacity_spec.empty() && c.capacity_spec.back() == '%') {
       os << " (" << c.capacity_spec << ")";
     }
-    os << ", " << c.threads << " threads, " << range(c.bandwidth, "threads");
+    os << ", " << c.threads << " threads" << (c.threads_auto ? " (auto)" : "") << ", "
+       << range(c.bandwidth, "threads");
     if (!c.path.empty()) os << ", " << c.path;
   }
   return os.str();

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "hdmlp/config/cpu_budget.h"
 #include "hdmlp/errors.h"
 #include "hdmlp/job/process_budget.h"
 #include "hdmlp/transforms/raw_image.h"
@@ -75,6 +76,13 @@ const JobOptions& Validated(const JobOptions& options) {
                                " is impossible: the rank must be in [0, world size)");
   }
   ParseDistributionScheme(options.distr_scheme);
+  if (options.start_epoch < 0 || options.start_epoch > options.epochs) {
+    throw InvalidArgumentError("start_epoch must be in 0.." + std::to_string(options.epochs) +
+                               " (the job's epochs), got " + std::to_string(options.start_epoch));
+  }
+  if (options.resume && options.start_epoch > 0) {
+    throw InvalidArgumentError("give at most one of resume (a state) and start_epoch, got both");
+  }
   if (options.config_path.empty()) throw InvalidArgumentError("config_path is empty: give a configuration file");
   CheckSeconds("timeout_s", options.timeout_s, false);
   CheckSeconds("read_timeout_s", options.read_timeout_s, true);
@@ -120,6 +128,8 @@ std::string Signature(const JobOptions& o, const Source& source, const Config& c
     s += ") ";
   }
   s += "\non_error=" + std::string(o.skip_bad_samples ? "skip" : "raise");
+  s += "\nresume=" + (o.resume ? DescribeState(*o.resume)
+                               : o.start_epoch > 0 ? "the start of epoch " + std::to_string(o.start_epoch) : "none");
   return s;
 }
 
@@ -182,8 +192,12 @@ Job::Job(const JobOptions& options)
       throw InvalidArgumentError("batch_size_per_rank " + std::to_string(options.batch_size_per_rank) + " times " +
                                  std::to_string(world_size_) + " ranks is more than 2**62 samples per batch");
     }
+    if (options.batch_size_per_rank > 0) options_.batch_size = options.batch_size_per_rank * world_size_;
     config_ = Config::LoadFile(options.config_path);
-    if (options.staging_threads > 0) config_.storage_classes.at(0).threads = options.staging_threads;
+    if (options.staging_threads > 0) {
+      config_.storage_classes.at(0).threads = options.staging_threads;
+      config_.storage_classes.at(0).threads_auto = false;
+    }
     // An impossible chain is refused here, before anything is read.
     if (!options.transforms.empty()) pipeline_ = std::make_unique<TransformPipeline>(options.transforms);
     // The config's "checkpoint" is the index cache: on or off, and where.
@@ -201,13 +215,19 @@ Job::Job(const JobOptions& options)
     // Every read of the dataset's storage from here on has a deadline.
     reader_ = std::make_shared<SourceReader>(source_, shared_env_,
                                              options.read_timeout_s > 0 ? options.read_timeout_s : options.timeout_s);
+    fingerprint_ = source_->Fingerprint();
+    if (options.resume) {
+      JobState mine = Settings();
+      mine.seed = options.has_seed ? options.seed : options.resume->seed;
+      const std::string why = ResumeMismatch(*options.resume, mine, options.dataset_path);
+      if (!why.empty()) throw InvalidArgumentError(why);
+    }
   } catch (const std::exception&) {
     if (!ranks_talk) throw;
     local_error = CapturedError::FromCurrentException();
     local_exception = std::current_exception();
   }
-  if (options.batch_size_per_rank > 0) options_.batch_size = options.batch_size_per_rank * world_size_;
-  seed_ = options.has_seed ? options.seed : DrawSeed();
+  seed_ = options.resume ? options.resume->seed : options.has_seed ? options.seed : DrawSeed();
   if (ranks_talk) {
     try {
       CheckRanksAgree(local_error);
@@ -217,10 +237,18 @@ Job::Job(const JobOptions& options)
     }
   } else if (options.launcher_local_world_size > 0) {
     ranks_on_this_node_ = options.launcher_local_world_size;
+    ranks_sharing_cpus_ = ranks_on_this_node_;  // no masks to compare: assume they share the node
   }
   // The ranks gathered what they needed: the hook may hold the caller's
   // objects (a Python function), which are not ours to keep.
   options_.gather = nullptr;
+  // threads = "auto": this process's CPUs, split between the ranks that share
+  // them. Without transforms the workers mostly wait for reads, and 4 of them
+  // overlap a slow store's latency on any machine.
+  if (StorageClassConfig& staging = config_.storage_classes.at(0); staging.threads_auto) {
+    staging.threads = ThreadsPerRank(staging.threads, ranks_sharing_cpus_);
+    if (!pipeline_) staging.threads = std::max(staging.threads, 4);
+  }
 
   PlanOptions plan;
   plan.num_samples = source_->size();
@@ -232,6 +260,11 @@ Job::Job(const JobOptions& options)
   plan.world_size = world_size();
   plan.scheme = ParseDistributionScheme(options.distr_scheme);
   plan.exchange_fraction = options.exchange_fraction;
+  if (options.resume) {
+    plan.start = ResumePointOf(*options.resume);
+  } else {
+    plan.start.epoch = options.start_epoch;
+  }
   try {
     plan_ = std::make_unique<AccessPlan>(plan);
   } catch (const InvalidArgumentError& e) {
@@ -243,6 +276,7 @@ Job::Job(const JobOptions& options)
     throw InvalidArgumentError("epochs * samples per epoch (" + std::to_string(options.epochs) + " * " +
                                std::to_string(epoch_size_) + ") exceeds 2**63: use fewer epochs");
   }
+  SetPosition(plan_->start().epoch, plan_->StartBatch());
   ShareCapacities();
 
   batch_start_.assign(static_cast<size_t>(plan_->BatchesPerEpoch() + 1), 0);
@@ -289,6 +323,7 @@ Job::Job(const JobOptions& options)
   // MB in configs are MiB (docs/config.md).
   const auto capacity = static_cast<int64_t>(staging.capacity_mb * 1024 * 1024);
   staging_ = std::make_unique<StagingBuffer>(capacity, ItemOf(options.epochs, 0));
+  staging_->SkipTo(plan_->StartItem(rank()));  // a resumed job reads only what is left
   if (const double percent = PercentOf(staging); percent > 0) {
     budget_->JoinStaging(percent, staging.capacity_mb * 100 / percent,
                          [this](int64_t bytes) { staging_->SetCapacity(bytes); });
@@ -313,8 +348,9 @@ void Job::CheckRanksAgree(const CapturedError& local_error) {
   // Every rank sends either its error (type and message) or its view of the
   // job (and its seed and host); every rank then draws the same conclusion
   // from the same data, and raises the failing rank's error as its type.
-  const std::string mine = !local_error ? "ok\n" + std::to_string(seed_) + "\n" + HostName() + "\n" +
-                                              Signature(options_, *source_, config_)
+  const std::vector<int> my_cpus = ReadCpuBudget().cpus;
+  const std::string mine = !local_error ? "ok\n" + std::to_string(seed_) + "\n" + HostName() + " cpus=" +
+                                              FormatCpuList(my_cpus) + "\n" + Signature(options_, *source_, config_)
                                         : "error\n" + local_error.KindName() + "\n" + local_error.message();
   const std::vector<std::string> all = comm_ ? comm_->AllGather(mine, "the start-up check of the job's arguments")
                                              : options_.gather(mine);
@@ -330,7 +366,7 @@ void Job::CheckRanksAgree(const CapturedError& local_error) {
       CapturedError::FromKindName(kind, "rank " + std::to_string(r) + " could not start the job: " + message).Throw();
     }
   }
-  // "ok", seed, host, then the signature.
+  // "ok", seed, "host cpus=<affinity>", then the signature.
   const auto line = [](const std::string& s, int n) {
     size_t begin = 0;
     for (int i = 0; i < n; ++i) begin = s.find('\n', begin) + 1;
@@ -347,7 +383,16 @@ void Job::CheckRanksAgree(const CapturedError& local_error) {
   }
   seed_ = std::stoull(line(all[0], 1));  // rank 0's seed
   ranks_on_this_node_ = 0;
-  for (const auto& s : all) ranks_on_this_node_ += line(s, 2) == HostName() ? 1 : 0;
+  ranks_sharing_cpus_ = 0;
+  for (const auto& s : all) {
+    const std::string host = line(s, 2);
+    const size_t cpus = host.find(" cpus=");
+    if (host.substr(0, cpus) != HostName()) continue;
+    ++ranks_on_this_node_;
+    if (cpus == std::string::npos || CpuListsIntersect(ParseCpuList(host.substr(cpus + 6)), my_cpus)) {
+      ++ranks_sharing_cpus_;
+    }
+  }
 }
 
 void Job::ShareCapacities() {
@@ -503,8 +548,9 @@ void Job::WorkerLoop(int slot) {
     return source_->sizes()[static_cast<size_t>(sample_of(item))] + sample_bytes_ + label_bytes_;
   };
   int64_t item;
-  while (staging_->Claim(estimate, &item)) {
+  for (auto wait_start = Clock::now(); staging_->Claim(estimate, &item); wait_start = Clock::now()) {
     const int epoch = static_cast<int>(item / epoch_size_);
+    metrics_.AddHandoffWait(epoch, SecondsSince(wait_start));
     const int64_t sample = sample_of(item);
     try {
       if (rows()) {
@@ -544,18 +590,86 @@ void Job::BeginEpoch(int epoch) {
   if (epoch <= epoch_) {
     throw InvalidArgumentError("epoch " + std::to_string(epoch) + " has already been started; epochs run in order");
   }
+  const ResumePoint& start = plan_->start();
+  if (epoch < start.epoch) {
+    throw InvalidArgumentError("epoch " + std::to_string(epoch) + " was delivered before this job resumed at epoch " +
+                               std::to_string(start.epoch) + " (global batch " + std::to_string(plan_->StartBatch()) +
+                               "); epochs run in order");
+  }
   if (epoch_ >= 0 && !pending_.ids.empty()) metrics_.AddDelivered(epoch_, 0, pending_stall_);
   epoch_ = epoch;
   epoch_order_ = plan_->Epoch(rank(), epoch);
-  batch_ = 0;
-  next_j_ = 0;
+  // The epoch the job resumed in goes on at its next global batch.
+  batch_ = epoch == start.epoch ? plan_->StartBatch() : 0;
+  next_j_ = batch_start_[static_cast<size_t>(batch_)];
   epoch_end_ = epoch_size_;
   moved_from_item_.store(INT64_MAX);
   pending_ = Batch();
   pending_bad_.clear();
   pending_stall_ = 0;
-  if (rows()) DropBatchesBelow(epoch, 0);
-  staging_->SkipTo(ItemOf(epoch, 0));
+  if (rows()) DropBatchesBelow(epoch, batch_);
+  staging_->SkipTo(ItemOf(epoch, next_j_));
+  SetPosition(epoch, batch_);
+}
+
+JobState Job::Settings() const {
+  JobState s;
+  s.seed = seed_;
+  s.batch_size = options_.batch_size;
+  s.distr_scheme = options_.distr_scheme;
+  s.exchange_fraction = options_.exchange_fraction;
+  s.shuffle = options_.shuffle;
+  s.drop_last = options_.drop_last;
+  s.samples = source_->size();
+  s.fingerprint = fingerprint_;
+  s.world_size = world_size_;
+  s.order_world_size = world_size_;
+  s.epochs = options_.epochs;
+  return s;
+}
+
+void Job::SetPosition(int epoch, int64_t batches) {
+  if (batches >= plan_->BatchesPerEpoch()) {  // the epoch is done: the next one starts at 0
+    ++epoch;
+    batches = 0;
+  }
+  std::lock_guard<std::mutex> lock(position_mu_);
+  position_epoch_ = epoch;
+  position_batches_ = batches;
+}
+
+JobState Job::State() const {
+  int epoch = 0;
+  int64_t batches = 0;
+  {
+    std::lock_guard<std::mutex> lock(position_mu_);
+    epoch = position_epoch_;
+    batches = position_batches_;
+  }
+  return StateAt(epoch, batches);
+}
+
+JobState Job::StateAt(int epoch, int64_t batches) const {
+  if (epoch < 0 || epoch > options_.epochs || batches < 0 || batches > plan_->BatchesPerEpoch()) {
+    throw InvalidArgumentError("state_at: position (epoch " + std::to_string(epoch) + ", batch " +
+                               std::to_string(batches) + ") is outside the job (epochs 0.." +
+                               std::to_string(options_.epochs) + ", batches 0.." +
+                               std::to_string(plan_->BatchesPerEpoch()) + ")");
+  }
+  if (batches == plan_->BatchesPerEpoch()) {  // the epoch is done: the next one starts at 0
+    ++epoch;
+    batches = 0;
+  }
+  JobState s = Settings();
+  s.epoch = epoch;
+  s.batches = batches;
+  s.position = s.batches * s.batch_size;
+  // Inside the epoch the job resumed in, the order is the one it began with.
+  const ResumePoint& start = plan_->start();
+  if (s.batches > 0 && s.epoch == start.epoch && start.order_world_size > 0) {
+    s.order_world_size = start.order_world_size;
+  }
+  return s;
 }
 
 void Job::RecordSkip(const std::string& message) {
@@ -597,6 +711,17 @@ bool Job::FillFromEpochEnd(int64_t min_position) {
   return false;
 }
 
+SampleBuffer Job::ReadOnConsumer(int64_t sample) {
+  CheckNotForked("read a sample");
+  if (closed_) throw ClosedError("the job is closed");
+  if (epoch_ < 0) throw InvalidArgumentError("no epoch has been started: call BeginEpoch first");
+  if (sample < 0 || sample >= source_->size()) {
+    throw InvalidArgumentError("sample " + std::to_string(sample) + " is not in the dataset (0.." +
+                               std::to_string(source_->size() - 1) + ")");
+  }
+  return ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
+}
+
 void Job::ThrowAndTellPeers(const CapturedError& error) {
   cache_->AbortPeers("rank " + std::to_string(rank()) + " stopped: " + error.message());
   error.Throw();
@@ -606,6 +731,14 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
   CheckNotForked("read a batch");
   if (closed_) throw ClosedError("the job is closed");
   if (epoch_ < 0) throw InvalidArgumentError("no epoch has been started: call BeginEpoch first");
+  // This call's time apart from waiting for samples: batch assembly (on every exit).
+  struct AssemblyTimer {
+    JobMetrics& metrics;
+    int epoch;
+    Clock::time_point start = Clock::now();
+    double waited = 0;
+    ~AssemblyTimer() { metrics.AddAssembly(epoch, SecondsSince(start) - waited); }
+  } assembly{metrics_, epoch_};
   const std::string peer_error = cache_->PeerAbortMessage();
   if (!peer_error.empty()) throw IOError(peer_error + " (reported to rank " + std::to_string(rank()) + ")");
   const int64_t batches = plan_->BatchesPerEpoch();
@@ -641,7 +774,9 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
     CapturedError error;
     const auto wait_start = Clock::now();
     const auto result = staging_->Take(ItemOf(epoch_, j), deadline, &bytes, &error);
-    pending_stall_ += SecondsSince(wait_start);
+    const double waited = SecondsSince(wait_start);
+    pending_stall_ += waited;
+    assembly.waited += waited;
     switch (result) {
       case StagingBuffer::TakeResult::kTimeout:
         return Next::kTimeout;
@@ -660,6 +795,7 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
         next_j_ = batch_end;
         staging_->SkipTo(ItemOf(epoch_, batch_end));
         ++batch_;
+        SetPosition(epoch_, batch_);
         metrics_.AddDelivered(epoch_, 0, pending_stall_);
         if (rows()) DropBatchesBelow(epoch_, batch_);
         pending_ = Batch();
@@ -692,6 +828,7 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
   const int64_t size = static_cast<int64_t>(pending_.ids.size());
   metrics_.AddDelivered(epoch_, size, pending_stall_);
   ++batch_;
+  SetPosition(epoch_, batch_);
   if (rows()) DropBatchesBelow(epoch_, batch_);  // the memory now belongs to *out alone
   pending_stall_ = 0;
   if (size == 0) {

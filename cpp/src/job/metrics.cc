@@ -36,6 +36,16 @@ void JobMetrics::AddTransform(int epoch, double seconds) {
   At(epoch).transform_seconds += seconds;
 }
 
+void JobMetrics::AddHandoffWait(int epoch, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  At(epoch).handoff_wait_seconds += seconds;
+}
+
+void JobMetrics::AddAssembly(int epoch, double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  At(epoch).assembly_seconds += seconds;
+}
+
 void JobMetrics::AddSkipped(int epoch) {
   std::lock_guard<std::mutex> lock(mu_);
   ++At(epoch).skipped;

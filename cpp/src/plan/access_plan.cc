@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <memory>
+#include <string>
 
 #include "hdmlp/errors.h"
 #include "hdmlp/plan/random.h"
@@ -77,6 +79,65 @@ AccessPlan::AccessPlan(const PlanOptions& options) : options_(options) {
     }
     pool_size_ = pool_start_[ranks];
   }
+  SetUpStart();
+}
+
+void AccessPlan::SetUpStart() {
+  const ResumePoint& start = options_.start;
+  const int64_t b = options_.batch_size;
+  const std::string epochs = std::to_string(options_.epochs);
+  if (start.epoch < 0 || start.epoch > options_.epochs) {
+    throw InvalidArgumentError("the resume point's epoch " + std::to_string(start.epoch) + " is outside 0.." + epochs +
+                               " (" + epochs + ": all of the job's epochs delivered)");
+  }
+  if (start.order_world_size < 0) {
+    throw InvalidArgumentError("the resume point's order_world_size must be at least 0, got " +
+                               std::to_string(start.order_world_size));
+  }
+  if (start.position < 0 || start.position % b != 0) {
+    throw InvalidArgumentError("the resume point's position " + std::to_string(start.position) +
+                               " is not a global batch boundary (a multiple of the global batch size " +
+                               std::to_string(b) + ")");
+  }
+  if (start.position == 0) return;
+  if (start.epoch == options_.epochs) {
+    throw InvalidArgumentError("the resume point is inside epoch " + epochs + ", after the job's last epoch (" +
+                               std::to_string(options_.epochs - 1) + "): create the job with more epochs");
+  }
+  const int old_world = start.order_world_size > 0 ? start.order_world_size : options_.world_size;
+  const Cut old_cut = CutEpoch(options_.num_samples, b, old_world, options_.drop_last);
+  const int64_t h = start.position / b;
+  const std::string where = "epoch " + std::to_string(start.epoch);
+  if (old_world < 1 || h >= old_cut.batches) {
+    throw InvalidArgumentError("the resume point's position " + std::to_string(start.position) + " is past the " +
+                               std::to_string(old_cut.batches) + " global batches of " + where +
+                               ": a position inside an epoch must come before its last global batch");
+  }
+  if (h >= cut_.batches) {
+    // Only possible when this world size merges a last remainder that the
+    // old one kept as its own batch: the remainder alone is left.
+    const int64_t left = (old_cut.batches - 1) * b + old_cut.last - start.position;
+    throw InvalidArgumentError(
+        "the job stopped before the last global batch of " + where + ", which holds only " + std::to_string(left) +
+        " samples: fewer than the " + std::to_string(options_.world_size) +
+        " ranks of this job, and every rank needs a sample in every step. Resume on at most " +
+        std::to_string(left) + " ranks to finish " + where + ", or start at epoch " +
+        std::to_string(start.epoch + 1) + " (start_epoch) and leave those samples out");
+  }
+  start_batch_ = h;
+  if (options_.scheme != DistributionScheme::kUniform && old_world != options_.world_size) {
+    // A local scheme's order depends on the world size: the epoch goes on in
+    // the order it began with.
+    PlanOptions origin = options_;
+    origin.world_size = old_world;
+    origin.start = ResumePoint();
+    try {
+      origin_plan_ = std::make_shared<const AccessPlan>(origin);
+    } catch (const InvalidArgumentError& e) {
+      throw InvalidArgumentError("the resume point's order_world_size " + std::to_string(old_world) +
+                                 " is impossible: " + e.what());
+    }
+  }
 }
 
 AccessPlan::Cut AccessPlan::CutEpoch(int64_t num_samples, int64_t batch_size, int world_size, bool drop_last) {
@@ -128,7 +189,15 @@ EpochOrder::EpochOrder(const AccessPlan* plan, int rank, int epoch)
                     ? IndexPermutation(0, 0)
                     : plan->Permutation(static_cast<uint64_t>(plan->shard_size_[static_cast<size_t>(rank)]),
                                         plan->Key({0x7069636bULL, static_cast<uint64_t>(epoch),
-                                                   static_cast<uint64_t>(rank)}))) {}
+                                                   static_cast<uint64_t>(rank)}))) {
+  if (plan->origin_plan_ && epoch == plan->options_.start.epoch) {
+    const AccessPlan& origin = *plan->origin_plan_;
+    auto orders = std::make_shared<std::vector<EpochOrder>>();
+    orders->reserve(static_cast<size_t>(origin.options_.world_size));
+    for (int r = 0; r < origin.options_.world_size; ++r) orders->push_back(origin.Epoch(r, epoch));
+    origin_ = std::move(orders);
+  }
+}
 
 int64_t EpochOrder::ShardSample(int rank, int64_t i) const {
   return static_cast<int64_t>(shards_.At(static_cast<uint64_t>(plan_->shard_start_[static_cast<size_t>(rank)] + i)));
@@ -136,6 +205,7 @@ int64_t EpochOrder::ShardSample(int rank, int64_t i) const {
 
 int64_t EpochOrder::At(int64_t j) const {
   const AccessPlan& p = *plan_;
+  if (origin_) return p.origin_plan_->SampleAtPosition(*origin_, p.GlobalPosition(rank_, j));
   if (p.options_.scheme == DistributionScheme::kUniform) {
     return static_cast<int64_t>(global_.At(static_cast<uint64_t>(p.GlobalPosition(rank_, j))));
   }
@@ -159,33 +229,60 @@ int64_t EpochOrder::At(int64_t j) const {
   return pick(q, g - p.pool_start_[static_cast<size_t>(q)]);
 }
 
-int AccessPlan::FirstEpochReader(int64_t sample) const {
+int AccessPlan::RankOfOffset(int64_t batch_samples, int64_t offset) const {
+  // The first m ranks take q + 1 positions, the others q (q >= 1: B >= N).
+  const int64_t q = batch_samples / options_.world_size, m = batch_samples % options_.world_size;
+  return static_cast<int>(offset < m * (q + 1) ? offset / (q + 1) : m + (offset - m * (q + 1)) / q);
+}
+
+int AccessPlan::RankAtPosition(int64_t q) const {
+  const int64_t h = std::min(q / options_.batch_size, cut_.batches - 1);
+  const int64_t begin = GlobalBatchBegin(h);
+  return RankOfOffset(GlobalBatchEnd(h) - begin, q - begin);
+}
+
+int64_t AccessPlan::SampleAtPosition(const std::vector<EpochOrder>& orders, int64_t q) const {
+  const int64_t h = std::min(q / options_.batch_size, cut_.batches - 1);
+  const int64_t begin = GlobalBatchBegin(h);
+  const int r = RankOfOffset(GlobalBatchEnd(h) - begin, q - begin);
+  return orders[static_cast<size_t>(r)].At(LocalBatchStart(r, h) + (q - RankSlice(r, h).begin));
+}
+
+int64_t AccessPlan::LocalBatchStart(int rank, int64_t h) const {
+  // Every global batch but the last holds batch_size positions.
+  return h < cut_.batches ? h * NominalLocalBatchSize(rank) : RankEpochSize(rank);
+}
+
+int64_t AccessPlan::StartItem(int rank) const {
+  return static_cast<int64_t>(options_.start.epoch) * RankEpochSize(rank) + LocalBatchStart(rank, start_batch_);
+}
+
+int64_t AccessPlan::PositionInEpoch(int64_t sample, int epoch) const {
   const int64_t n = options_.num_samples;
   if (sample < 0 || sample >= n) return -1;
+  if (origin_plan_ && epoch == options_.start.epoch) return origin_plan_->PositionInEpoch(sample, epoch);
+  const auto e = static_cast<uint64_t>(epoch);
   if (options_.scheme == DistributionScheme::kUniform) {
-    const auto pos = static_cast<int64_t>(EpochPermutation(0).Inverse(static_cast<uint64_t>(sample)));
-    if (pos >= GlobalBatchEnd(cut_.batches - 1)) return -1;  // dropped by drop-last
-    const int64_t h = std::min(pos / options_.batch_size, cut_.batches - 1);
-    const int64_t offset = pos - GlobalBatchBegin(h);
-    // The first m ranks take q + 1 positions, the others q (q >= 1: B >= N).
-    const int64_t size = GlobalBatchEnd(h) - GlobalBatchBegin(h);
-    const int64_t q = size / options_.world_size, m = size % options_.world_size;
-    return static_cast<int>(offset < m * (q + 1) ? offset / (q + 1) : m + (offset - m * (q + 1)) / q);
+    const auto pos = static_cast<int64_t>(EpochPermutation(epoch).Inverse(static_cast<uint64_t>(sample)));
+    return pos < GlobalBatchEnd(cut_.batches - 1) ? pos : -1;  // else dropped by drop-last
   }
+  // Invert the local scheme: the sample's shard and place in its owner's
+  // set-aside-first order, then (if set aside) where the pool deals it, then
+  // the reader's epoch order.
   const IndexPermutation shards = Permutation(static_cast<uint64_t>(n), Key({0x7368617264ULL}));
   const int64_t s = static_cast<int64_t>(shards.Inverse(static_cast<uint64_t>(sample)));
   const auto owner_it = std::upper_bound(shard_start_.begin(), shard_start_.end(), s);
   const int q = static_cast<int>(owner_it - shard_start_.begin()) - 1;
   const auto qs = static_cast<size_t>(q);
   const IndexPermutation order =
-      Permutation(static_cast<uint64_t>(shard_size_[qs]), Key({0x7069636bULL, 0, static_cast<uint64_t>(q)}));
+      Permutation(static_cast<uint64_t>(shard_size_[qs]), Key({0x7069636bULL, e, static_cast<uint64_t>(q)}));
   const int64_t i = static_cast<int64_t>(order.Inverse(static_cast<uint64_t>(s - shard_start_[qs])));
   int reader = q;
   int64_t slot;  // its slot k in the reader's epoch order
   if (i >= exchange_[qs]) {
     slot = i - exchange_[qs];
   } else {
-    const IndexPermutation pool = Permutation(static_cast<uint64_t>(pool_size_), Key({0x706f6f6cULL, 0}));
+    const IndexPermutation pool = Permutation(static_cast<uint64_t>(pool_size_), Key({0x706f6f6cULL, e}));
     const int64_t p = static_cast<int64_t>(pool.Inverse(static_cast<uint64_t>(pool_start_[qs] + i)));
     const auto it = std::upper_bound(pool_start_.begin(), pool_start_.end(), p);
     reader = static_cast<int>(it - pool_start_.begin()) - 1;
@@ -194,9 +291,20 @@ int AccessPlan::FirstEpochReader(int64_t sample) const {
   }
   const auto rs = static_cast<size_t>(reader);
   const IndexPermutation rank_order = Permutation(static_cast<uint64_t>(shard_size_[rs]),
-                                                  Key({0x6f72646572ULL, 0, static_cast<uint64_t>(reader)}));
+                                                  Key({0x6f72646572ULL, e, static_cast<uint64_t>(reader)}));
   const int64_t j = static_cast<int64_t>(rank_order.Inverse(static_cast<uint64_t>(slot)));
-  return j < RankEpochSize(reader) ? reader : -1;
+  return j < RankEpochSize(reader) ? GlobalPosition(reader, j) : -1;  // else dropped by drop-last
+}
+
+int AccessPlan::FirstEpochReader(int64_t sample) const {
+  const ResumePoint& start = options_.start;
+  if (start.epoch >= options_.epochs) return -1;
+  const int64_t q = PositionInEpoch(sample, start.epoch);
+  if (q >= start.position) return RankAtPosition(q);  // q = -1: not read in the start epoch
+  if (start.position == 0 || start.epoch + 1 >= options_.epochs) return -1;
+  // Delivered before the start: first read again in the next epoch.
+  const int64_t next = PositionInEpoch(sample, start.epoch + 1);
+  return next < 0 ? -1 : RankAtPosition(next);
 }
 
 int64_t AccessPlan::BatchesPerEpoch() const { return cut_.batches; }

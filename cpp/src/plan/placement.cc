@@ -176,17 +176,18 @@ void MergeBack(std::vector<SampleUse>& a, const std::vector<SampleUse>& b) {
 // read, and no two threads touch the same counter). Evaluating and counting
 // in one loop was measured 2x slower: the random counter updates stall the
 // long dependency chain of the permutation.
-std::vector<SampleUse> CountDense(const AccessPlan& plan, int rank, int64_t epoch_size, int64_t total,
-                                  int threads, int64_t piece, const InterruptCheck& interrupt) {
+std::vector<SampleUse> CountDense(const AccessPlan& plan, int rank, int64_t epoch_size, int64_t first_item,
+                                  int64_t end_item, int threads, int64_t piece, const InterruptCheck& interrupt) {
+  const int64_t total = end_item - first_item;
   const int64_t num_samples = plan.options().num_samples;
   std::vector<int32_t> count(static_cast<size_t>(num_samples), 0);
   std::vector<int64_t> first(static_cast<size_t>(num_samples));
   std::vector<int64_t> distinct(static_cast<size_t>(threads), 0);
   const int64_t chunk_cap = std::min(total, piece * threads);
   std::vector<uint64_t> samples(static_cast<size_t>(chunk_cap));
-  for (int64_t t = 0; t < total;) {
+  for (int64_t t = first_item; t < end_item;) {
     CheckInterrupt(interrupt);
-    const int64_t chunk = std::min(total - t, chunk_cap);
+    const int64_t chunk = std::min(end_item - t, chunk_cap);
     const int64_t slices = (chunk + piece - 1) / piece;
     ParallelFor(slices, threads, [&](int64_t p) {
       const int64_t begin = p * piece;
@@ -221,9 +222,10 @@ std::vector<SampleUse> CountDense(const AccessPlan& plan, int rank, int64_t epoc
 // Many ranks (a rank reads a small share): sorted runs, O(D) memory.
 // Chunks of reads are evaluated, sorted by sample and compressed by the
 // threads, then merged into the running per-sample totals.
-std::vector<SampleUse> CountSorted(const AccessPlan& plan, int rank, int64_t epoch_size, int64_t total,
-                                   int threads, int64_t min_piece_items, double expected_distinct,
-                                   const InterruptCheck& interrupt) {
+std::vector<SampleUse> CountSorted(const AccessPlan& plan, int rank, int64_t epoch_size, int64_t first_item,
+                                   int64_t end_item, int threads, int64_t min_piece_items,
+                                   double expected_distinct, const InterruptCheck& interrupt) {
+  const int64_t total = end_item - first_item;
   const int sample_bits = BitWidth(static_cast<uint64_t>(plan.options().num_samples - 1));
   // A piece's item offsets share a 64-bit key with the sample id.
   const int max_rel_bits = std::min(40, 64 - sample_bits);
@@ -236,14 +238,14 @@ std::vector<SampleUse> CountSorted(const AccessPlan& plan, int rank, int64_t epo
   acc.reserve(static_cast<size_t>(std::min(expected_distinct * 1.01 + 4096, static_cast<double>(total))));
   std::vector<Piece> pieces(static_cast<size_t>(threads));
   std::vector<SampleUse> chunk_uses;
-  for (int64_t t = 0; t < total;) {
+  for (int64_t t = first_item; t < end_item;) {
     CheckInterrupt(interrupt);
     // A chunk of about D/2 reads: each merge (O(D)) is paid for by D/2 new
     // reads, O(1) amortised per read, and the chunk's buffers (40 bytes a
     // read) stay within about the totals' own 24 bytes a sample.
     const int64_t piece_size = std::clamp<int64_t>(
         (static_cast<int64_t>(acc.size()) / 2 + threads - 1) / threads, min_piece, max_piece);
-    const int64_t chunk = std::min(total - t, piece_size * threads);
+    const int64_t chunk = std::min(end_item - t, piece_size * threads);
     const int64_t used = (chunk + piece_size - 1) / piece_size;
     for (int64_t p = 0; p < used; ++p) {
       Piece& piece = pieces[static_cast<size_t>(p)];
@@ -264,31 +266,45 @@ std::vector<SampleUse> CountSorted(const AccessPlan& plan, int rank, int64_t epo
 
 }  // namespace
 
-int CountedEpochs(const AccessPlan& plan, int rank, const PlanningOptions& options) {
+CountWindow CountedItems(const AccessPlan& plan, int rank, const PlanningOptions& options) {
   CheckRank(plan, rank);
   const int64_t epoch_size = plan.RankEpochSize(rank);
-  if (options.max_counted_reads <= 0 || epoch_size == 0) return plan.epochs();
-  const int64_t horizon = std::max<int64_t>(1, options.max_counted_reads / epoch_size);
-  return static_cast<int>(std::min<int64_t>(plan.epochs(), horizon));
-}
-
-std::vector<SampleUse> CountRankAccesses(const AccessPlan& plan, int rank, const PlanningOptions& options) {
-  CheckRank(plan, rank);
-  const int64_t epoch_size = plan.RankEpochSize(rank);
-  const int epochs = CountedEpochs(plan, rank, options);
-  int64_t total = 0;
-  if (__builtin_mul_overflow(static_cast<int64_t>(epochs), epoch_size, &total)) {
+  int64_t end_item = 0;
+  if (__builtin_mul_overflow(static_cast<int64_t>(plan.epochs()), epoch_size, &end_item)) {
     throw InvalidArgumentError("epochs * samples per epoch of rank " + std::to_string(rank) +
                                " overflows a 64-bit item count");
   }
-  if (total == 0) return {};
+  // A resumed plan counts only what is left: the cost does not grow with
+  // the epochs already done.
+  const int64_t first_item = std::min(plan.StartItem(rank), end_item);
+  if (options.max_counted_reads > 0 && epoch_size > 0) {
+    const int64_t horizon = std::max<int64_t>(1, options.max_counted_reads / epoch_size);
+    if (horizon < (end_item - first_item) / epoch_size) end_item = first_item + horizon * epoch_size;
+  }
+  return {first_item, end_item};
+}
+
+int CountedEpochs(const AccessPlan& plan, int rank, const PlanningOptions& options) {
+  const CountWindow w = CountedItems(plan, rank, options);
+  const int64_t epoch_size = plan.RankEpochSize(rank);
+  if (w.end_item <= w.first_item || epoch_size == 0) return 0;
+  return static_cast<int>((w.end_item - 1) / epoch_size - w.first_item / epoch_size + 1);
+}
+
+std::vector<SampleUse> CountRankAccesses(const AccessPlan& plan, int rank, const PlanningOptions& options) {
+  const CountWindow window = CountedItems(plan, rank, options);
+  const int64_t epoch_size = plan.RankEpochSize(rank);
+  const int64_t first_item = window.first_item, end_item = window.end_item;
+  const int64_t total = end_item - first_item;
+  if (total <= 0) return {};
   const int threads = ResolveThreads(options.threads);
   const int64_t min_piece = std::max<int64_t>(1, options.min_piece_items);
   // Expected distinct samples if every epoch's share were a uniform random
   // subset, as the permutation makes it: F * (1 - (1 - R/F)^E).
   const double f = static_cast<double>(plan.options().num_samples);
   const double r = static_cast<double>(epoch_size);
-  const double expected = -f * std::expm1(epochs * std::log1p(-std::min(1.0, r / f)));
+  const double epochs_left = static_cast<double>(total) / r;
+  const double expected = -f * std::expm1(epochs_left * std::log1p(-std::min(1.0, r / f)));
   CountMethod method = options.method;
   if (method == CountMethod::kAuto) {
     // Dense arrays (12 bytes a dataset sample) when they cost at most 48
@@ -296,9 +312,9 @@ std::vector<SampleUse> CountRankAccesses(const AccessPlan& plan, int rank, const
     method = 4 * expected >= f ? CountMethod::kDense : CountMethod::kSorted;
   }
   if (method == CountMethod::kDense) {
-    return CountDense(plan, rank, epoch_size, total, threads, min_piece, options.interrupt);
+    return CountDense(plan, rank, epoch_size, first_item, end_item, threads, min_piece, options.interrupt);
   }
-  return CountSorted(plan, rank, epoch_size, total, threads, min_piece, expected, options.interrupt);
+  return CountSorted(plan, rank, epoch_size, first_item, end_item, threads, min_piece, expected, options.interrupt);
 }
 
 int Placement::ClassOf(int64_t sample) const {
@@ -353,8 +369,10 @@ Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int6
   //             first read asc), the order in which samples claim space.
   // Radix sorts, because n log n comparison sorts of millions of samples
   // cost several times more.
+  // Counts are at most the epochs the counted window touches; first reads
+  // are below its end.
   const int epochs = CountedEpochs(plan, rank, options);
-  const int64_t total_items = static_cast<int64_t>(epochs) * plan.RankEpochSize(rank);
+  const int64_t total_items = CountedItems(plan, rank, options).end_item;
   const int first_bits = BitWidth(static_cast<uint64_t>(total_items - 1));
   const int count_bits = BitWidth(static_cast<uint64_t>(epochs - 1));
   if (first_bits + count_bits > 64) {
@@ -381,9 +399,18 @@ Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int6
   RadixSortInto(by_first, by_freq, scratch, count_bits, [count_mask](const Rec& r) { return r.key & count_mask; });
   std::vector<Rec>().swap(scratch);
   if (options.first_epoch_first) {
-    const auto epoch_size = static_cast<uint64_t>(plan.RankEpochSize(rank));
-    std::stable_partition(by_freq.begin(), by_freq.end(),
-                          [count_bits, epoch_size](const Rec& r) { return (r.key >> count_bits) < epoch_size; });
+    // The samples this rank reads first of all ranks: its reads of the start
+    // epoch (what is left of it), and after a start inside an epoch, those
+    // of the next epoch that nobody read in the start epoch's rest.
+    const int64_t epoch_size = plan.RankEpochSize(rank);
+    const auto first_end = static_cast<uint64_t>((static_cast<int64_t>(plan.start().epoch) + 1) * epoch_size);
+    const bool mid_epoch = plan.start().position > 0;
+    std::stable_partition(by_freq.begin(), by_freq.end(), [&](const Rec& r) {
+      const uint64_t first = r.key >> count_bits;
+      if (first < first_end) return true;
+      return mid_epoch && first < first_end + static_cast<uint64_t>(epoch_size) &&
+             plan.FirstEpochReader(samples[r.idx]) == rank;
+    });
   }
 
   // First fit in frequency order. A class that is exactly full leaves the

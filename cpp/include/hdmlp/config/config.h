@@ -14,6 +14,9 @@
 // number of its ranks on the node (job/job.h), so that the ranks of one node
 // share the percentage instead of each claiming it, and shares them with the
 // other live Jobs of its process (job/process_budget.h).
+// Likewise the staging buffer's threads = "auto" becomes the CPUs this
+// process may use (affinity and cgroup quota), which a Job divides among the
+// ranks sharing them.
 //
 // Units: bandwidths in MB/s; capacities in MB of 2^20 bytes.
 //
@@ -43,7 +46,11 @@ struct StorageClassConfig {
   std::string name;
   double capacity_mb;         // Resolved; 0 only if a percent of nothing.
   std::string capacity_spec;  // As written ("1024", "25%"), for messages.
-  int threads;                // 1..1024
+  int threads;                // 1..1024; for "auto", the CPUs this process may use
+  // threads = "auto" (class 0 only): `threads` was resolved from the CPU
+  // budget (config/cpu_budget.h) when loaded; a Job splits it between the
+  // ranks of the node that share those CPUs.
+  bool threads_auto = false;
   std::string backend;        // "staging" (class 0), "memory" or "filesystem"
   std::string path;           // filesystem only: absolute, expanded; may not exist yet
   std::vector<BandwidthPoint> bandwidth;  // strictly increasing threads; empty = unknown

@@ -16,7 +16,9 @@
 // Ranks on one node (same host name) split the configuration's percent
 // capacities ("25%" of the node's memory is 12.5% per rank with two ranks
 // there), and the live Jobs of one process split them again
-// (job/process_budget.h).
+// (job/process_budget.h). The ranks whose affinity masks overlap split the
+// staging buffer's threads = "auto" (config/cpu_budget.h): two unbound ranks
+// on 8 cores run 4 workers each, two ranks bound to 4 cores each run 4 each.
 //
 // Without MPI, a launcher such as torchrun gives the rank and world size
 // (JobOptions::launcher_*): the job plans the same global order and reads
@@ -53,6 +55,15 @@
 // exactly once. Storage errors (missing file, failing reads) are raised in
 // both modes.
 //
+// Resuming (job/job_state.h): State() is the job's global position (the
+// epoch, the global batches of it delivered) with what the order depends on.
+// A job created with JobOptions::resume = a state (or start_epoch = k, the
+// start of epoch k) begins there: its plan starts at that point
+// (plan/resume_point.h), so the staging workers, the stream of items and
+// the caches' placement cover only what is left, and BeginEpoch of that
+// epoch starts at its next global batch. Every rank must resume from the
+// same state (part of the start-up check).
+//
 // Waits: every read of the dataset's storage has a deadline (read_timeout_s,
 // default timeout_s): past it the consumer gets an IOError naming the file.
 // Long start-up phases (the scan, the placement count) poll
@@ -69,8 +80,8 @@
 // its threads do not exist) BeginEpoch/NextBatch throw ForkedError and
 // Close() does nothing; the child must not destroy it (the Python binding
 // leaks it there).
-// Thread-safety: one consumer thread calls BeginEpoch/NextBatch; Metrics()
-// and Close() may be called from any thread.
+// Thread-safety: one consumer thread calls BeginEpoch/NextBatch; Metrics(),
+// State() and Close() may be called from any thread.
 #ifndef HDMLP_JOB_JOB_H_
 #define HDMLP_JOB_JOB_H_
 
@@ -91,6 +102,7 @@
 #include "hdmlp/cache/cache_hierarchy.h"
 #include "hdmlp/config/config.h"
 #include "hdmlp/env/env.h"
+#include "hdmlp/job/job_state.h"
 #include "hdmlp/job/metrics.h"
 #include "hdmlp/job/process_budget.h"
 #include "hdmlp/plan/access_plan.h"
@@ -141,6 +153,10 @@ struct JobOptions {
   std::vector<TransformSpec> transforms;  // empty: deliver each file's bytes
   bool skip_bad_samples = false;          // else a bad sample raises
   HostAllocator batch_allocator = HostAllocator::Default();  // memory of transformed batches
+  // Resume from this state (job/job_state.h), or start at the beginning of
+  // epoch start_epoch; at most one of the two.
+  std::optional<JobState> resume;
+  int start_epoch = 0;
 };
 
 struct Batch {
@@ -193,11 +209,29 @@ class Job {
   int64_t batch_allocations() const { return pool_ ? pool_->allocations() : 0; }
   const char* batch_allocator_name() const { return pool_ ? pool_->allocator_name() : "none"; }
 
-  // Starts epoch `epoch` (0-based), which must be later than the current one.
+  // Starts epoch `epoch` (0-based), which must be later than the current one
+  // and not before the epoch the job resumed at (where it starts at the
+  // resume point's global batch).
   void BeginEpoch(int epoch);
+  // The job's position now, with what the order depends on (no I/O): the
+  // epoch being delivered (or next) and its global batches delivered; after
+  // an epoch's last batch, the next epoch and 0.
+  JobState State() const;
+  // The state of another position: `batches` global batches of `epoch`
+  // delivered (normalised as State() is). For a consumer that delivers
+  // behind NextBatch, e.g. the Python transforms' stage, which reads ahead.
+  JobState StateAt(int epoch, int64_t batches) const;
   // Fills *out with the next batch of the current epoch, or reports the end of
   // the epoch; waits at most max_wait (kTimeout: call again to go on).
   Next NextBatch(Batch* out, std::chrono::milliseconds max_wait);
+  // For a stage after the job on the consumer's thread (hdmlp's Python
+  // transforms, which apply skip_bad_samples' rule themselves): the bytes of
+  // `sample` read now from its best source, counted in the current epoch
+  // (it fills a bad sample's place from the epoch's end); and telling every
+  // other rank that this one stopped on `message`, as NextBatch does for its
+  // own errors (their next NextBatch raises it).
+  SampleBuffer ReadOnConsumer(int64_t sample);
+  void TellPeersStopped(const std::string& message) { cache_->AbortPeers(message); }
 
   // Under MPI, a rank that cannot even build its JobOptions (the caller
   // refused an argument) still takes part in the other ranks' start-up
@@ -247,6 +281,9 @@ class Job {
   void ShareCapacities();
   void CheckNotForked(const char* what) const;
   int64_t ItemOf(int epoch, int64_t j) const { return static_cast<int64_t>(epoch) * epoch_size_ + j; }
+  // The settings a state must match, and records the consumer's position.
+  JobState Settings() const;
+  void SetPosition(int epoch, int64_t batches);
 
   JobOptions options_;
   const pid_t creator_pid_;
@@ -260,10 +297,12 @@ class Job {
   // Shared with reads left behind at close (source/source_reader.h).
   std::shared_ptr<Source> source_;
   std::shared_ptr<SourceReader> reader_;
+  uint64_t fingerprint_ = 0;  // source_->Fingerprint(), computed once
   uint64_t seed_ = 0;
   std::unique_ptr<AccessPlan> plan_;
   int64_t epoch_size_ = 0;  // this rank's samples per epoch
   int ranks_on_this_node_ = 1;
+  int ranks_sharing_cpus_ = 1;  // ranks on this node whose affinity overlaps this one's
   JobMetrics metrics_;
   std::unique_ptr<CacheHierarchy> cache_;
   std::unique_ptr<StagingBuffer> staging_;
@@ -303,6 +342,10 @@ class Job {
   Batch pending_;              // the batch being assembled across timeouts
   std::vector<std::string> pending_bad_;  // skip_bad_samples: why each of its samples was left out
   double pending_stall_ = 0;
+  // The position State() reports: written by the consumer, read by anyone.
+  mutable std::mutex position_mu_;
+  int position_epoch_ = 0;      // guarded by position_mu_
+  int64_t position_batches_ = 0;  // guarded by position_mu_
 };
 
 }  // namespace hdmlp

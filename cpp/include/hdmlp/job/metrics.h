@@ -8,7 +8,10 @@
 // are counted in the epoch of the item read, including items read ahead
 // and later skipped by an early break. With transforms, the seconds spent
 // decoding and transforming (summed over workers) and the bad samples left
-// out.
+// out. Where the rest of the time goes: the seconds the staging workers
+// waited for room in the staging buffer, i.e. ahead of the consumer (hand-off
+// wait, summed over workers), and the consumer's seconds in NextBatch apart
+// from its stall (batch assembly).
 //
 // Memory grows with the epochs that were touched (read or delivered), not
 // with the job's epochs: a job of 10^7 epochs costs nothing until it runs,
@@ -39,6 +42,8 @@ struct EpochMetrics {
   double stall_seconds = 0;
   double read_seconds = 0;
   double transform_seconds = 0;  // decoding and transforming, summed over workers
+  double handoff_wait_seconds = 0;  // workers waiting to claim an item, summed over workers
+  double assembly_seconds = 0;      // the consumer in NextBatch, not waiting for samples
   int64_t skipped = 0;           // bad samples left out (skip_bad_samples)
   std::map<std::string, SourceCounters> reads;
 };
@@ -52,6 +57,8 @@ class JobMetrics {
   void AddRead(int epoch, const std::string& source, int64_t bytes, double seconds);
   void AddDelivered(int epoch, int64_t samples, double stall_seconds);
   void AddTransform(int epoch, double seconds);
+  void AddHandoffWait(int epoch, double seconds);
+  void AddAssembly(int epoch, double seconds);
   void AddSkipped(int epoch);
   // Epochs 0 .. the last one touched, epoch e at index e (an epoch skipped
   // without a read is all zeros).

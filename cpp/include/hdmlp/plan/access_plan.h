@@ -53,6 +53,13 @@
 // give every rank a contiguous block of the dataset, read in index order.
 // The step counts and local batch sizes are the same as with a shuffle.
 //
+// Resuming (PlanOptions::start, plan/resume_point.h): the plan starts at
+// global batch StartBatch() of epoch start.epoch; each rank's reads begin at
+// StartItem(rank), and the epochs before are never read. When the epoch
+// began with another world size under a local scheme, that epoch follows
+// the old world size's global order (its remaining positions re-cut into
+// this plan's slices); every later epoch is this plan's own.
+//
 // Nothing is materialised: memory is O(world size), independent of epochs
 // and samples; SampleAt is O(1) (O(log world size) for partial_local).
 // Thread-safety: immutable after construction; all methods are const.
@@ -60,10 +67,12 @@
 #define HDMLP_PLAN_ACCESS_PLAN_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "hdmlp/plan/permutation.h"
+#include "hdmlp/plan/resume_point.h"
 
 namespace hdmlp {
 
@@ -83,6 +92,7 @@ struct PlanOptions {
   DistributionScheme scheme = DistributionScheme::kUniform;
   double exchange_fraction = 0.1;  // partial_local only, in [0, 1]
   bool shuffle = true;             // false: every epoch in index order
+  ResumePoint start;               // where the plan starts (default: epoch 0)
 };
 
 // Positions [begin, begin + size) of an epoch's global order.
@@ -110,6 +120,9 @@ class EpochOrder {
   IndexPermutation rank_order_;
   IndexPermutation shards_;     // local schemes: the fixed split into shards
   IndexPermutation own_pick_;   // local schemes: this rank's set-aside-first order
+  // A resumed epoch that follows another world size's order: that plan's
+  // rank orders of the epoch, by old rank (shared: copies stay cheap).
+  std::shared_ptr<const std::vector<EpochOrder>> origin_;
 };
 
 class AccessPlan {
@@ -146,10 +159,29 @@ class AccessPlan {
   IndexPermutation EpochPermutation(int epoch) const;
   // A rank's epoch order with its permutations built once.
   EpochOrder Epoch(int rank, int epoch) const { return EpochOrder(this, rank, epoch); }
-  // The rank that reads `sample` in epoch 0 (every scheme reads each sample
-  // once per epoch; -1 when drop-last leaves it out of epoch 0). O(1) for
-  // uniform and local; O(samples of one shard) is never needed.
+  // The rank that reads `sample` first from the plan's start on: in the
+  // start epoch (epoch 0 unless resumed), or after a start inside an epoch,
+  // in the epoch after it when the sample was delivered before the start.
+  // Every scheme reads each sample once per epoch; -1 when the sample is
+  // not read there (drop-last). O(1) for uniform and local.
   int FirstEpochReader(int64_t sample) const;
+
+  // Resuming (plan/resume_point.h). The global batch of start().epoch the
+  // plan starts at (0 unless resumed inside an epoch).
+  const ResumePoint& start() const { return options_.start; }
+  int64_t StartBatch() const { return start_batch_; }
+  // Rank's first read: item start.epoch * RankEpochSize(rank) + its local
+  // position of StartBatch(); items count a rank's reads over all epochs.
+  int64_t StartItem(int rank) const;
+  // How many samples rank reads before its part of global batch h
+  // (0 <= h <= BatchesPerEpoch()).
+  int64_t LocalBatchStart(int rank, int64_t h) const;
+  // Position of `sample` in epoch's global order, or -1 when the epoch does
+  // not read it (drop-last). The global order of a local scheme is its
+  // ranks' slices, batch by batch, in rank order.
+  int64_t PositionInEpoch(int64_t sample, int epoch) const;
+  // The rank whose slice holds position q of an epoch's global order.
+  int RankAtPosition(int64_t q) const;
 
  private:
   friend class EpochOrder;
@@ -160,6 +192,13 @@ class AccessPlan {
     int64_t last = 0;
   };
   static Cut CutEpoch(int64_t num_samples, int64_t batch_size, int world_size, bool drop_last);
+  // Checks options_.start and builds origin_plan_ when needed.
+  void SetUpStart();
+  // The sample at position q of an epoch's global order, given this plan's
+  // rank orders of that epoch.
+  int64_t SampleAtPosition(const std::vector<EpochOrder>& orders, int64_t q) const;
+  // Rank of the offset-th position of a global batch of batch_samples.
+  int RankOfOffset(int64_t batch_samples, int64_t offset) const;
   // Rank's part of a global batch of `batch_samples` (evenly, in rank order).
   PositionRange Share(int rank, int64_t batch_samples) const;
   int64_t EpochSize(const Cut& cut, int rank) const;
@@ -172,6 +211,10 @@ class AccessPlan {
   // local / partial_local: shard sizes T_r, starts, set-aside counts X_r and pool starts.
   std::vector<int64_t> shard_size_, shard_start_, exchange_, pool_start_;
   int64_t pool_size_ = 0;
+  int64_t start_batch_ = 0;
+  // The plan of start.order_world_size ranks whose global order the start
+  // epoch follows (a local scheme resumed on another world size), else null.
+  std::shared_ptr<const AccessPlan> origin_plan_;
 };
 
 }  // namespace hdmlp

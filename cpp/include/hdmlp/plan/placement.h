@@ -24,6 +24,10 @@
 //      arrive first.
 // Class 0 is the staging buffer, not a cache: it gets no samples.
 //
+// A resumed plan (plan/resume_point.h) counts only the reads from its start
+// on (StartItem(rank) onwards): the placement is planned for what is left of
+// the job, and its cost does not grow with the epochs already done.
+//
 // Cost. Let F = samples in the dataset, E = epochs, N = ranks, M = E*F/N
 // (the reads of one rank) and D <= min(F, M) the distinct samples the rank
 // reads. CountRankAccesses evaluates only the rank's own M positions
@@ -76,8 +80,9 @@ struct PlanningOptions {
   int64_t min_piece_items = int64_t{1} << 18;
   CountMethod method = CountMethod::kAuto;
   // Several ranks: the samples a rank reads in the first epoch (each is read
-  // by exactly one rank there) claim space before all others, in frequency
-  // order among themselves. When the ranks' storage together holds the
+  // by exactly one rank there; for a resumed plan, those it reads first of
+  // all ranks: AccessPlan::FirstEpochReader) claim space before all others,
+  // in frequency order among themselves. When the ranks' storage together holds the
   // dataset, every sample is then cached by the rank that reads it first,
   // which is the one rank that reads it from the PFS (cache_hierarchy.h).
   bool first_epoch_first = false;
@@ -91,7 +96,16 @@ struct PlanningOptions {
   InterruptCheck interrupt;
 };
 
-// The epochs CountRankAccesses looks at: all, or the first H (see above).
+// The reads CountRankAccesses counts: items [first_item, end_item) of the
+// rank (items as in SampleUse::first_item), from the plan's start on, at
+// most H epochs' worth (see above).
+struct CountWindow {
+  int64_t first_item = 0;
+  int64_t end_item = 0;
+};
+CountWindow CountedItems(const AccessPlan& plan, int rank, const PlanningOptions& options = {});
+// The epochs that window touches: all from the start epoch, or H (H + 1 when
+// a resumed plan starts inside an epoch). A sample's count is at most this.
 int CountedEpochs(const AccessPlan& plan, int rank, const PlanningOptions& options = {});
 
 struct SampleUse {
@@ -100,11 +114,11 @@ struct SampleUse {
   int64_t first_item = 0;  // first read: epoch * RankEpochSize(rank) + j
 };
 
-// Every sample `rank` reads over the counted epochs (all epochs unless the
-// job has more reads than max_counted_reads), with its read count and first
-// read, sorted by sample id (each sample once). The counts sum to
-// CountedEpochs() * RankEpochSize(rank). Throws InvalidArgumentError for a
-// rank outside [0, world_size).
+// Every sample `rank` reads in the counted window (CountedItems: from the
+// plan's start on, all epochs unless the job has more reads than
+// max_counted_reads), with its read count and first read, sorted by sample
+// id (each sample once). The counts sum to end_item - first_item. Throws
+// InvalidArgumentError for a rank outside [0, world_size).
 std::vector<SampleUse> CountRankAccesses(const AccessPlan& plan, int rank,
                                          const PlanningOptions& options = {});
 

@@ -17,6 +17,7 @@
 #ifndef HDMLP_PLAN_RANDOM_H_
 #define HDMLP_PLAN_RANDOM_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 
@@ -30,11 +31,12 @@ inline constexpr uint64_t Mix64(uint64_t z) {
 }
 
 // Order matters: DeriveKey({a, b}) != DeriveKey({b, a}).
-inline uint64_t DeriveKey(std::initializer_list<uint64_t> words) {
+inline uint64_t DeriveKey(const uint64_t* words, size_t count) {
   uint64_t key = 0x6a09e667f3bcc909ULL;  // sqrt(2) fraction bits: arbitrary.
-  for (uint64_t w : words) key = Mix64(key ^ Mix64(w));
+  for (size_t i = 0; i < count; ++i) key = Mix64(key ^ Mix64(words[i]));
   return key;
 }
+inline uint64_t DeriveKey(std::initializer_list<uint64_t> words) { return DeriveKey(words.begin(), words.size()); }
 
 class Rng {
  public:
