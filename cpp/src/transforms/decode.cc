@@ -191,8 +191,8 @@ void ReadTiff(const uint8_t* d, int64_t n, const std::string& path, ImageHeader*
       value = u16(v);  // SHORT
     } else if (type == 4) {
       value = u32(v);  // LONG
-    } else if (type == 16) {
-      value = static_cast<int64_t>(std::min<uint64_t>(u64(v), uint64_t{1} << 40));  // LONG8
+    } else if (type == 16 && big) {  // LONG8: only a BigTIFF entry has room for it (found by decode_fuzz)
+      value = static_cast<int64_t>(std::min<uint64_t>(u64(v), uint64_t{1} << 40));
     } else {
       Fail(path, "corrupt TIFF: image size tag of type " + std::to_string(type));
     }
