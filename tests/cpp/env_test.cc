@@ -180,20 +180,8 @@ TEST(DeadlineReaderTest, ErrorsKeepTheirType) {
 class HugeFileEnv : public ThrottledEnv {
  public:
   HugeFileEnv() : ThrottledEnv(Env::Default(), {}) {}
-  class HugeFile : public ReadableFile {
-   public:
-    explicit HugeFile(const std::string& path) : ReadableFile(path) {}
-    FileInfo Info() override {
-      FileInfo info;
-      info.exists = true;
-      info.kind = FileKind::kRegular;
-      info.size = int64_t{1} << 60;
-      return info;
-    }
-    int64_t ReadUpTo(int64_t, uint8_t*, int64_t) override { return 0; }
-  };
   std::unique_ptr<ReadableFile> OpenForRead(const std::string& path) override {
-    return std::make_unique<HugeFile>(path);
+    return std::make_unique<testing::HugeFile>(path);
   }
 };
 

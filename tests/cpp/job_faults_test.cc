@@ -201,20 +201,8 @@ TEST_F(JobFaultsTest, AForkedChildGetsAnErrorAtOnce) {
 class OneHugeFileEnv : public ThrottledEnv {
  public:
   explicit OneHugeFileEnv(std::string huge) : ThrottledEnv(Env::Default(), {}), huge_(std::move(huge)) {}
-  class HugeFile : public ReadableFile {
-   public:
-    explicit HugeFile(const std::string& path) : ReadableFile(path) {}
-    FileInfo Info() override {
-      FileInfo info;
-      info.exists = true;
-      info.kind = FileKind::kRegular;
-      info.size = int64_t{1} << 60;
-      return info;
-    }
-    int64_t ReadUpTo(int64_t, uint8_t*, int64_t) override { return 0; }
-  };
   std::unique_ptr<ReadableFile> OpenForRead(const std::string& path) override {
-    if (path == huge_) return std::make_unique<HugeFile>(path);
+    if (path == huge_) return std::make_unique<testing::HugeFile>(path);
     return ThrottledEnv::OpenForRead(path);
   }
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <map>
@@ -274,26 +273,6 @@ TEST_F(JobStateTest, AStateThatDoesNotFitIsRefusedNamingTheDifference) {
   EXPECT_NE(Refusal(both, state).find("at most one of resume"), std::string::npos);
 }
 
-// Every rank's string from each rank's own, between threads of this process
-// (what torch.distributed's all_gather_object does between processes).
-class Gather {
- public:
-  explicit Gather(int ranks) : views_(static_cast<size_t>(ranks)) {}
-  std::vector<std::string> operator()(int rank, const std::string& mine) {
-    std::unique_lock<std::mutex> lock(mu_);
-    views_[static_cast<size_t>(rank)] = mine;
-    if (++arrived_ == static_cast<int>(views_.size())) cv_.notify_all();
-    cv_.wait(lock, [&] { return arrived_ == static_cast<int>(views_.size()); });
-    return views_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> views_;
-  int arrived_ = 0;
-};
-
 TEST_F(JobStateTest, EveryRankRaisesTheSameErrorWhenOneResumesFromAnotherState) {
   JobState state;
   {
@@ -307,7 +286,7 @@ TEST_F(JobStateTest, EveryRankRaisesTheSameErrorWhenOneResumesFromAnotherState) 
   JobState other = state;  // one batch earlier: a valid state, but not rank 0's
   other.batches = 1;
   other.position = 8;
-  Gather gather(2);
+  testing::InProcessGather gather(2);
   std::string errors[2];
   std::thread threads[2];
   for (int r = 0; r < 2; ++r) {
@@ -317,7 +296,7 @@ TEST_F(JobStateTest, EveryRankRaisesTheSameErrorWhenOneResumesFromAnotherState) 
       o.launcher_rank = r;
       o.launcher_world_size = 2;
       o.resume = r == 0 ? state : other;
-      o.gather = [&gather, r](const std::string& mine) { return gather(r, mine); };
+      o.gather = [&gather, r](const std::string& mine) { return gather.Gather(r, mine); };
       try {
         Job job(o);
       } catch (const InvalidArgumentError& e) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <set>
@@ -164,26 +163,6 @@ TEST_F(JobTest, RejectsBadArguments) {
   EXPECT_THROW(job.BeginEpoch(0), InvalidArgumentError);
 }
 
-// Every rank's string from each rank's own, for jobs on threads of one
-// process (as torch.distributed's all_gather_object does across processes).
-class InProcessGather {
- public:
-  explicit InProcessGather(int ranks) : views_(static_cast<size_t>(ranks)) {}
-  std::vector<std::string> Gather(int rank, const std::string& mine) {
-    std::unique_lock<std::mutex> lock(mu_);
-    views_[static_cast<size_t>(rank)] = mine;
-    if (++arrived_ == static_cast<int>(views_.size())) cv_.notify_all();
-    cv_.wait(lock, [&] { return arrived_ == static_cast<int>(views_.size()); });
-    return views_;
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> views_;
-  int arrived_ = 0;
-};
-
 TEST_F(JobTest, LauncherRanksWithoutMpiReadTheirSliceInEqualSteps) {
   // 57 samples, global batch 8, 3 ranks: the remainder of 1 joins the last
   // full batch (9 = 3 + 3 + 3), so every rank takes 7 steps.
@@ -222,7 +201,7 @@ TEST_F(JobTest, LauncherRanksWithoutMpiReadTheirSliceInEqualSteps) {
 }
 
 TEST_F(JobTest, GatherHookChecksAgreementAndSharesRankZerosSeed) {
-  InProcessGather gather(2);
+  testing::InProcessGather gather(2);
   std::unique_ptr<Job> jobs[2];
   std::thread threads[2];
   for (int r = 0; r < 2; ++r) {
@@ -240,7 +219,7 @@ TEST_F(JobTest, GatherHookChecksAgreementAndSharesRankZerosSeed) {
   EXPECT_EQ(jobs[0]->seed(), jobs[1]->seed());
   EXPECT_EQ(jobs[0]->plan().RankEpochSamples(1, 0), jobs[1]->plan().RankEpochSamples(1, 0));
 
-  InProcessGather disagree(2);
+  testing::InProcessGather disagree(2);
   std::string errors[2];
   for (int r = 0; r < 2; ++r) {
     threads[r] = std::thread([&, r] {

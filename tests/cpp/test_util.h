@@ -8,14 +8,52 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <vector>
 
+#include "hdmlp/env/env.h"
 #include "hdmlp/plan/random.h"
 #include "hdmlp/transforms/image_view.h"
 
 namespace hdmlp::testing {
+
+// Several Jobs in one process as the ranks of a launcher without MPI: the
+// start-up gather hook, answered once every rank has sent its view.
+class InProcessGather {
+ public:
+  explicit InProcessGather(int ranks) : views_(static_cast<size_t>(ranks)) {}
+  std::vector<std::string> Gather(int rank, const std::string& mine) {
+    std::unique_lock<std::mutex> lock(mu_);
+    views_[static_cast<size_t>(rank)] = mine;
+    if (++arrived_ == static_cast<int>(views_.size())) cv_.notify_all();
+    cv_.wait(lock, [&] { return arrived_ == static_cast<int>(views_.size()); });
+    return views_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> views_;
+  int arrived_ = 0;
+};
+
+// A regular file that says it is larger than any memory (2^60 bytes).
+class HugeFile : public ReadableFile {
+ public:
+  explicit HugeFile(const std::string& path) : ReadableFile(path) {}
+  FileInfo Info() override {
+    FileInfo info;
+    info.exists = true;
+    info.kind = FileKind::kRegular;
+    info.size = int64_t{1} << 60;
+    return info;
+  }
+  int64_t ReadUpTo(int64_t, uint8_t*, int64_t) override { return 0; }
+};
 
 // A folder under the test temp dir, removed with everything in it.
 class TempDir {
