@@ -687,7 +687,7 @@ TEST(ConfigTest, DefaultConfigShape) {
   EXPECT_EQ(c.storage_classes[0].threads, ReadCpuBudget().UsableCpus());
   EXPECT_EQ(c.storage_classes[1].backend, "memory");
   EXPECT_EQ(c.storage_classes[1].capacity_spec, "25%");
-  EXPECT_EQ(c.storage_classes[1].threads, 2);
+  EXPECT_EQ(c.storage_classes[1].threads, 6);  // runs in flight over a high-latency store
   EXPECT_EQ(c.storage_classes[2].backend, "filesystem");
   EXPECT_EQ(c.storage_classes[2].capacity_spec, "10%");
   EXPECT_EQ(c.storage_classes[2].path, "/some/cache/storage");

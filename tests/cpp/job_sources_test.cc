@@ -187,5 +187,58 @@ TEST(CoalescingTest, PrefetchReadsNeighboursInAShardTogether) {
   }
 }
 
+
+// Over a store where every request takes time (a remote file system), the
+// shipped default configuration keeps more reads of a pack in flight than
+// two prefetch threads could (each reads a coalesced run in at most 8
+// pieces): the memory class's threads each keep a run under way.
+TEST(CoalescingTest, DefaultConfigKeepsMoreThanTwoRunsInFlight) {
+  TempDir dir;
+  std::vector<testing::PackSample> samples;
+  for (int i = 0; i < 256; ++i) samples.push_back({"c/" + std::to_string(i), 0, std::string(128 << 10, char('a' + i % 26))});
+  testing::WritePack(dir / "pack", samples, {"c"}, 64 << 20);
+  const hdmlp::Config shipped = hdmlp::Config::LoadFile(std::string(HDMLP_SOURCE_DIR) + "/configs/default.cfg");
+  ASSERT_GE(shipped.storage_classes.size(), 2u);
+  ASSERT_EQ(shipped.storage_classes[1].backend, "memory");
+  constexpr int kPiecesPerRun = 8;  // ReadInPieces' default
+  static const int kTwo = 2;  // the memory class's threads before: at most 2 runs in flight
+  for (const int* threads_of : {&shipped.storage_classes[1].threads, &kTwo}) {
+    const int& threads = *threads_of;
+    SCOPED_TRACE("memory class threads " + std::to_string(threads));
+    hdmlp::Config config = shipped;
+    config.storage_classes.resize(2);  // RAM holds the pack; no on-disk class in the user's cache
+    config.storage_classes[1].threads = threads;
+    ThrottledEnv::Options slow;
+    slow.read_bandwidth_mbps = 5;  // a 512 KiB piece takes 105 ms
+    ThrottledEnv env(Env::Default(), slow);
+    auto source = OpenSource(&env, dir / "pack");
+    PlanOptions p;
+    p.num_samples = 256;
+    p.batch_size = 16;
+    p.epochs = 1;
+    p.seed = 3;
+    AccessPlan plan(p);
+    CacheHierarchy cache(config, plan, 0, *source, Env::Default());
+    cache.Start();
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (cache.Status()[0].filled_samples < 256 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+    }
+    ASSERT_EQ(cache.Status()[0].filled_samples, 256);
+    for (int i = 0; i < 256; i += 37) {
+      SampleBuffer b;
+      EXPECT_EQ(cache.Fetch(i, &b), "memory");
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data.get()), b.size), samples[static_cast<size_t>(i)].bytes);
+    }
+    RecordProperty("max_reads_in_flight_" + std::to_string(threads), std::to_string(env.max_reads_in_flight()));
+    EXPECT_LE(env.max_reads_in_flight(), threads * kPiecesPerRun);
+    if (&threads == &shipped.storage_classes[1].threads) {
+      EXPECT_GT(env.max_reads_in_flight(), 2 * kPiecesPerRun)
+          << "the default config kept no more reads in flight than two prefetch threads could";
+    }
+    cache.Close();
+  }
+}
+
 }  // namespace
 }  // namespace hdmlp

@@ -285,6 +285,8 @@ struct ThrottledEnvCounters {
   std::atomic<int64_t> files_opened{0};
   std::atomic<int64_t> reads{0};
   std::atomic<int64_t> bytes_written{0};
+  std::atomic<int64_t> reads_in_flight{0};
+  std::atomic<int64_t> max_reads_in_flight{0};
 };
 
 class ThrottledEnv::ThrottledFile : public ReadableFile {
@@ -294,12 +296,23 @@ class ThrottledEnv::ThrottledFile : public ReadableFile {
   FileInfo Info() override { return base_->Info(); }
   int64_t ReadUpTo(int64_t offset, uint8_t* dst, int64_t n) override {
     const auto start = std::chrono::steady_clock::now();
-    const int64_t got = base_->ReadUpTo(offset, dst, n);
+    const int64_t now_in_flight = counters_->reads_in_flight.fetch_add(1) + 1;
+    int64_t max = counters_->max_reads_in_flight.load();
+    while (now_in_flight > max && !counters_->max_reads_in_flight.compare_exchange_weak(max, now_in_flight)) {
+    }
+    int64_t got = 0;
+    try {
+      got = base_->ReadUpTo(offset, dst, n);
+    } catch (...) {
+      counters_->reads_in_flight.fetch_sub(1);
+      throw;
+    }
     if (got > 0) counters_->reads.fetch_add(1);  // a read that finds the end is not one
     if (mbps_ > 0) {
       const auto budget = std::chrono::duration<double>(static_cast<double>(got) / (mbps_ * 1e6));
       std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(budget));
     }
+    counters_->reads_in_flight.fetch_sub(1);
     return got;
   }
 
@@ -348,6 +361,7 @@ std::unique_ptr<FileLock> ThrottledEnv::TryLockFile(const std::string& path, boo
   return base_->TryLockFile(path, create);
 }
 int64_t ThrottledEnv::files_opened() const { return counters_->files_opened.load(); }
+int64_t ThrottledEnv::max_reads_in_flight() const { return counters_->max_reads_in_flight.load(); }
 int64_t ThrottledEnv::reads() const { return counters_->reads.load(); }
 
 std::unique_ptr<ReadableFile> ThrottledEnv::OpenForRead(const std::string& path) {

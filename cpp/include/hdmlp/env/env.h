@@ -132,6 +132,9 @@ class ThrottledEnv : public Env {
 
   int64_t files_opened() const;
   int64_t reads() const;  // reads (ReadExact or ReadUpTo calls that found bytes) of files it opened
+  // The most ReadUpTo calls on files it opened that were under way at once
+  // (each one's bandwidth sleep included): how many reads a loader keeps in flight.
+  int64_t max_reads_in_flight() const;
 
  private:
   class ThrottledFile;
