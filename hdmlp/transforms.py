@@ -168,13 +168,24 @@ class ImgDecode(Transform):
             ``Image.draft``), never below the size the resize asks for. Faster
             for large photos; results differ slightly from torchvision's
             (docs/transforms.md gives the measured difference).
+        fast: Speed over bit-parity, as FFCV and DALI decode by default. A
+            JPEG is decoded at the smallest of libjpeg's DCT scales 1/8 ..
+            7/8 that still gives the chain's first resize at least as many
+            pixels as it outputs (chosen per sample from the crop box, which
+            is drawn on the full-size image exactly as without ``fast``, so
+            both modes show the same content), with libjpeg's fast integer
+            IDCT and without fancy chroma upsampling. Includes what ``draft``
+            does. The random draws and the output shape do not change; the
+            values move by about 1-2 levels on average (docs/transforms.md,
+            "Fast decoding"). Other formats are decoded exactly.
     """
 
-    def __init__(self, draft: bool = False) -> None:
+    def __init__(self, draft: bool = False, fast: bool = False) -> None:
         self.draft = bool(draft)
+        self.fast = bool(fast)
 
     def _spec(self) -> Spec:
-        return ("ImgDecode", {"draft": [1.0 if self.draft else 0.0]})
+        return ("ImgDecode", {"draft": [1.0 if self.draft else 0.0], "fast": [1.0 if self.fast else 0.0]})
 
 
 class Resize(Transform):

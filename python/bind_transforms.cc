@@ -92,6 +92,23 @@ void BindTransforms(py::module_& m) {
           },
           "{channels, height, width, fixed, dtype, layout, shape, nbytes}; sizes are None when not fixed.")
       .def_property_readonly("draft", &TransformPipeline::draft)
+      .def_property_readonly("fast", &TransformPipeline::fast)
+      .def(
+          "jpeg_decode_plan",
+          [](const TransformPipeline& p, int width, int height, uint64_t seed, int epoch, int64_t sample,
+             int components) {
+            const JpegDecodePlan plan = p.PlanJpegDecode(width, height, seed, epoch, sample, components);
+            py::dict d;
+            d["scale"] = py::make_tuple(plan.mode.scale, 8);
+            d["region"] = py::make_tuple(plan.region.x, plan.region.y, plan.region.width, plan.region.height);
+            d["fast_idct"] = plan.mode.fast_idct;
+            d["fancy_upsampling"] = plan.mode.fancy_upsampling;
+            return d;
+          },
+          py::arg("width"), py::arg("height"), py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("sample") = 0,
+          py::arg("components") = 3,
+          "How apply() decodes a JPEG of that size for this sample: {scale: (m, 8), region: (x, y, w, h) in the "
+          "scaled image, fast_idct, fancy_upsampling}.")
       .def(
           "shape_of",
           [](const TransformPipeline& p, const py::object& data, const std::string& path) {

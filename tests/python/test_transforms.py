@@ -259,6 +259,68 @@ def test_draft_decode_stays_close(photos):
     assert 0 < mad < 0.01, mad  # it took the reduced path, and stays within 1% of the range
 
 
+def _fast_chains(fast: bool) -> dict[str, list]:
+    return {"train": [T.ImgDecode(fast=fast), T.RandomResizedCrop(224), T.ToUint8("HWC")],
+            "val": [T.ImgDecode(fast=fast), T.Resize(256), T.CenterCrop(224), T.ToUint8("HWC")]}
+
+
+def test_fast_decode_keeps_draws_and_shapes_and_stays_close(photos):
+    """ImgDecode(fast=True): same draws and shapes; values within the bounds docs/transforms.md documents.
+
+    Measured over the 59 OpenCV photos and 1000 ImageNet-like JPEGs (benchmarks/fast_decode.py): mean
+    absolute difference at most 2.9 levels per chain, at most 11 for one sample. Asserted with margin.
+    """
+    jpegs = {k: v for k, v in photos.items() if k.endswith((".JPEG", ".jpg"))}
+    exact = {k: T.compile_pipeline(v) for k, v in _fast_chains(False).items()}
+    fast = {k: T.compile_pipeline(v) for k, v in _fast_chains(True).items()}
+    assert all(p.fast and not p.draft for p in fast.values()) and not any(p.fast for p in exact.values())
+    scaled = 0
+    for name, chain in exact.items():
+        total, count = 0.0, 0
+        for path, data in jpegs.items():
+            img = Image.open(io.BytesIO(data))
+            for sample in range(4):
+                assert fast[name].random_draws(img.width, img.height, 0, 1, sample) == \
+                    chain.random_draws(img.width, img.height, 0, 1, sample)
+                a = T.apply(chain, data, seed=0, epoch=1, sample=sample).numpy().astype(int)
+                b = T.apply(fast[name], data, seed=0, epoch=1, sample=sample).numpy().astype(int)
+                assert a.shape == b.shape == (224, 224, 3)
+                diff = np.abs(a - b)
+                assert diff.mean() < 16, (path, name, sample, diff.mean())  # one sample: measured at most 10.7
+                total, count = total + diff.sum(), count + diff.size
+                scaled += fast[name].jpeg_decode_plan(img.width, img.height, 0, 1, sample)["scale"][0] < 8
+        assert 0 < total / count < 4.5, (name, total / count)  # measured at most 2.9
+    assert scaled > 0  # some crops took the DCT-scaled path
+
+
+def test_fast_decode_plan_chooses_the_scale():
+    """The smallest of 1/8, 1/4, 1/2 (the scales that pay on libjpeg-turbo 2.1) keeping the resize's output."""
+    resize = T.compile_pipeline([T.ImgDecode(fast=True), T.Resize((224, 224)), T.ToTensor()])
+    for (w, h), scale in {(448, 448): 4, (447, 600): 8, (300, 300): 8, (900, 900): 2, (895, 900): 4,
+                          (1792, 2000): 1, (200, 200): 8}.items():
+        plan = resize.jpeg_decode_plan(w, h)
+        assert plan["scale"] == (scale, 8), (w, h, plan)
+        assert plan["region"] == (0, 0, -(-w * scale // 8), -(-h * scale // 8))
+        assert plan["fast_idct"] and not plan["fancy_upsampling"]
+    exact = T.compile_pipeline([T.ImgDecode(), T.Resize((224, 224)), T.ToTensor()]).jpeg_decode_plan(900, 900)
+    assert exact["scale"] == (8, 8) and not exact["fast_idct"] and exact["fancy_upsampling"]
+
+
+def test_fast_decode_is_exact_for_other_formats_and_fails_alike(photos, bad_images):
+    exact = T.compile_pipeline(_fast_chains(False)["val"])
+    fast = T.compile_pipeline(_fast_chains(True)["val"])
+    for name in ["alpha.png", "rgb.bmp", "rgb.tiff", "rgb.webp", "rgb.ppm", "palette.png"]:
+        assert torch.equal(T.apply(exact, photos[name]), T.apply(fast, photos[name])), name
+    for kind in ["corrupt.jpg", "truncated.jpg", "no_eoi.jpg", "bomb.jpg"]:
+        data, _ = bad_images[kind]
+        errors = []
+        for pipeline in (exact, fast):
+            with pytest.raises(ValueError) as info:
+                pipeline.apply(data, f"/data/{kind}", 0, 0, 0)
+            errors.append(str(info.value))
+        assert errors[0] == errors[1], errors
+
+
 # ---- Shapes, chain errors, bad images ------------------------------------------------
 
 
@@ -278,7 +340,8 @@ def test_output_shape_and_shape_of(photos):
 def test_repr_shows_the_arguments():
     assert repr(T.Resize(256)) == "Resize(size=256, interpolation='bilinear', max_size=None, antialias=True)"
     assert repr(T.RandomResizedCrop((224, 200))).startswith("RandomResizedCrop(size=(224, 200), scale=(0.08, 1.0)")
-    assert repr(T.ImgDecode()) == "ImgDecode(draft=False)"
+    assert repr(T.ImgDecode()) == "ImgDecode(draft=False, fast=False)"
+    assert repr(T.ImgDecode(fast=True)) == "ImgDecode(draft=False, fast=True)"
 
 
 def test_impossible_chains_are_refused():

@@ -73,6 +73,7 @@ void ReadJpeg(const uint8_t* d, int64_t n, const std::string& path, bool check_c
       if (len < 8) Fail(path, "corrupt JPEG: frame header (SOF) too short");
       h->height = static_cast<int>(Be16(d + pos + 3));
       h->width = static_cast<int>(Be16(d + pos + 5));
+      h->jpeg_components = d[pos + 7];
       if (h->height == 0) {
         Fail(path, "unsupported JPEG: the height is given by a DNL marker after the first scan");
       }
@@ -406,16 +407,23 @@ ImageHeader ReadImageHeader(const uint8_t* d, int64_t n, const std::string& path
   return h;
 }
 
-PixelRect DecodedBounds(const ImageHeader& header, int reduce) {
-  if (header.format != ImageFormat::kJpeg) reduce = 1;
-  return PixelRect{0, 0, (header.width + reduce - 1) / reduce, (header.height + reduce - 1) / reduce};
+PixelRect DecodedBounds(const ImageHeader& header, const JpegDecodeMode& mode) {
+  const int scale = header.format == ImageFormat::kJpeg ? mode.scale : 8;
+  return PixelRect{0, 0, JpegScaledSize(header.width, scale), JpegScaledSize(header.height, scale)};
+}
+
+PixelRect DecodedBounds(const ImageHeader& header, int reduce) { return DecodedBounds(header, ReducedMode(reduce)); }
+
+bool JpegScaleSupported(const ImageHeader& header, int scale) {
+  if (scale < 1 || scale > 8) return false;
+  return header.jpeg_components != 4 || scale == 1 || scale == 2 || scale == 4 || scale == 8;
 }
 
 namespace {
 
 // The whole image through OpenCV (PNM: hdmlp's own decoder) into *out.
 void DecodeWhole(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce, const std::string& path,
-                 cv::Mat* out) {
+                 cv::Mat* out) {  // reduce: 1, 2, 4 or 8
   if (header.format == ImageFormat::kPnm) {
     if (header.pnm_kind >= 4) {  // binary: ReadImageHeader(check_complete) checked the length
       const int64_t w = header.width, h = header.height;
@@ -471,16 +479,25 @@ void DecodeWhole(const uint8_t* data, int64_t size, const ImageHeader& header, i
 
 void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce, const PixelRect& region,
                  const std::string& path, DecodedImage* out) {
-  const PixelRect bounds = DecodedBounds(header, reduce);
+  DecodeImage(data, size, header, ReducedMode(reduce), region, path, out);
+}
+
+void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, const JpegDecodeMode& mode,
+                 const PixelRect& region, const std::string& path, DecodedImage* out) {
+  const PixelRect bounds = DecodedBounds(header, mode);
   if (!IsInside(region, bounds.width, bounds.height)) {
     throw std::logic_error("DecodeImage: region outside the image");
   }
-  if (header.format == ImageFormat::kJpeg &&
-      DecodeJpegRegion(data, size, header.width, header.height, reduce, region, path, &out->jpeg, &out->view) ==
-          JpegDecodeStatus::kDecoded) {
+  const bool jpeg = header.format == ImageFormat::kJpeg;
+  if (jpeg && DecodeJpegRegion(data, size, header.width, header.height, mode, region, path, &out->jpeg,
+                               &out->view) == JpegDecodeStatus::kDecoded) {
     return;
   }
-  DecodeWhole(data, size, header, header.format == ImageFormat::kJpeg ? reduce : 1, path, &out->mat);
+  // OpenCV: CMYK/YCCK JPEGs at 1/1, 1/2, 1/4 or 1/8, the other formats whole.
+  if (jpeg && !JpegScaleSupported(header, mode.scale)) {
+    throw std::logic_error("DecodeImage: a CMYK or YCCK JPEG decodes at 1/1, 1/2, 1/4 or 1/8 only");
+  }
+  DecodeWhole(data, size, header, jpeg ? 8 / mode.scale : 1, path, &out->mat);
   const ImageView whole{out->mat.data, out->mat.cols, out->mat.rows, static_cast<int64_t>(out->mat.step)};
   out->view = SubView(whole, region);
 }

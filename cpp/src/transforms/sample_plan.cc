@@ -9,7 +9,7 @@
 
 namespace hdmlp {
 
-void SamplePlan::Reset(int width, int height, bool is_jpeg, uint64_t seed, int epoch, int64_t sample,
+void SamplePlan::Reset(int width, int height, int jpeg_components, uint64_t seed, int epoch, int64_t sample,
                        const std::string* path, bool record_draws) {
   actions_.clear();
   tensor_actions_.clear();
@@ -19,18 +19,19 @@ void SamplePlan::Reset(int width, int height, bool is_jpeg, uint64_t seed, int e
   sample_ = sample;
   path_ = path;
   record_draws_ = record_draws;
-  is_jpeg_ = is_jpeg;
+  jpeg_components_ = jpeg_components;
   rx_ = ry_ = 0;
   rw_ = width;
   rh_ = height;
   hf_ = vf_ = false;
   first_read_ = -1;
   first_read_view_ = PixelRect{};
-  reduce_ = 1;
+  mode_ = JpegDecodeMode{};
   first_resample_ = -1;
   image_width_ = width;
   image_height_ = height;
   region_ = PixelRect{};
+  scaled_source_ = PixelRect{};
 }
 
 Rng SamplePlan::RngFor(const TransformOp& op) const {
@@ -155,13 +156,22 @@ void SamplePlan::Finish(const DecodeOptions& decode) {
   }
   const bool resample_reads_first = first_resample_ >= 0 && first_read_ == first_resample_;
   const PixelRect& src = first_read_view_;
-  // Draft: decode the JPEG at 1/d when the first resample still shrinks the
-  // reduced image (never upsamples it).
-  if (decode.draft && is_jpeg_ && resample_reads_first) {
+  const bool jpeg = jpeg_components_ > 0;
+  if (jpeg && decode.fast) mode_ = FastJpegMode(8);
+  // A smaller DCT scale when the first resample reads the image and still
+  // shrinks (never enlarges) the scaled image: the smallest allowed scale m
+  // whose scaled input, src * m / 8, is at least the resample's output in
+  // both dimensions. Draft allows 1/8, 1/4 and 1/2 (PIL's Image.draft rule:
+  // the largest d = 8 / m with src >= d * output); fast allows every scale
+  // it has settings for, except what the JPEG's decoder cannot do.
+  if (jpeg && (decode.draft || decode.fast) && resample_reads_first) {
     const Action& a = actions_[first_resample_];
-    for (int d : {8, 4, 2}) {
-      if (src.width >= int64_t{a.w} * d && src.height >= int64_t{a.h} * d) {
-        reduce_ = d;
+    for (int m = 1; m < 8; ++m) {
+      const bool power_of_two = m == 1 || m == 2 || m == 4;
+      const bool allowed = decode.fast ? FastJpegScaleUseful(m) : power_of_two;
+      if (!allowed || (jpeg_components_ == 4 && !power_of_two)) continue;  // CMYK: OpenCV's 1/2, 1/4, 1/8
+      if (int64_t{src.width} * m >= int64_t{a.w} * 8 && int64_t{src.height} * m >= int64_t{a.h} * 8) {
+        mode_.scale = m;
         break;
       }
     }
@@ -170,22 +180,37 @@ void SamplePlan::Finish(const DecodeOptions& decode) {
   // resample reads only the view it is given (torchvision crops, then
   // resizes the cropped image), or only its window's taps; the other actions
   // read their view; with no such action, the final view is the output.
-  if (reduce_ > 1) {
-    // The full-resolution region, mapped onto the 1/d image: pixel i of the
-    // reduced image covers pixels [i*d, (i+1)*d). The region is its hull;
-    // the resample's box is fractional within it.
-    const int d = reduce_;
-    const int dw = (image_width_ + d - 1) / d, dh = (image_height_ + d - 1) / d;
-    const double x0 = src.x / double(d), y0 = src.y / double(d);
-    const double x1 = (src.x + src.width) / double(d), y1 = (src.y + src.height) / double(d);
+  if (mode_.scale < 8) {
+    // The full-size input mapped onto the scaled image: pixel i of the
+    // scaled image covers full-size pixels [8i/m, 8(i+1)/m). The resample
+    // reads the hull of that box (its taps are clamped to the hull), with
+    // the box fractional within it, and only its window's taps from it.
+    const int m = mode_.scale;
+    const int dw = JpegScaledSize(image_width_, m), dh = JpegScaledSize(image_height_, m);
+    const double x0 = src.x * m / 8.0, y0 = src.y * m / 8.0;
+    const double x1 = (src.x + src.width) * m / 8.0, y1 = (src.y + src.height) * m / 8.0;
     const int hx0 = static_cast<int>(std::floor(x0)), hy0 = static_cast<int>(std::floor(y0));
     const int hx1 = std::min(dw, static_cast<int>(std::ceil(x1)));
     const int hy1 = std::min(dh, static_cast<int>(std::ceil(y1)));
-    region_ = PixelRect{hx0, hy0, hx1 - hx0, hy1 - hy0};
-    reduced_box_[0] = static_cast<float>(x0 - hx0);
-    reduced_box_[1] = static_cast<float>(y0 - hy0);
-    reduced_box_[2] = static_cast<float>(x1 - hx0);
-    reduced_box_[3] = static_cast<float>(y1 - hy0);
+    scaled_source_ = PixelRect{hx0, hy0, hx1 - hx0, hy1 - hy0};
+    scaled_box_[0] = static_cast<float>(x0 - hx0);
+    scaled_box_[1] = static_cast<float>(y0 - hy0);
+    scaled_box_[2] = static_cast<float>(x1 - hx0);
+    scaled_box_[3] = static_cast<float>(y1 - hy0);
+    region_ = scaled_source_;
+    const Action& a = actions_[first_resample_];
+    if (a.window.width > 0) {
+      thread_local ResampleScratch scratch;
+      const ResampleGeometry g{scaled_source_.width,
+                               scaled_source_.height,
+                               {scaled_box_[0], scaled_box_[1], scaled_box_[2], scaled_box_[3]},
+                               a.w,
+                               a.h,
+                               a.interpolation,
+                               a.antialias};
+      const PixelRect r = ResampleSourceRegion(g, a.window, &scratch);
+      region_ = PixelRect{hx0 + r.x, hy0 + r.y, r.width, r.height};
+    }
   } else if (resample_reads_first) {
     region_ = src;
     const Action& a = actions_[first_resample_];

@@ -193,9 +193,9 @@ OutputShape TransformPipeline::ShapeFor(int height, int width) const {
   return s;
 }
 
-void TransformPipeline::MakePlan(int width, int height, bool is_jpeg, uint64_t seed, int epoch, int64_t sample,
-                                 const std::string& path, bool record_draws, SamplePlan* plan) const {
-  plan->Reset(width, height, is_jpeg, seed, epoch, sample, &path, record_draws);
+void TransformPipeline::MakePlan(int width, int height, int jpeg_components, uint64_t seed, int epoch,
+                                 int64_t sample, const std::string& path, bool record_draws, SamplePlan* plan) const {
+  plan->Reset(width, height, jpeg_components, seed, epoch, sample, &path, record_draws);
   for (const auto& op : ops_) op->Plan(plan);
   plan->Finish(decode_);
 }
@@ -208,8 +208,20 @@ std::vector<RandomDraw> TransformPipeline::RandomDraws(int width, int height, ui
   }
   SamplePlan plan;
   const std::string path = "<RandomDraws>";
-  MakePlan(width, height, false, seed, epoch, sample, path, true, &plan);
+  MakePlan(width, height, 0, seed, epoch, sample, path, true, &plan);
   return plan.draws();
+}
+
+JpegDecodePlan TransformPipeline::PlanJpegDecode(int width, int height, uint64_t seed, int epoch, int64_t sample,
+                                                 int jpeg_components) const {
+  if (width < 1 || height < 1 || int64_t{width} * height > kMaxImagePixels || jpeg_components < 1) {
+    throw InvalidArgumentError("PlanJpegDecode: invalid image size " + std::to_string(width) + "x" +
+                               std::to_string(height) + " or components " + std::to_string(jpeg_components));
+  }
+  SamplePlan plan;
+  const std::string path = "<PlanJpegDecode>";
+  MakePlan(width, height, jpeg_components, seed, epoch, sample, path, false, &plan);
+  return JpegDecodePlan{plan.decode_mode(), plan.region()};
 }
 
 // ---- Applying ----------------------------------------------------------------
@@ -218,7 +230,7 @@ OutputShape TransformPipeline::ShapeOf(const uint8_t* data, int64_t size, const 
   const ImageHeader header = ReadImageHeader(data, size, path, /*check_complete=*/false);
   if (output_.fixed) return output_;
   SamplePlan& plan = ThreadScratch().plan;
-  MakePlan(header.width, header.height, false, 0, 0, 0, path, false, &plan);
+  MakePlan(header.width, header.height, 0, 0, 0, 0, path, false, &plan);
   return ShapeFor(plan.out_height(), plan.out_width());
 }
 
@@ -226,7 +238,7 @@ OutputShape TransformPipeline::ShapeOfImage(int width, int height) const {
   if (output_.fixed) return output_;
   SamplePlan& plan = ThreadScratch().plan;
   const std::string path = "<ShapeOfImage>";
-  MakePlan(width, height, false, 0, 0, 0, path, false, &plan);
+  MakePlan(width, height, 0, 0, 0, 0, path, false, &plan);
   return ShapeFor(plan.out_height(), plan.out_width());
 }
 
@@ -241,8 +253,9 @@ OutputShape TransformPipeline::Apply(const uint8_t* data, int64_t size, const st
   const ImageHeader header = ReadImageHeader(data, size, path, /*check_complete=*/true);
   Scratch& t = ThreadScratch();
   SamplePlan& plan = t.plan;
-  MakePlan(header.width, header.height, header.format == ImageFormat::kJpeg, seed, epoch, sample, path, false,
-           &plan);
+  MakePlan(header.width, header.height,
+           header.format == ImageFormat::kJpeg ? std::max(1, header.jpeg_components) : 0, seed, epoch, sample,
+           path, false, &plan);
   const OutputShape shape = ShapeFor(plan.out_height(), plan.out_width());
   if (expected.height != 0 && !shape.SameAs(expected)) {
     throw InvalidArgumentError(
@@ -257,7 +270,7 @@ OutputShape TransformPipeline::Apply(const uint8_t* data, int64_t size, const st
   }
 
   DecodedImage& decoded = t.decoded;
-  DecodeImage(data, size, header, plan.reduce(), plan.region(), path, &decoded);
+  DecodeImage(data, size, header, plan.decode_mode(), plan.region(), path, &decoded);
   Execute(plan, decoded.view, PixelRect{plan.region().x, plan.region().y, 0, 0}, shape, dst);
   // A huge image's pixels are not kept for the rest of the thread's life.
   if (decoded.jpeg.pixels.capacity() > kKeptDecodeBytes) decoded.jpeg.pixels = {};
@@ -272,7 +285,7 @@ OutputShape TransformPipeline::ApplyToImage(const ImageView& bgr, const std::str
                                std::to_string(bgr.height));
   }
   SamplePlan& plan = ThreadScratch().plan;
-  MakePlan(bgr.width, bgr.height, false, seed, epoch, sample, path, false, &plan);
+  MakePlan(bgr.width, bgr.height, 0, seed, epoch, sample, path, false, &plan);
   const OutputShape shape = ShapeFor(plan.out_height(), plan.out_width());
   if (shape.type == OutputType::kFloat32 && reinterpret_cast<uintptr_t>(dst) % alignof(float) != 0) {
     throw InvalidArgumentError("TransformPipeline::ApplyToImage: dst must be 4-byte aligned for float32 output");
@@ -284,7 +297,7 @@ OutputShape TransformPipeline::ApplyToImage(const ImageView& bgr, const std::str
 void TransformPipeline::Execute(const SamplePlan& plan, const ImageView& decoded, const PixelRect& origin,
                                 const OutputShape& shape, uint8_t* dst) const {
   Scratch& t = ThreadScratch();
-  const int d = plan.reduce();
+  const bool scaled = plan.scale() < 8;
   // `data` holds the current image's pixels from (dx, dy) on; `view` is the
   // rectangle of the current image that the chain looks at.
   ImageView data = decoded;
@@ -296,7 +309,7 @@ void TransformPipeline::Execute(const SamplePlan& plan, const ImageView& decoded
   const std::vector<Action>& actions = plan.actions();
   for (int ai = 0; ai < static_cast<int>(actions.size()); ++ai) {
     const Action& a = actions[ai];
-    if (d > 1 && ai < plan.first_resample()) continue;  // folded into the reduced resample
+    if (scaled && ai < plan.first_resample()) continue;  // folded into the scaled resample
     switch (a.kind) {
       case Action::kCrop:
         view = PixelRect{a.x, a.y, a.w, a.h};
@@ -305,12 +318,14 @@ void TransformPipeline::Execute(const SamplePlan& plan, const ImageView& decoded
         const PixelRect win = a.window.width > 0 ? a.window : PixelRect{0, 0, a.w, a.h};
         auto& out = t.buf[next];
         out.resize(static_cast<size_t>(win.width) * win.height * 3);
-        if (d > 1 && ai == plan.first_resample()) {
-          // `data` is the region the reduced crop covers (SamplePlan::Finish).
-          const float* box = plan.reduced_box();
-          const ResampleGeometry g{data.width, data.height, {box[0], box[1], box[2], box[3]}, a.w, a.h,
+        if (scaled && ai == plan.first_resample()) {
+          // The input is the hull of the crop in the scaled image, of which
+          // `data` holds the part the window reads (SamplePlan::Finish).
+          const float* box = plan.scaled_box();
+          const PixelRect& src = plan.scaled_source();
+          const ResampleGeometry g{src.width, src.height, {box[0], box[1], box[2], box[3]}, a.w, a.h,
                                    a.interpolation, a.antialias};
-          ResampleWindow(data, 0, 0, g, win, out.data(), int64_t{win.width} * 3, &t.resample);
+          ResampleWindow(data, dx - src.x, dy - src.y, g, win, out.data(), int64_t{win.width} * 3, &t.resample);
         } else {
           const ResampleGeometry g{view.width, view.height,
                                    {0, 0, static_cast<float>(view.width), static_cast<float>(view.height)},

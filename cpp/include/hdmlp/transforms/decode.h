@@ -68,6 +68,7 @@ struct ImageHeader {
   int pnm_kind = 0;         // PNM: 1..6 for P1..P6
   int pnm_maxval = 0;       // PNM: maxval (1 for P1/P4)
   int64_t pnm_data = 0;     // PNM: offset of the first sample
+  int jpeg_components = 0;  // JPEG: colour components in the frame header (1 gray, 3 YCbCr/RGB, 4 CMYK/YCCK)
 };
 
 // Reads the format and the size from the first bytes. With check_complete,
@@ -78,8 +79,15 @@ ImageHeader ReadImageHeader(const uint8_t* data, int64_t size, const std::string
                             bool check_complete);
 
 // The size of the image as DecodeImage delivers it: the header's, or for a
-// JPEG decoded at 1/reduce, ceil(width / reduce) x ceil(height / reduce).
+// JPEG decoded at scale/8, JpegScaledSize of each side.
+PixelRect DecodedBounds(const ImageHeader& header, const JpegDecodeMode& mode);
+// The same for the exact mode at 1/reduce (1, 2, 4 or 8).
 PixelRect DecodedBounds(const ImageHeader& header, int reduce);
+
+// Whether DecodeImage can decode this JPEG at scale/8 with the fast
+// settings: every scale for 1 and 3 components; CMYK and YCCK JPEGs go
+// through OpenCV, which offers 1/1, 1/2, 1/4 and 1/8 and the exact settings.
+bool JpegScaleSupported(const ImageHeader& header, int scale);
 
 // A decoded region and the memory that holds it. Keep one per thread and
 // pass it to every DecodeImage call: the memory is reused, and `view` is
@@ -90,15 +98,20 @@ struct DecodedImage {
   cv::Mat mat;
 };
 
-// Decodes `region` (inside DecodedBounds(header, reduce)) to 8-bit BGR: the
-// exact pixels a decode of the whole image has there. reduce (1, 2, 4 or 8;
-// JPEG only, else 1) asks libjpeg for a DCT-domain downscale. A JPEG is
-// decoded by libjpeg-turbo directly, doing only the work the region needs
-// (jpeg_decode.h). CMYK and YCCK JPEGs and the other formats are decoded
-// whole by OpenCV (PBM/PGM/PPM by hdmlp), and the region is a view of the
-// result. `header`
-// must come from ReadImageHeader on the same bytes. Throws DecodeError when
-// the decoder fails or yields another size than the header's.
+// Decodes `region` (inside DecodedBounds(header, mode)) to 8-bit BGR: the
+// pixels a decode of the whole image in the same mode has there. The mode
+// (jpeg_decode.h; the default is exact) applies to JPEGs only: the other
+// formats are always decoded exactly and whole. A JPEG is decoded by
+// libjpeg-turbo directly, doing only the work the region needs
+// (jpeg_decode.h). CMYK and YCCK JPEGs (whose mode must satisfy
+// JpegScaleSupported; its speed settings are ignored) and the other formats
+// are decoded whole by OpenCV (PBM/PGM/PPM by hdmlp), and the region is a
+// view of the result. `header` must come from ReadImageHeader on the same
+// bytes. Throws DecodeError when the decoder fails or yields another size
+// than the header's.
+void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, const JpegDecodeMode& mode,
+                 const PixelRect& region, const std::string& path_for_errors, DecodedImage* out);
+// The same in the exact mode at 1/reduce (1, 2, 4 or 8; JPEG only, else 1).
 void DecodeImage(const uint8_t* data, int64_t size, const ImageHeader& header, int reduce, const PixelRect& region,
                  const std::string& path_for_errors, DecodedImage* out);
 

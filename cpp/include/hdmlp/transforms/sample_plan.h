@@ -15,8 +15,13 @@
 //     pixels reads (the crop box for RandomResizedCrop, the source taps of a
 //     windowed resample, the final view of a chain of crops), so a JPEG is
 //     decoded only there (DecodeJpegRegion);
-//   - with DecodeOptions::draft, a JPEG whose first resample shrinks by 2x or
-//     more is decoded at 1/2, 1/4 or 1/8 scale.
+//   - with DecodeOptions::draft or fast, a JPEG whose first resample shrinks
+//     it is decoded at a smaller DCT scale (draft: 1/2, 1/4 or 1/8 when it
+//     shrinks by 2x or more; fast: the smallest of 1/8 .. 7/8 that keeps the
+//     resample's input at least as large as its output), and fast adds
+//     libjpeg's faster settings. Those change values, slightly, by choice.
+// The plan's DCT scale depends only on the image's size and the draws, so
+// it is as deterministic as they are.
 // A flip pending before an op that does not commute with flips (a rotation,
 // a pad) is applied to the pixels first; the others (colour, blur) run on
 // the unflipped view and the output pass flips their result.
@@ -32,6 +37,7 @@
 
 #include "hdmlp/plan/random.h"
 #include "hdmlp/transforms/image_view.h"
+#include "hdmlp/transforms/jpeg_decode.h"
 #include "hdmlp/transforms/resample.h"
 #include "hdmlp/transforms/transform_op.h"
 
@@ -59,10 +65,12 @@ class SamplePlan {
     bool hflip = false, vflip = false;  // the flips at the op's place in the chain
   };
 
-  // Starts a plan for a width x height image (is_jpeg: draft may apply).
-  // path names the file in errors; with record_draws the ops describe their
-  // random decisions (draws()).
-  void Reset(int width, int height, bool is_jpeg, uint64_t seed, int epoch, int64_t sample,
+  // Starts a plan for a width x height image. jpeg_components: 0 for an
+  // image that is not a JPEG, else the JPEG's colour components (which
+  // DCT scales it can be decoded at: JpegScaleSupported). path names the
+  // file in errors; with record_draws the ops describe their random
+  // decisions (draws()).
+  void Reset(int width, int height, int jpeg_components, uint64_t seed, int epoch, int64_t sample,
              const std::string* path, bool record_draws);
 
   // ---- For ops' Plan ---------------------------------------------------------
@@ -106,14 +114,22 @@ class SamplePlan {
   int out_height() const { return rh_; }
   bool hflip() const { return hf_; }  // flips the output pass applies
   bool vflip() const { return vf_; }
-  int reduce() const { return reduce_; }                 // JPEG DCT scaling (draft)
+  // How a JPEG is decoded (its scale and settings); the exact mode for any
+  // other image. scale() < 8: the first resample reads the scaled image.
+  const JpegDecodeMode& decode_mode() const { return mode_; }
+  int scale() const { return mode_.scale; }
   int first_resample() const { return first_resample_; }  // index in actions(); -1: none
   int image_width() const { return image_width_; }
   int image_height() const { return image_height_; }
-  // What the decoder must deliver, in the decoded (1/reduce) image's
+  // What the decoder must deliver, in the decoded (scale/8) image's
   // coordinates: the pixels the first action that reads pixels reads.
   const PixelRect& region() const { return region_; }
-  const float* reduced_box() const { return reduced_box_; }  // reduce > 1: the first resample's box, in region coordinates
+  // scale() < 8: the first resample's input, in the scaled image's
+  // coordinates: the pixels that cover its full-size input (it contains
+  // region()), and the full-size input's box on them (PIL's fractional box,
+  // relative to scaled_source()).
+  const PixelRect& scaled_source() const { return scaled_source_; }
+  const float* scaled_box() const { return scaled_box_; }
 
  private:
   // Called before an action that reads pixels: remembers the first one.
@@ -127,16 +143,17 @@ class SamplePlan {
   int64_t sample_ = 0;
   const std::string* path_ = nullptr;
   bool record_draws_ = false;
-  bool is_jpeg_ = false;
+  int jpeg_components_ = 0;
   int rx_ = 0, ry_ = 0, rw_ = 0, rh_ = 0;  // the view: a region of the current buffer
   bool hf_ = false, vf_ = false;
   int first_read_ = -1;  // index in actions_ of the first action that reads pixels
   PixelRect first_read_view_;  // the view it reads, in the image's coordinates
-  int reduce_ = 1;
+  JpegDecodeMode mode_;
   int first_resample_ = -1;
   int image_width_ = 0, image_height_ = 0;
   PixelRect region_;
-  float reduced_box_[4] = {};
+  PixelRect scaled_source_;
+  float scaled_box_[4] = {};
 };
 
 }  // namespace hdmlp

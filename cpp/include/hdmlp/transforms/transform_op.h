@@ -58,12 +58,19 @@ struct OutputShape {
   bool SameAs(const OutputShape& other) const;
 };
 
-// What ImgDecode asks of the decoder. Issue 17's fast modes go here; the
-// pipeline passes the struct on wherever it decodes.
+// What ImgDecode asks of the decoder; the pipeline passes the struct on
+// wherever it decodes (SamplePlan::Finish turns it into each JPEG's
+// JpegDecodeMode). Both options leave the random draws and the output shape
+// as they are; only JPEGs are affected.
 struct DecodeOptions {
   // For a JPEG whose first resize shrinks by 2x or more, decode at 1/2, 1/4
   // or 1/8 scale in libjpeg (like PIL's Image.draft); not bit-identical.
   bool draft = false;
+  // Speed over bit-parity: decode every JPEG at the smallest DCT scale
+  // (1/8 .. 7/8) that keeps the first resize's input at least as large as
+  // its output, with libjpeg's faster settings (kFastJpegSettings). Includes
+  // what draft does.
+  bool fast = false;
 };
 
 // One named value an op drew for a sample (RandomDraws), e.g. "angle".

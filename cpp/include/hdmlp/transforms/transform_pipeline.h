@@ -26,11 +26,14 @@
 // follow ToTensor/Normalize (they commute with them). The output has 3
 // channels, or 1 after Grayscale(num_output_channels=1).
 //
-// Results: with draft off, every pixel is computed as torchvision computes it
-// on a PIL image (PIL's decoder conventions, PIL's resampling, PIL's
-// ImageEnhance/ImageOps/transform arithmetic, float32 ToTensor/Normalize), so
-// parity is exact up to decoder differences, except where docs/transforms.md
-// gives a tolerance (GaussianBlur: torch's float convolution).
+// Results: with draft and fast off (the default), every pixel is computed
+// as torchvision computes it on a PIL image (PIL's decoder conventions,
+// PIL's resampling, PIL's ImageEnhance/ImageOps/transform arithmetic,
+// float32 ToTensor/Normalize), so parity is exact up to decoder
+// differences, except where docs/transforms.md gives a tolerance
+// (GaussianBlur: torch's float convolution). ImgDecode(draft/fast) decodes
+// JPEGs at a smaller DCT scale and (fast) with libjpeg's faster settings:
+// the draws and shapes stay, the values move slightly (measured there).
 //
 // Randomness: the random parameters of op i for a sample come only from
 // Rng(DeriveKey({seed, epoch, sample, kTransformKeyDomain, i})), drawn in
@@ -67,12 +70,19 @@
 #include <vector>
 
 #include "hdmlp/transforms/image_view.h"
+#include "hdmlp/transforms/jpeg_decode.h"
 #include "hdmlp/transforms/op_args.h"
 #include "hdmlp/transforms/transform_op.h"
 
 namespace hdmlp {
 
 class SamplePlan;
+
+// How a pipeline decodes one JPEG (PlanJpegDecode).
+struct JpegDecodePlan {
+  JpegDecodeMode mode;
+  PixelRect region;  // in the scaled image's coordinates
+};
 
 class TransformPipeline {
  public:
@@ -85,8 +95,9 @@ class TransformPipeline {
   // The output: fixed = true with its size when every image gives the same
   // size; else fixed = false, height = width = 0, and ShapeOf tells per image.
   const OutputShape& output() const { return output_; }
-  // Whether ImgDecode(draft=1) was asked for.
+  // Whether ImgDecode(draft=1) or ImgDecode(fast=1) was asked for.
   bool draft() const { return decode_.draft; }
+  bool fast() const { return decode_.fast; }
   const DecodeOptions& decode_options() const { return decode_; }
 
   // The shape Apply will write for this image, from its header alone (a few
@@ -110,7 +121,7 @@ class TransformPipeline {
 
   // Everything after ImgDecode, on an image already decoded to 8-bit BGR
   // (OpenCV's order; e.g. DecodeImage's output): what Apply does after
-  // decoding, with the same randomness. The draft option does not apply.
+  // decoding, with the same randomness. Draft and fast do not apply.
   // Writes ShapeFor(image).bytes() bytes into dst and returns the shape.
   OutputShape ApplyToImage(const ImageView& bgr, const std::string& path_for_errors, uint64_t seed, int epoch,
                            int64_t sample, uint8_t* dst) const;
@@ -124,8 +135,14 @@ class TransformPipeline {
   using RandomDraw = hdmlp::RandomDraw;
   std::vector<RandomDraw> RandomDraws(int width, int height, uint64_t seed, int epoch, int64_t sample) const;
 
+  // How Apply decodes a width x height JPEG with jpeg_components colour
+  // components for this sample: its JpegDecodeMode (scale and settings) and
+  // the region of the scaled image it decodes (for tests and statistics).
+  JpegDecodePlan PlanJpegDecode(int width, int height, uint64_t seed, int epoch, int64_t sample,
+                                int jpeg_components = 3) const;
+
  private:
-  void MakePlan(int width, int height, bool is_jpeg, uint64_t seed, int epoch, int64_t sample,
+  void MakePlan(int width, int height, int jpeg_components, uint64_t seed, int epoch, int64_t sample,
                 const std::string& path, bool record_draws, SamplePlan* plan) const;
   OutputShape ShapeFor(int height, int width) const;
   // `decoded` holds the pixels of the image from `origin` (x, y) on: the

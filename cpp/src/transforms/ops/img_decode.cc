@@ -3,11 +3,12 @@
 namespace hdmlp {
 
 std::unique_ptr<TransformOp> ImgDecodeOp::Create(const TransformSpec& spec, int index) {
-  return std::make_unique<ImgDecodeOp>(OpArgs(spec, index, {"draft"}));
+  return std::make_unique<ImgDecodeOp>(OpArgs(spec, index, {"draft", "fast"}));
 }
 
 ImgDecodeOp::ImgDecodeOp(const OpArgs& args) : TransformOp(args) {
   options_.draft = args.Flag("draft", false);
+  options_.fast = args.Flag("fast", false);
 }
 
 void ImgDecodeOp::Check(ChainState* chain) {

@@ -7,6 +7,10 @@
 //   draft: [0|1] = [0]. 1: for a JPEG whose first resize shrinks by 2x or
 //          more, decode at 1/2, 1/4 or 1/8 scale in libjpeg (like PIL's
 //          Image.draft); faster, no longer bit-identical to PIL.
+//   fast:  [0|1] = [0]. 1: speed over bit-parity for JPEGs: the smallest DCT
+//          scale (1/8 .. 7/8) that keeps the first resize's input at least
+//          as large as its output, and libjpeg's faster settings
+//          (FastJpegMode); includes what draft does. Other formats: exact.
 //
 // Thread-safety: immutable after Check. Not copyable.
 #ifndef HDMLP_TRANSFORMS_OPS_IMG_DECODE_H_
