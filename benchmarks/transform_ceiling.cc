@@ -10,6 +10,9 @@
 //                   + ToTensor + Normalize: the standard ImageNet training chain
 //   train, draft    the same with ImgDecode(draft=True): libjpeg's 1/2, 1/4,
 //                   1/8 DCT scaling when the crop is shrunk by 2x or more
+//   train, fast     the same with ImgDecode(fast=True): the smallest DCT scale
+//                   m/8 that keeps the crop at least 224 px, fast IDCT, no
+//                   fancy upsampling (also val, fast and timm, fast)
 //   val             ImgDecode + Resize(256) + CenterCrop(224) + ToTensor +
 //                   Normalize
 //   timm            ImgDecode + RandomResizedCrop(224) + RandomHorizontalFlip
@@ -19,6 +22,19 @@
 //   ... after decode  the train, val and timm chains on images decoded beforehand
 //                   (TransformPipeline::ApplyToImage): the per-image cost of
 //                   everything after the decode
+//
+// With --knobs, the fast mode's settings one at a time, on the decode alone
+// (DecodeImage of the region a chain decodes, at the scale and with the
+// settings named): "train crop exact" (the exact train chain's region),
+// "train crop m/8" (fast's region and scale, exact settings), "+ ifast"
+// (the fast integer IDCT), "+ no fancy" (replicated chroma, merged with the
+// colour conversion), "train crop fast" (both: what fast does); the same for
+// the val chain's region; "whole 8/8 + ..." the whole image with each
+// setting; "whole m/8" and "whole m/8 fast": the whole image at each DCT
+// scale, exact and fast settings (which scales pay: FastJpegScaleUseful).
+// --progressive re-encodes every image as a progressive JPEG first.
+// --rounds R runs every case R times, round-robin, and prints each round
+// and the median (interleaved runs on a shared machine).
 //
 // Every file is read into memory first. Each case runs on 1 thread and on
 // --threads threads (default: the CPUs this process may use, what
@@ -42,6 +58,7 @@
 // Run:
 //   /tmp/transform_ceiling [--images N] [--passes P] [--threads T] [--min-side S --max-side S] [--root DIR]
 //                          [--only SUBSTRING] [--case NAME]... [--no-single-thread]
+//                          [--rounds R] [--knobs] [--progressive]
 // (--case train --case val: only those cases, by exact name; --no-single-thread:
 // only on --threads threads. benchmarks/transform_pipeline.py runs it so, as
 // its "ceiling" system, on its own folder.)
@@ -88,6 +105,9 @@ struct Options {
   std::string only;                // run only the cases whose name contains this
   std::vector<std::string> cases;  // --case NAME (repeatable): only these; empty: every case
   bool single_thread = true;       // also run each case on 1 thread
+  int rounds = 1;
+  bool knobs = false;
+  bool progressive = false;
 };
 
 double ThreadCpuSeconds() {
@@ -123,16 +143,16 @@ Result Run(int threads, int64_t n, const std::function<void(int64_t)>& work) {
   return r;
 }
 
-std::vector<TransformSpec> TrainChain(bool draft) {
-  return {{"ImgDecode", {{"draft", {draft ? 1.0 : 0.0}}}},
+std::vector<TransformSpec> TrainChain(bool draft, bool fast = false) {
+  return {{"ImgDecode", {{"draft", {draft ? 1.0 : 0.0}}, {"fast", {fast ? 1.0 : 0.0}}}},
           {"RandomResizedCrop", {{"size", {224}}}},
           {"RandomHorizontalFlip", {}},
           {"ToTensor", {}},
           {"Normalize", {{"mean", {0.485, 0.456, 0.406}}, {"std", {0.229, 0.224, 0.225}}}}};
 }
 
-std::vector<TransformSpec> TimmChain() {
-  return {{"ImgDecode", {}},
+std::vector<TransformSpec> TimmChain(bool fast = false) {
+  return {{"ImgDecode", {{"fast", {fast ? 1.0 : 0.0}}}},
           {"RandomResizedCrop", {{"size", {224}}}},
           {"RandomHorizontalFlip", {}},
           {"TrivialAugmentWide", {}},
@@ -141,8 +161,8 @@ std::vector<TransformSpec> TimmChain() {
           {"RandomErasing", {{"p", {0.25}}}}};
 }
 
-std::vector<TransformSpec> ValChain() {
-  return {{"ImgDecode", {}},
+std::vector<TransformSpec> ValChain(bool fast = false) {
+  return {{"ImgDecode", {{"fast", {fast ? 1.0 : 0.0}}}},
           {"Resize", {{"size", {256}}}},
           {"CenterCrop", {{"size", {224}}}},
           {"ToTensor", {}},
@@ -181,10 +201,16 @@ int main(int argc, char** argv) {
       opt.cases.push_back(value());
     } else if (a == "--no-single-thread") {
       opt.single_thread = false;
+    } else if (a == "--rounds") {
+      opt.rounds = std::atoi(value());
+    } else if (a == "--knobs") {
+      opt.knobs = true;
+    } else if (a == "--progressive") {
+      opt.progressive = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--root DIR] [--images N] [--passes P] [--threads T] [--min-side S] [--max-side S] "
-                   "[--only SUBSTRING] [--case NAME]... [--no-single-thread]\n",
+                   "[--only SUBSTRING] [--case NAME]... [--no-single-thread] [--rounds R] [--knobs] [--progressive]\n",
                    argv[0]);
       return 2;
     }
@@ -192,8 +218,8 @@ int main(int argc, char** argv) {
   if (opt.root.empty()) {
     opt.root = "/tmp/hdmlp_transform_ceiling_" + std::to_string(opt.min_side) + "_" + std::to_string(opt.max_side);
   }
-  if (opt.images < 1 || opt.passes < 1 || opt.threads < 1) {
-    std::fprintf(stderr, "--images, --passes and --threads must be positive\n");
+  if (opt.images < 1 || opt.passes < 1 || opt.threads < 1 || opt.rounds < 1) {
+    std::fprintf(stderr, "--images, --passes, --threads and --rounds must be positive\n");
     return 2;
   }
   cv::setNumThreads(0);
@@ -212,36 +238,49 @@ int main(int argc, char** argv) {
     paths[i] = opt.root + "/" + hdmlp::GeneratedRelativePath(i, spec.num_classes);
     std::ifstream in(paths[i], std::ios::binary);
     files[i].assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (opt.progressive) {  // the same pixels as a progressive JPEG of quality 90
+      const cv::Mat buf(1, static_cast<int>(files[i].size()), CV_8UC1, files[i].data());
+      const cv::Mat img = cv::imdecode(buf, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
+      std::vector<uint8_t> enc;
+      cv::imencode(".jpg", img, enc, {cv::IMWRITE_JPEG_QUALITY, 90, cv::IMWRITE_JPEG_PROGRESSIVE, 1});
+      files[i].assign(enc.begin(), enc.end());
+    }
     const auto h = hdmlp::ReadImageHeader(reinterpret_cast<const uint8_t*>(files[i].data()),
                                           static_cast<int64_t>(files[i].size()), paths[i], false);
     pixels += int64_t{h.width} * h.height;
   }
-  std::printf("folder %s: %d JPEGs, %.1f KB and %.0f kpixels on average (generated now: %lld)\n",
-              opt.root.c_str(), opt.images, gen.total_bytes / 1024.0 / opt.images, pixels / 1000.0 / opt.images,
-              static_cast<long long>(gen.files_written));
+  int64_t bytes = 0;
+  for (const auto& f : files) bytes += static_cast<int64_t>(f.size());
+  std::printf("folder %s: %d %sJPEGs, %.1f KB and %.0f kpixels on average (generated now: %lld)\n",
+              opt.root.c_str(), opt.images, opt.progressive ? "progressive " : "", bytes / 1024.0 / opt.images,
+              pixels / 1000.0 / opt.images, static_cast<long long>(gen.files_written));
 
   const hdmlp::TransformPipeline train(TrainChain(false)), train_draft(TrainChain(true)), val(ValChain()),
-      timm(TimmChain());
-  // How often the draft chain reduces the decode (same crops as Apply).
-  int reduced[4] = {0, 0, 0, 0};  // 1, 2, 4, 8
-  for (int p = 0; p < opt.passes; ++p) {
-    for (int i = 0; i < opt.images; ++i) {
-      const auto h = hdmlp::ReadImageHeader(reinterpret_cast<const uint8_t*>(files[i].data()),
-                                            static_cast<int64_t>(files[i].size()), paths[i], false);
-      const auto d = train_draft.RandomDraws(h.width, h.height, 0, p, i)[0];
-      int k = 0;
-      for (int f : {8, 4, 2}) {
-        if (d.width >= 224 * f && d.height >= 224 * f) {
-          k = f == 8 ? 3 : f == 4 ? 2 : 1;
-          break;
-        }
-      }
-      ++reduced[k];
-    }
-  }
+      timm(TimmChain()), train_fast(TrainChain(false, true)), val_fast(ValChain(true)), timm_fast(TimmChain(true));
+  // The scales the draft and fast chains decode at (the plans Apply makes).
   const int64_t n = int64_t{opt.images} * opt.passes;
-  std::printf("draft decodes at scale 1/1: %d, 1/2: %d, 1/4: %d, 1/8: %d of %lld\n", reduced[0], reduced[1],
-              reduced[2], reduced[3], static_cast<long long>(n));
+  std::vector<hdmlp::ImageHeader> headers(files.size());
+  for (int i = 0; i < opt.images; ++i) {
+    headers[i] = hdmlp::ReadImageHeader(reinterpret_cast<const uint8_t*>(files[i].data()),
+                                        static_cast<int64_t>(files[i].size()), paths[i], false);
+  }
+  auto scales = [&](const hdmlp::TransformPipeline& p, const char* name) {
+    int count[9] = {};
+    for (int64_t item = 0; item < n; ++item) {
+      const auto& h = headers[static_cast<size_t>(item % opt.images)];
+      ++count[p.PlanJpegDecode(h.width, h.height, 0, static_cast<int>(item / opt.images), item % opt.images,
+                               h.jpeg_components)
+                  .mode.scale];
+    }
+    std::printf("%s decodes at scale", name);
+    for (int m = 8; m >= 1; --m) {
+      if (count[m]) std::printf(" %d/8: %d", m, count[m]);
+    }
+    std::printf(" (of %lld)\n", static_cast<long long>(n));
+  };
+  scales(train_draft, "train, draft");
+  scales(train_fast, "train, fast");
+  scales(val_fast, "val, fast");
 
   const int max_threads = opt.threads;
   std::vector<std::vector<float>> out(static_cast<size_t>(max_threads + 1));
@@ -298,34 +337,131 @@ int main(int argc, char** argv) {
                      i, reinterpret_cast<uint8_t*>(tls_out.data()));
     };
   };
-  const Case cases[] = {{"decode", decode},
-                        {"decode, cv::imdecode", imdecode},
-                        {"train", chain(train)},
-                        {"train, draft", chain(train_draft)},
-                        {"val", chain(val)},
-                        {"timm", chain(timm)},
-                        {"train after decode", after(train)},
-                        {"val after decode", after(val)},
-                        {"timm after decode", after(timm)}};
+  // --knobs: the decode alone, of the region a chain's plan decodes, in a
+  // given mode (the plan's scale, or 8/8).
+  auto region_decode = [&](const hdmlp::TransformPipeline& p, bool keep_scale,
+                           std::function<void(hdmlp::JpegDecodeMode*)> settings) {
+    return [&, keep_scale, settings](int64_t item) {
+      const int i = static_cast<int>(item % opt.images);
+      const auto& h = headers[static_cast<size_t>(i)];
+      const hdmlp::JpegDecodePlan plan =
+          p.PlanJpegDecode(h.width, h.height, 0, static_cast<int>(item / opt.images), i, h.jpeg_components);
+      hdmlp::JpegDecodeMode mode;
+      if (keep_scale) mode.scale = plan.mode.scale;
+      settings(&mode);
+      const hdmlp::PixelRect region =
+          keep_scale ? plan.region : hdmlp::DecodedBounds(h, mode);  // else the whole image at 8/8
+      thread_local hdmlp::DecodedImage m;
+      hdmlp::DecodeImage(reinterpret_cast<const uint8_t*>(files[i].data()), static_cast<int64_t>(files[i].size()), h,
+                         mode, region, paths[i], &m);
+    };
+  };
+  auto exact_region = [&](const hdmlp::TransformPipeline& p) {  // the exact chain's region, exact settings
+    return [&](int64_t item) {
+      const int i = static_cast<int>(item % opt.images);
+      const auto& h = headers[static_cast<size_t>(i)];
+      const auto plan = p.PlanJpegDecode(h.width, h.height, 0, static_cast<int>(item / opt.images), i);
+      thread_local hdmlp::DecodedImage m;
+      hdmlp::DecodeImage(reinterpret_cast<const uint8_t*>(files[i].data()), static_cast<int64_t>(files[i].size()), h,
+                         plan.mode, plan.region, paths[i], &m);
+    };
+  };
+  auto whole_at = [&](int scale, bool fast) {
+    return [&, scale, fast](int64_t item) {
+      const int i = static_cast<int>(item % opt.images);
+      const auto& h = headers[static_cast<size_t>(i)];
+      const hdmlp::JpegDecodeMode mode = fast ? hdmlp::FastJpegMode(scale) : [&] {
+        hdmlp::JpegDecodeMode e;
+        e.scale = scale;
+        return e;
+      }();
+      thread_local hdmlp::DecodedImage m;
+      hdmlp::DecodeImage(reinterpret_cast<const uint8_t*>(files[i].data()), static_cast<int64_t>(files[i].size()), h,
+                         mode, hdmlp::DecodedBounds(h, mode), paths[i], &m);
+    };
+  };
+  auto none = [](hdmlp::JpegDecodeMode*) {};
+  auto ifast = [](hdmlp::JpegDecodeMode* m) { m->fast_idct = true; };
+  auto no_fancy = [](hdmlp::JpegDecodeMode* m) { m->fancy_upsampling = false; };
+  auto all_fast = [](hdmlp::JpegDecodeMode* m) { *m = hdmlp::FastJpegMode(m->scale); };
+
+  std::vector<Case> cases = {{"decode", decode},
+                             {"decode, cv::imdecode", imdecode},
+                             {"train", chain(train)},
+                             {"train, draft", chain(train_draft)},
+                             {"train, fast", chain(train_fast)},
+                             {"val", chain(val)},
+                             {"val, fast", chain(val_fast)},
+                             {"timm", chain(timm)},
+                             {"timm, fast", chain(timm_fast)},
+                             {"train after decode", after(train)},
+                             {"val after decode", after(val)},
+                             {"timm after decode", after(timm)}};
+  std::vector<std::string> knob_names;  // owns the generated names
+  if (opt.knobs) {
+    cases.push_back({"knobs: train crop exact", exact_region(train)});
+    cases.push_back({"knobs: train crop m/8", region_decode(train_fast, true, none)});
+    cases.push_back({"knobs: train crop m/8 + ifast", region_decode(train_fast, true, ifast)});
+    cases.push_back({"knobs: train crop m/8 + no fancy", region_decode(train_fast, true, no_fancy)});
+    cases.push_back({"knobs: train crop fast", region_decode(train_fast, true, all_fast)});
+    cases.push_back({"knobs: val region exact", exact_region(val)});
+    cases.push_back({"knobs: val region m/8", region_decode(val_fast, true, none)});
+    cases.push_back({"knobs: val region m/8 + ifast", region_decode(val_fast, true, ifast)});
+    cases.push_back({"knobs: val region m/8 + no fancy", region_decode(val_fast, true, no_fancy)});
+    cases.push_back({"knobs: val region fast", region_decode(val_fast, true, all_fast)});
+    cases.push_back({"knobs: whole 8/8 + ifast", region_decode(train, false, ifast)});
+    cases.push_back({"knobs: whole 8/8 + no fancy", region_decode(train, false, no_fancy)});
+    knob_names.reserve(16);
+    for (int m = 8; m >= 1; --m) {
+      for (bool fast : {false, true}) {
+        knob_names.push_back("knobs: whole " + std::to_string(m) + "/8" + (fast ? " fast" : ""));
+        cases.push_back({knob_names.back().c_str(), whole_at(m, fast)});
+      }
+    }
+  }
 
   Run(max_threads, std::min<int64_t>(n, 64), cases[1].work);  // warm-up: caches, scratch buffers
   std::printf("AVX2 kernels: %s\n", hdmlp::ResampleUsesAvx2() ? "yes" : "no");
-  const hdmlp::CpuBudget budget = hdmlp::ReadCpuBudget();
-  std::printf("CPU budget: %s\n", budget.Describe().c_str());
-  std::printf("\n%-20s %8s %12s %12s %14s %14s\n", "case", "threads", "images/s", "per core", "CPU us/image",
-              "others (cores)");
+  // Every selected case on 1 and --threads threads, --rounds times
+  // round-robin; CPU us/image per round, then the median.
+  struct Row {
+    const Case* c;
+    int threads;
+    std::vector<double> ips, cpu_us;
+  };
+  std::vector<Row> rows;
   for (const Case& c : cases) {
     if (!selected(c.name)) continue;
-    std::vector<int> thread_counts;
-    if (opt.single_thread || max_threads == 1) thread_counts.push_back(1);
-    if (max_threads > 1) thread_counts.push_back(max_threads);
-    for (int t : thread_counts) {
+    if (opt.single_thread || max_threads == 1) rows.push_back({&c, 1, {}, {}});
+    if (max_threads > 1) rows.push_back({&c, max_threads, {}, {}});
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  const hdmlp::CpuBudget budget = hdmlp::ReadCpuBudget();
+  std::printf("CPU budget: %s\n", budget.Describe().c_str());
+  std::printf("\n%-38s %8s %12s %12s %14s %14s\n", "case", "threads", "images/s", "per core", "CPU us/image",
+              "others (cores)");
+  for (int round = 0; round < opt.rounds; ++round) {
+    if (opt.rounds > 1) std::printf("-- round %d of %d\n", round + 1, opt.rounds);
+    for (Row& row : rows) {
       const hdmlp_bench::LoadSample before = hdmlp_bench::SampleLoad();
-      const Result r = Run(t, n, c.work);
+      const Result r = Run(row.threads, n, row.c->work);
       const auto load = hdmlp_bench::Usage(before, hdmlp_bench::SampleLoad(), budget.UsableCpus(), false);
-      const double ips = r.items / r.wall_s;
-      std::printf("%-20s %8d %12.0f %12.0f %14.0f %9.2f%s\n", c.name, t, ips, ips / t, r.cpu_s / r.items * 1e6,
-                  load.other_cores, load.busy ? " busy" : "");
+      row.ips.push_back(r.items / r.wall_s);
+      row.cpu_us.push_back(r.cpu_s / r.items * 1e6);
+      std::printf("%-38s %8d %12.0f %12.0f %14.0f %9.2f%s\n", row.c->name, row.threads, row.ips.back(),
+                  row.ips.back() / row.threads, row.cpu_us.back(), load.other_cores, load.busy ? " busy" : "");
+      std::fflush(stdout);
+    }
+  }
+  if (opt.rounds > 1) {
+    std::printf("\nmedians of %d rounds\n", opt.rounds);
+    for (const Row& row : rows) {
+      const double ips = median(row.ips);
+      std::printf("%-38s %8d %12.0f %12.0f %14.0f\n", row.c->name, row.threads, ips, ips / row.threads,
+                  median(row.cpu_us));
     }
   }
   hdmlp_bench::PrintLoadSummary(start, hdmlp_bench::SampleLoad(), budget.UsableCpus());

@@ -16,13 +16,18 @@ Systems (each run in a process of its own, one after the other):
   hdmlp           hdmlp.Job(transforms=[ImgDecode(), ...]) + HDMLPDataLoader, the default
                   config (staging threads = "auto": the CPUs this process may use)
   hdmlp-draft     the same with ImgDecode(draft=True) (train only; docs/transforms.md)
+  hdmlp-fast      the same with ImgDecode(fast=True): speed over bit-parity (libjpeg's
+                  DCT scaling per sample, fast IDCT, no fancy upsampling; docs/transforms.md,
+                  "Fast decoding"); --fast adds it and ceiling-fast to --systems
   bare            the bare C++ pipeline (hdmlp._core.TransformPipeline.apply) driven from
                   as many Python threads as hdmlp runs staging workers, over files
                   already in memory: no reading, batching or hand-off; hdmlp's ceiling
   bare-draft      the same with the draft decode
+  bare-fast       the same with the fast decode
   ceiling         benchmarks/transform_ceiling (C++, built with HDMLP_BUILD_BENCHMARKS; see
                   --ceiling-binary) on the same folder and as many threads, the chain's case
                   only: the bare pipeline without Python, the issue's yardstick
+  ceiling-fast    the same, its "<chain>, fast" case
   torchvision-wN  torchvision ImageFolder (PIL) + DataLoader(num_workers=N), N = 0, 1, 2
   dali            NVIDIA DALI's CPU pipeline (device_id=None): fn.readers.file,
                   fn.decoders.image(device="cpu"), fn.random_resized_crop (train) or
@@ -76,8 +81,8 @@ from benchmarks import machine  # noqa: E402
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 CHAINS = ("train", "val", "timm")
 ERASE_P = 0.25  # timm's default re_prob
-SYSTEMS = ("hdmlp", "hdmlp-draft", "ceiling", "bare", "bare-draft", "torchvision-w0", "torchvision-w1",
-           "torchvision-w2", "dali", "ffcv")
+SYSTEMS = ("hdmlp", "hdmlp-draft", "hdmlp-fast", "ceiling", "ceiling-fast", "bare", "bare-draft", "bare-fast",
+           "torchvision-w0", "torchvision-w1", "torchvision-w2", "dali", "ffcv")
 DEFAULT_SYSTEMS = ("hdmlp", "ceiling", "bare", "torchvision-w0", "torchvision-w1", "torchvision-w2", "dali", "ffcv")
 CEILING_BINARY = os.path.join(os.path.dirname(HERE), "build", "bench", "transform_ceiling")
 BUILD_CEILING = ("cmake -S . -B build/bench -G Ninja -DHDMLP_BUILD_BENCHMARKS=ON -DHDMLP_BUILD_PYTHON=OFF "
@@ -134,14 +139,15 @@ def epoch_rates(batches_of_epoch, epochs: int) -> dict:
     return timer.result()
 
 
-def hdmlp_chain(chain: str, size: int, draft: bool = False) -> list:
+def hdmlp_chain(chain: str, size: int, draft: bool = False, fast: bool = False) -> list:
     import hdmlp.transforms as T
+    decode = T.ImgDecode(draft=draft, fast=fast)
     if chain == "timm":
-        return [T.ImgDecode(draft=draft), T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.TrivialAugmentWide(),
+        return [decode, T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.TrivialAugmentWide(),
                 T.ToTensor(), T.Normalize(MEAN, STD), T.RandomErasing(ERASE_P)]
     head = [T.RandomResizedCrop(size), T.RandomHorizontalFlip()] if chain == "train" \
         else [T.Resize(size * 256 // 224), T.CenterCrop(size)]
-    return [T.ImgDecode(draft=draft)] + head + [T.ToTensor(), T.Normalize(MEAN, STD)]
+    return [decode] + head + [T.ToTensor(), T.Normalize(MEAN, STD)]
 
 
 def torchvision_chain(chain: str, size: int):
@@ -158,7 +164,8 @@ def run_hdmlp(spec: dict) -> dict:
     import hdmlp
     from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
     job = hdmlp.Job(spec["root"], spec["batch_size"], spec["epochs"],
-                    transforms=hdmlp_chain(spec["chain"], spec["size"], spec["system"] == "hdmlp-draft"), seed=1,
+                    transforms=hdmlp_chain(spec["chain"], spec["size"], spec["system"] == "hdmlp-draft",
+                                           spec["system"] == "hdmlp-fast"), seed=1,
                     config_path=spec.get("config"))
     loader = HDMLPDataLoader(HDMLPImageFolder(spec["root"], job))
     out = epoch_rates(lambda e: loader, spec["epochs"])
@@ -181,7 +188,8 @@ def run_bare(spec: dict) -> dict:
     for p in paths:
         with open(p, "rb") as f:
             files.append(f.read())
-    pipeline = T.compile_pipeline(hdmlp_chain(spec["chain"], spec["size"], spec["system"] == "bare-draft"))
+    pipeline = T.compile_pipeline(hdmlp_chain(spec["chain"], spec["size"], spec["system"] == "bare-draft",
+                                              spec["system"] == "bare-fast"))
     threads = spec["threads"]
     timer = EpochTimer()
     for epoch in range(spec["epochs"]):
@@ -211,16 +219,19 @@ def run_ceiling(spec: dict) -> dict:
     if not os.path.exists(binary):
         raise NotInstalled(f"{binary} is not built ({BUILD_CEILING})")
     passes = max(spec["epochs"] - 1, 1)
+    case = spec["chain"] + (", fast" if spec["system"] == "ceiling-fast" else "")
     out = subprocess.run([binary, "--root", spec["root"], "--images", str(spec["images"]), "--passes", str(passes),
-                          "--threads", str(spec["threads"]), "--case", spec["chain"], "--no-single-thread"],
+                          "--threads", str(spec["threads"]), "--case", case, "--no-single-thread"],
                          capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():  # "train  2  1838  919  1050  0.02"
-        fields = line.split()
-        if len(fields) >= 5 and fields[0] == spec["chain"] and fields[1] == str(spec["threads"]):
-            ips, cpu_us = float(fields[2]), float(fields[4])
+    for line in out.splitlines():  # "train, fast  2  1838  919  1050  0.02"
+        if not line.startswith(case + "  "):
+            continue
+        fields = line[len(case):].split()
+        if len(fields) >= 4 and fields[0] == str(spec["threads"]):
+            ips, cpu_us = float(fields[1]), float(fields[3])
             # One "epoch" of start-up (reading the files, warming up) and the measured passes.
             return {"rates": [ips, ips], "cpu_us": [cpu_us, cpu_us], "threads": spec["threads"]}
-    raise RuntimeError(f"no '{spec['chain']}' row in transform_ceiling's output:\n{out[-2000:]}")
+    raise RuntimeError(f"no '{case}' row in transform_ceiling's output:\n{out[-2000:]}")
 
 
 def run_torchvision(spec: dict) -> dict:
@@ -343,8 +354,9 @@ def run_ffcv(spec: dict) -> dict:
 def worker_main(spec_path: str) -> None:
     with open(spec_path) as f:
         spec = json.load(f)
-    run = {"hdmlp": run_hdmlp, "hdmlp-draft": run_hdmlp, "bare": run_bare, "bare-draft": run_bare,
-           "ceiling": run_ceiling, "dali": run_dali, "ffcv": run_ffcv, "cpu-cost": run_cpu_cost}.get(spec["system"], run_torchvision)
+    run = {"hdmlp": run_hdmlp, "hdmlp-draft": run_hdmlp, "hdmlp-fast": run_hdmlp, "bare": run_bare,
+           "bare-draft": run_bare, "bare-fast": run_bare, "ceiling": run_ceiling, "ceiling-fast": run_ceiling,
+           "dali": run_dali, "ffcv": run_ffcv, "cpu-cost": run_cpu_cost}.get(spec["system"], run_torchvision)
     try:
         result = {"status": "ok", **run(spec)}
     except NotInstalled as e:
@@ -408,6 +420,11 @@ def ratio_keys(chain: str, systems: list[str]) -> list[tuple[str, str, str]]:
                 keys.append((f"{chain}: hdmlp / {other}", "hdmlp", other))
     if "hdmlp-draft" in systems and "bare-draft" in systems:
         keys.append((f"{chain}: hdmlp-draft / bare-draft", "hdmlp-draft", "bare-draft"))
+    if "hdmlp-fast" in systems:
+        keys.append((f"{chain}: hdmlp-fast / best torchvision", "hdmlp-fast", "best torchvision"))
+        for other in ("ceiling-fast", "bare-fast", "dali", "ffcv", "hdmlp"):
+            if other in systems:
+                keys.append((f"{chain}: hdmlp-fast / {other}", "hdmlp-fast", other))
     return keys
 
 
@@ -433,6 +450,7 @@ def main() -> None:
                     help="images for the per-image CPU cost of each side's bare chain on one thread (0: skip)")
     ap.add_argument("--systems", default=",".join(DEFAULT_SYSTEMS),
                     help=f"comma-separated subset of: {', '.join(SYSTEMS)} (default: %(default)s)")
+    ap.add_argument("--fast", action="store_true", help="add hdmlp-fast and ceiling-fast to --systems")
     ap.add_argument("--rounds", "--repeats", type=int, default=3, help="run every system this many times, interleaved")
     ap.add_argument("--threads", type=int, default=None,
                     help="threads of bare, DALI and FFCV (default: what hdmlp's threads = \"auto\" gives)")
@@ -455,6 +473,8 @@ def main() -> None:
         args.chains = "train" if args.chain == "classic" else "timm"
     chains = [c for c in args.chains.split(",") if c]
     systems = [s for s in args.systems.split(",") if s]
+    if args.fast:
+        systems += [s for s in ("hdmlp-fast", "ceiling-fast") if s not in systems]
     unknown = [c for c in chains if c not in CHAINS] + [s for s in systems if s not in SYSTEMS]
     if unknown:
         ap.error(f"unknown chain or system: {', '.join(unknown)}")
@@ -578,9 +598,10 @@ def stage_profile(stages_per_round: list[list[dict]]) -> dict[str, float]:
     return {k: statistics.median(p[k] for p in per_round) for k in per_round[0]}
 
 
-LABELS = {"hdmlp": "hdmlp", "hdmlp-draft": "hdmlp, draft decode", "ceiling": "transform_ceiling (C++, the ceiling)",
+LABELS = {"hdmlp": "hdmlp", "hdmlp-draft": "hdmlp, draft decode", "hdmlp-fast": "hdmlp, fast decode",
+          "ceiling": "transform_ceiling (C++, the ceiling)", "ceiling-fast": "transform_ceiling, fast decode",
           "bare": "bare pipeline from Python threads",
-          "bare-draft": "bare C++ pipeline, draft decode", "dali": "DALI CPU pipeline", "ffcv": "FFCV",
+          "bare-draft": "bare C++ pipeline, draft decode", "bare-fast": "bare C++ pipeline, fast decode", "dali": "DALI CPU pipeline", "ffcv": "FFCV",
           "torchvision-w0": "torchvision DataLoader w=0", "torchvision-w1": "torchvision DataLoader w=1",
           "torchvision-w2": "torchvision DataLoader w=2"}
 
