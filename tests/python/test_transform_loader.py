@@ -20,8 +20,8 @@ from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
-def train_chain(size=48):
-    return [T.ImgDecode(), T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)]
+def train_chain(size=48, fast=False):
+    return [T.ImgDecode(fast=fast), T.RandomResizedCrop(size), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)]
 
 
 def write_config(path, threads, capacity_mb=64):
@@ -80,12 +80,16 @@ def test_data_loader_gives_tensors_without_copy(images):
     assert metrics["skipped_samples"] == 0
 
 
-def test_random_parameters_come_from_seed_epoch_and_sample(images):
-    chain = train_chain()
+@pytest.mark.parametrize("fast", [False, True])
+def test_random_parameters_come_from_seed_epoch_and_sample(images, fast):
+    """Each delivered image is apply(seed, epoch, sample) of its file; with ImgDecode(fast=True) too, whose DCT
+    scale is chosen per sample (some of these samples decode at 1/2)."""
+    chain = train_chain(fast=fast)
     pipeline = T.compile_pipeline(chain)
     job = hdmlp.Job(images, batch_size=8, epochs=2, transforms=chain, seed=11)
     paths = [p for p, _ in job.samples]
     by_epoch = []
+    scales = set()
     for epoch in range(2):
         rows = {}
         for ids, _, x in batches(job, epoch):
@@ -94,14 +98,18 @@ def test_random_parameters_come_from_seed_epoch_and_sample(images):
                     expected = T.apply(pipeline, f.read(), seed=11, epoch=epoch, sample=i)
                 assert torch.equal(x[row], expected), (epoch, i)
                 rows[i] = x[row]
+                with Image.open(paths[i]) as img:
+                    scales.add(pipeline.jpeg_decode_plan(img.width, img.height, 11, epoch, i)["scale"][0])
         by_epoch.append(rows)
     assert sum(not torch.equal(by_epoch[0][i], by_epoch[1][i]) for i in by_epoch[0]) > len(by_epoch[0]) // 2
+    assert (len(scales) > 1 if fast else scales == {8}), scales  # fast: some samples took a smaller scale
 
 
-def test_tensors_do_not_depend_on_the_number_of_threads(images, tmp_path):
+@pytest.mark.parametrize("fast", [False, True])
+def test_tensors_do_not_depend_on_the_number_of_threads(images, tmp_path, fast):
     runs = []
     for threads in (1, 3):
-        job = hdmlp.Job(images, batch_size=7, epochs=2, transforms=train_chain(), seed=5,
+        job = hdmlp.Job(images, batch_size=7, epochs=2, transforms=train_chain(fast=fast), seed=5,
                         config_path=write_config(tmp_path / f"t{threads}.cfg", threads))
         runs.append([[(ids, x) for ids, _, x in batches(job, e)] for e in range(2)])
         job.close()

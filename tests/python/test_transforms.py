@@ -214,26 +214,35 @@ def test_flip_rate_is_p(p):
         assert abs(rate - p) <= 4 * math.sqrt(p * (1 - p) / n) + 1e-9
 
 
-def test_determinism_per_seed_epoch_and_sample(photos):
+@pytest.mark.parametrize("fast", [False, True])
+def test_determinism_per_seed_epoch_and_sample(photos, fast):
     data = next(v for k, v in photos.items() if k.endswith(".JPEG"))
-    pipeline = T.compile_pipeline([T.ImgDecode(), T.RandomResizedCrop(96), T.RandomHorizontalFlip(), T.ToTensor()])
+    chain = [T.ImgDecode(fast=fast), T.RandomResizedCrop(96), T.RandomHorizontalFlip(), T.ToTensor()]
+    pipeline = T.compile_pipeline(chain)
     a = T.apply(pipeline, data, seed=1, epoch=0, sample=5)
     assert torch.equal(a, T.apply(pipeline, data, seed=1, epoch=0, sample=5))
     assert not torch.equal(a, T.apply(pipeline, data, seed=1, epoch=1, sample=5))
     assert not torch.equal(a, T.apply(pipeline, data, seed=2, epoch=0, sample=5))
     assert not torch.equal(a, T.apply(pipeline, data, seed=1, epoch=0, sample=6))
     # A new pipeline object from the same transforms draws the same.
-    again = T.compile_pipeline([T.ImgDecode(), T.RandomResizedCrop(96), T.RandomHorizontalFlip(), T.ToTensor()])
+    again = T.compile_pipeline(chain)
     assert torch.equal(a, T.apply(again, data, seed=1, epoch=0, sample=5))
     # Crops differ from epoch to epoch for nearly every sample.
     h, w = _pil(data).height, _pil(data).width
+    if fast:  # and so, with fast, do the DCT scales; each is the same on every call
+        scales = {pipeline.jpeg_decode_plan(w, h, 1, 0, s)["scale"] for s in range(100)}
+        assert {(8, 8), (4, 8)} <= scales, scales
+        for s in range(100):
+            assert pipeline.jpeg_decode_plan(w, h, 1, 0, s) == again.jpeg_decode_plan(w, h, 1, 0, s)
     changed = sum(pipeline.random_draws(w, h, 1, 0, s) != pipeline.random_draws(w, h, 1, 1, s) for s in range(100))
     assert changed >= 99
 
 
-def test_results_do_not_depend_on_threads(photos):
+@pytest.mark.parametrize("fast", [False, True])
+def test_results_do_not_depend_on_threads(photos, fast):
     jpegs = [v for k, v in photos.items() if k.endswith(".JPEG")]
-    pipeline = T.compile_pipeline([T.ImgDecode(), T.RandomResizedCrop(128), T.RandomHorizontalFlip(), T.ToTensor()])
+    pipeline = T.compile_pipeline([T.ImgDecode(fast=fast), T.RandomResizedCrop(128), T.RandomHorizontalFlip(),
+                                   T.ToTensor()])
     items = [(i, jpegs[i % len(jpegs)]) for i in range(24)]
 
     def run(item):
@@ -304,6 +313,92 @@ def test_fast_decode_plan_chooses_the_scale():
         assert plan["fast_idct"] and not plan["fancy_upsampling"]
     exact = T.compile_pipeline([T.ImgDecode(), T.Resize((224, 224)), T.ToTensor()]).jpeg_decode_plan(900, 900)
     assert exact["scale"] == (8, 8) and not exact["fast_idct"] and exact["fancy_upsampling"]
+
+
+_FAST_SCALES = (1, 2, 4)  # the DCT scales fast decodes at (test_fast_decode_plan_chooses_the_scale)
+
+
+def _keeps(box_w: int, box_h: int, out_w: int, out_h: int, m: int) -> bool:
+    """Whether box_w x box_h full-size pixels decoded at m/8 still have out_w x out_h pixels or more."""
+    return box_w * m >= out_w * 8 and box_h * m >= out_h * 8
+
+
+def test_fast_decode_keeps_the_outputs_resolution_for_every_sample():
+    """Property: per sample, the chosen DCT scale m/8 leaves the first resize's input (the crop box, drawn on the
+    full-size image) at least as large as its output, and no smaller allowed scale would; the decoded region lies
+    in the scaled image and covers the box. Random image sizes, output sizes and chains."""
+    rng = np.random.default_rng(17)
+    scaled_samples = 0
+    for case in range(60):
+        w, h = (int(v) for v in rng.integers(16, 4000, size=2))
+        out = int(rng.integers(8, 400))
+        kind = ("rrc", "resize", "resize_hw", "resize_max")[case % 4]
+        size, max_size = [out, out + int(rng.integers(-out // 2, 50))], None  # (h, w) or [short side]
+        if kind == "rrc":
+            lo = float(rng.uniform(0.01, 0.9))
+            chain = [T.ImgDecode(fast=True), T.RandomResizedCrop(tuple(size), scale=(lo, 1.0)),
+                     T.RandomHorizontalFlip(), T.ToUint8("HWC")]
+        elif kind == "resize":
+            size = [out]
+            chain = [T.ImgDecode(fast=True), T.Resize(out), T.CenterCrop(max(1, out // 2)), T.ToUint8("HWC")]
+        elif kind == "resize_hw":
+            chain = [T.ImgDecode(fast=True), T.Resize(tuple(size)), T.ToUint8("HWC")]
+        else:
+            size, max_size = [out], out + 20
+            chain = [T.ImgDecode(fast=True), T.Resize(out, max_size=max_size), T.ToUint8("HWC")]
+        pipeline = T.compile_pipeline(chain)
+        for sample in range(20):
+            if kind == "rrc":
+                crop = pipeline.random_draws(w, h, 3, 1, sample)[0]
+                bx, by, bw, bh = crop["left"], crop["top"], crop["width"], crop["height"]
+                out_h, out_w = size
+            else:
+                bx, by, bw, bh = 0, 0, w, h
+                out_h, out_w = F._compute_resized_output_size((h, w), size, max_size)
+            plan = pipeline.jpeg_decode_plan(w, h, 3, 1, sample)
+            m = plan["scale"][0]
+            what = (kind, w, h, (bx, by, bw, bh), (out_w, out_h), m)
+            if (bw, bh) == (out_w, out_h):
+                assert m == 8, what  # nothing to resize: nothing to scale
+            elif m < 8:
+                assert _keeps(bw, bh, out_w, out_h, m), what
+                scaled_samples += 1
+            assert not any(_keeps(bw, bh, out_w, out_h, s) for s in _FAST_SCALES if s < m), what
+            x, y, rw, rh = plan["region"]
+            sw, sh = -(-w * m // 8), -(-h * m // 8)
+            assert 0 <= x and 0 <= y and x + rw <= sw and y + rh <= sh, what
+            if kind == "rrc":  # the region covers the box's pixels in the scaled image
+                assert x <= bx * m // 8 and y <= by * m // 8, what
+                assert x + rw >= min(sw, -(-(bx + bw) * m // 8)) and y + rh >= min(sh, -(-(by + bh) * m // 8)), what
+    assert scaled_samples > 500
+
+
+def test_exact_mode_stays_bit_identical_to_pil_where_fast_scales(photos):
+    """fast=False (the default, also spelled out) is torchvision on PIL bit for bit, on the samples fast decodes
+    at a smaller scale and so changes."""
+    train = [T.RandomResizedCrop(112), T.RandomHorizontalFlip(), T.ToTensor(), T.Normalize(MEAN, STD)]
+    val = [T.Resize(128), T.CenterCrop(112), T.ToTensor(), T.Normalize(MEAN, STD)]
+    tv_val = TV.Compose([TV.Resize(128), TV.CenterCrop(112), TV.ToTensor(), TV.Normalize(MEAN, STD)])
+    jpegs = {k: v for k, v in photos.items() if k.endswith((".JPEG", ".jpg")) and "gray" not in k}
+    changed = 0
+    for ops, fast_ops in ((train, train), (val, val)):
+        exact = T.compile_pipeline([T.ImgDecode(fast=False), *ops])
+        fast = T.compile_pipeline([T.ImgDecode(fast=True), *fast_ops])
+        for name, data in jpegs.items():
+            img = _pil(data)
+            for sample in range(3 if ops is train else 1):
+                if fast.jpeg_decode_plan(img.width, img.height, 4, 0, sample)["scale"][0] == 8:
+                    continue
+                ours = T.apply(exact, data, seed=4, epoch=0, sample=sample, path=name)
+                if ops is train:
+                    crop, flip = exact.random_draws(img.width, img.height, 4, 0, sample)
+                    ref = F.resized_crop(img, crop["top"], crop["left"], crop["height"], crop["width"], [112, 112])
+                    ref = F.normalize(F.to_tensor(F.hflip(ref) if flip["flip"] else ref), MEAN, STD)
+                else:
+                    ref = tv_val(img)
+                assert torch.equal(ours, ref), (name, sample)
+                changed += not torch.equal(ours, T.apply(fast, data, seed=4, epoch=0, sample=sample, path=name))
+    assert changed >= 5
 
 
 def test_fast_decode_is_exact_for_other_formats_and_fails_alike(photos, bad_images):
