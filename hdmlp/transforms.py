@@ -169,14 +169,15 @@ class ImgDecode(Transform):
             for large photos; results differ slightly from torchvision's
             (docs/transforms.md gives the measured difference).
         fast: Speed over bit-parity, as FFCV and DALI decode by default. A
-            JPEG is decoded at the smallest of libjpeg's DCT scales 1/8 ..
-            7/8 that still gives the chain's first resize at least as many
+            JPEG is decoded at the smallest of libjpeg's DCT scales 1/8, 1/4
+            and 1/2 that still gives the chain's first resize at least as many
             pixels as it outputs (chosen per sample from the crop box, which
             is drawn on the full-size image exactly as without ``fast``, so
             both modes show the same content), with libjpeg's fast integer
             IDCT and without fancy chroma upsampling. Includes what ``draft``
-            does. The random draws and the output shape do not change; the
-            values move by about 1-2 levels on average (docs/transforms.md,
+            does. The random draws and the output shape do not change, and the
+            result is still a function of (seed, epoch, sample); the values
+            move by about 1-3 levels of 255 on average (docs/transforms.md,
             "Fast decoding"). Other formats are decoded exactly.
     """
 

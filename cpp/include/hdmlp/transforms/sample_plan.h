@@ -17,8 +17,10 @@
 //     decoded only there (DecodeJpegRegion);
 //   - with DecodeOptions::draft or fast, a JPEG whose first resample shrinks
 //     it is decoded at a smaller DCT scale (draft: 1/2, 1/4 or 1/8 when it
-//     shrinks by 2x or more; fast: the smallest of 1/8 .. 7/8 that keeps the
-//     resample's input at least as large as its output), and fast adds
+//     shrinks by 2x or more; fast: the smallest of 1/8, 1/4 and 1/2 that
+//     keeps the resample's input at least as large as its output, since the
+//     other eighths decode slower than the next larger of these:
+//     FastJpegScaleUseful), and fast adds
 //     libjpeg's faster settings. Those change values, slightly, by choice.
 // The plan's DCT scale depends only on the image's size and the draws, so
 // it is as deterministic as they are.

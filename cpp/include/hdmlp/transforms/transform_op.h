@@ -67,8 +67,9 @@ struct DecodeOptions {
   // or 1/8 scale in libjpeg (like PIL's Image.draft); not bit-identical.
   bool draft = false;
   // Speed over bit-parity: decode every JPEG at the smallest DCT scale
-  // (1/8 .. 7/8) that keeps the first resize's input at least as large as
-  // its output, with libjpeg's faster settings (kFastJpegSettings). Includes
+  // (1/8, 1/4 or 1/2: FastJpegScaleUseful) that keeps the first resize's
+  // input at least as large as its output, with libjpeg's faster settings
+  // (FastJpegMode). Includes
   // what draft does.
   bool fast = false;
 };

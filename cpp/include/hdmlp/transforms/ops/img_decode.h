@@ -8,7 +8,7 @@
 //          more, decode at 1/2, 1/4 or 1/8 scale in libjpeg (like PIL's
 //          Image.draft); faster, no longer bit-identical to PIL.
 //   fast:  [0|1] = [0]. 1: speed over bit-parity for JPEGs: the smallest DCT
-//          scale (1/8 .. 7/8) that keeps the first resize's input at least
+//          scale (1/8, 1/4 or 1/2) that keeps the first resize's input at least
 //          as large as its output, and libjpeg's faster settings
 //          (FastJpegMode); includes what draft does. Other formats: exact.
 //
