@@ -169,3 +169,97 @@ TEST(StagingBufferTest, SetCapacityBoundsLaterClaims) {
 
 }  // namespace
 }  // namespace hdmlp
+
+namespace hdmlp {
+namespace {
+
+// Fills every item the workers claim after a random delay (up to 300 us).
+std::vector<std::thread> StartWorkers(StagingBuffer* buffer, int n) {
+  std::vector<std::thread> workers;
+  for (int w = 0; w < n; ++w) {
+    workers.emplace_back([buffer, w] {
+      Rng rng(static_cast<uint64_t>(w) + 7);
+      int64_t item;
+      while (buffer->Claim([](int64_t) { return int64_t{10}; }, &item)) {
+        std::this_thread::sleep_for(std::chrono::microseconds(rng.Uniform(300)));
+        SampleBuffer b = SampleBuffer::Allocate(10);
+        b.data[0] = static_cast<uint8_t>(item % 251);
+        buffer->Complete(item, std::move(b));
+      }
+    });
+  }
+  return workers;
+}
+
+TEST(StagingBufferTest, ABatchWakesTheConsumerAFewTimesNotOncePerItem) {
+  // 20 batches of 64 items from 4 workers. Waiting for each batch's last
+  // item, then taking its items, wakes the consumer about once per batch
+  // (and once per item still in a worker's hands when the last one is done),
+  // where waking on every completed item would wake it about 64 times.
+  const int64_t batch = 64, batches = 20;
+  StagingBuffer buffer(1 << 20, batch * batches);
+  std::vector<std::thread> workers = StartWorkers(&buffer, 4);
+  for (int64_t b = 0; b < batches; ++b) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    ASSERT_TRUE(buffer.WaitFor((b + 1) * batch - 1, deadline));
+    for (int64_t t = b * batch; t < (b + 1) * batch; ++t) {
+      SampleBuffer out;
+      CapturedError error;
+      ASSERT_EQ(buffer.Take(t, deadline, &out, &error), StagingBuffer::TakeResult::kReady);
+      ASSERT_EQ(out.data[0], static_cast<uint8_t>(t % 251));
+    }
+  }
+  for (auto& w : workers) w.join();
+  // At most 1 + 3 per batch (the other workers' items), plus spurious wakeups.
+  EXPECT_LE(buffer.consumer_wakeups(), batches * 4 + 10);
+}
+
+TEST(StagingBufferTest, WaitForReturnsWhenTheLastItemIsDoneOrAtTheDeadline) {
+  StagingBuffer buffer(1000, 10);
+  const auto ten = [](int64_t) { return int64_t{10}; };
+  std::vector<int64_t> claimed(5);
+  for (auto& item : claimed) ASSERT_TRUE(buffer.Claim(ten, &item));
+  for (int64_t item = 0; item < 4; ++item) buffer.Complete(item, SampleBuffer::Allocate(10));
+  EXPECT_FALSE(buffer.WaitFor(4, std::chrono::steady_clock::now() + 20ms));  // 0..3 done, 4 not
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(20ms);
+    try {
+      throw IOError("bad");
+    } catch (...) {
+      buffer.Fail(4, CapturedError::FromCurrentException());
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(buffer.WaitFor(4, start + 10s));  // a failed item is done too
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  finisher.join();
+  EXPECT_TRUE(buffer.WaitFor(2, std::chrono::steady_clock::now()));  // already done: no wait
+  std::thread closer([&] {
+    std::this_thread::sleep_for(20ms);
+    buffer.Close();
+  });
+  EXPECT_FALSE(buffer.WaitFor(7, std::chrono::steady_clock::now() + 10s));  // closed
+  closer.join();
+}
+
+TEST(StagingBufferTest, WaitingForABatchLargerThanTheBufferDoesNotStall) {
+  // Room for 3 items of 10 bytes: the workers stop at the 4th, which only a
+  // Take can make room for; WaitFor(9) must return at once, not at its
+  // deadline, and every item must still come through.
+  StagingBuffer buffer(30, 10);
+  std::vector<std::thread> workers = StartWorkers(&buffer, 2);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(buffer.WaitFor(9, start + 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  for (int64_t t = 0; t < 10; ++t) {
+    SampleBuffer out;
+    CapturedError error;
+    ASSERT_EQ(buffer.Take(t, start + 10s, &out, &error), StagingBuffer::TakeResult::kReady);
+    ASSERT_EQ(out.data[0], static_cast<uint8_t>(t));
+  }
+  for (auto& w : workers) w.join();
+  EXPECT_LE(buffer.peak_bytes_in_flight(), 30);
+}
+
+}  // namespace
+}  // namespace hdmlp

@@ -768,6 +768,14 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
   }
   const auto deadline = Clock::now() + max_wait;
   // The last batch ends early when its last samples were moved into holes.
+  if (const int64_t last = std::min(start + nominal, epoch_end_) - 1; last > next_j_) {
+    // One wakeup for the batch, not one per sample (staging_buffer.h).
+    const auto wait_start = Clock::now();
+    staging_->WaitFor(ItemOf(epoch_, last), deadline);
+    const double waited = SecondsSince(wait_start);
+    pending_stall_ += waited;
+    assembly.waited += waited;
+  }
   while (next_j_ < std::min(start + nominal, epoch_end_)) {
     const int64_t j = next_j_;
     SampleBuffer bytes;

@@ -30,14 +30,21 @@ bool StagingBuffer::Claim(const std::function<int64_t(int64_t)>& estimated_bytes
         return true;
       }
     }
+    // Only the consumer can unblock this claim: one waiting for a whole
+    // batch must take what is done instead.
+    if (consumer_waits_for_batch_) consumer_cv_.notify_one();
+    ++producers_waiting_;
     producers_cv_.wait(lock);
+    --producers_waiting_;
   }
 }
 
 void StagingBuffer::Release(int64_t bytes) {
   bytes_in_flight_ -= bytes;
   --items_in_flight_;
-  producers_cv_.notify_all();
+  // One is enough: a worker that claims wakes the next (Claim), and one that
+  // cannot claim means none can.
+  producers_cv_.notify_one();
 }
 
 void StagingBuffer::Complete(int64_t item, SampleBuffer bytes, int64_t charged_bytes) {
@@ -50,7 +57,7 @@ void StagingBuffer::Complete(int64_t item, SampleBuffer bytes, int64_t charged_b
   slot.charged = charge;
   slot.bytes = std::move(bytes);
   slot.state = State::kReady;
-  consumer_cv_.notify_all();
+  if (item == consumer_waits_for_) consumer_cv_.notify_one();
 }
 
 void StagingBuffer::Fail(int64_t item, CapturedError error) {
@@ -59,13 +66,48 @@ void StagingBuffer::Fail(int64_t item, CapturedError error) {
   if (item < consumer_next_ || slot.item != item) return;
   slot.error = std::move(error);
   slot.state = State::kFailed;
-  consumer_cv_.notify_all();
+  if (item == consumer_waits_for_) consumer_cv_.notify_one();
+}
+
+bool StagingBuffer::Done(int64_t item) {
+  const Slot& slot = SlotFor(item);
+  return slot.item == item && (slot.state == State::kReady || slot.state == State::kFailed);
+}
+
+bool StagingBuffer::WaitFor(int64_t last, std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (last < consumer_next_) return true;
+  consumer_waits_for_ = last;
+  consumer_waits_for_batch_ = true;
+  bool done = false;
+  for (;;) {
+    if (closed_) break;
+    // A blocked worker waits for this consumer: waiting longer would stall.
+    if (Done(last) || producers_waiting_ > 0) {
+      done = true;
+      break;
+    }
+    const std::cv_status status = consumer_cv_.wait_until(lock, deadline);
+    ++consumer_wakeups_;
+    if (status == std::cv_status::timeout) {
+      done = !closed_ && (Done(last) || producers_waiting_ > 0);
+      break;
+    }
+  }
+  consumer_waits_for_ = -1;
+  consumer_waits_for_batch_ = false;
+  return done;
 }
 
 StagingBuffer::TakeResult StagingBuffer::Take(int64_t item, std::chrono::steady_clock::time_point deadline,
                                               SampleBuffer* out, CapturedError* error) {
   std::unique_lock<std::mutex> lock(mu_);
   if (item != consumer_next_) SkipToLocked(item);
+  struct Waiting {  // the consumer waits for this item while in here
+    int64_t& waits_for;
+    ~Waiting() { waits_for = -1; }
+  } waiting{consumer_waits_for_};
+  consumer_waits_for_ = item;
   for (;;) {
     if (closed_) return TakeResult::kClosed;
     Slot& slot = SlotFor(item);
@@ -82,12 +124,9 @@ StagingBuffer::TakeResult StagingBuffer::Take(int64_t item, std::chrono::steady_
       Release(charged);
       return failed ? TakeResult::kFailed : TakeResult::kReady;
     }
-    if (consumer_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      Slot& again = SlotFor(item);
-      if (!(again.item == item && (again.state == State::kReady || again.state == State::kFailed)) && !closed_) {
-        return TakeResult::kTimeout;
-      }
-    }
+    const std::cv_status status = consumer_cv_.wait_until(lock, deadline);
+    ++consumer_wakeups_;
+    if (status == std::cv_status::timeout && !Done(item) && !closed_) return TakeResult::kTimeout;
   }
 }
 
@@ -134,6 +173,11 @@ int64_t StagingBuffer::capacity_bytes() const {
 int64_t StagingBuffer::peak_bytes_in_flight() const {
   std::lock_guard<std::mutex> lock(mu_);
   return peak_bytes_;
+}
+
+int64_t StagingBuffer::consumer_wakeups() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return consumer_wakeups_;
 }
 
 int64_t StagingBuffer::next_item() const {

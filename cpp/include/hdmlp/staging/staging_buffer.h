@@ -13,6 +13,11 @@
 // Once taken, an item's bytes belong to the consumer (they become the
 // memory a Python tensor sees) and no longer count against the capacity.
 //
+// The consumer is woken only when the item it waits for is done, never for
+// another: WaitFor(last) lets it sleep until a whole batch is done and then
+// Take() its items without a wakeup each (a wakeup per sample is a context
+// switch per sample, taken from the workers' cores).
+//
 // The consumer may SkipTo() a later item (breaking out of an epoch): items
 // not yet claimed below it are never read, those in flight are dropped when
 // they complete.
@@ -61,6 +66,12 @@ class StagingBuffer {
   // Consumer side: item must be the next one in order.
   TakeResult Take(int64_t item, std::chrono::steady_clock::time_point deadline, SampleBuffer* out,
                   CapturedError* error);
+  // Waits until item `last` (at or after the next one to take) is done
+  // (ready or failed) and returns true; also true, early, when the workers
+  // cannot go on before the consumer takes (the capacity or the window is
+  // full), so that waiting for a batch larger than the buffer cannot stall.
+  // false at the deadline or when the buffer is closed. Nothing is taken.
+  bool WaitFor(int64_t last, std::chrono::steady_clock::time_point deadline);
   void SkipTo(int64_t item);
 
   void Close();
@@ -70,6 +81,8 @@ class StagingBuffer {
   // Largest number of bytes ever held in flight (for tests of the bound).
   int64_t peak_bytes_in_flight() const;
   int64_t next_item() const;
+  // How often the consumer woke up in Take or WaitFor (for tests of the above).
+  int64_t consumer_wakeups() const;
 
  private:
   enum class State { kEmpty, kClaimed, kReady, kFailed };
@@ -81,6 +94,7 @@ class StagingBuffer {
     CapturedError error;
   };
   Slot& SlotFor(int64_t item) { return slots_[static_cast<size_t>(item % window_)]; }
+  bool Done(int64_t item);  // ready or failed
   void Release(int64_t bytes);
   void SkipToLocked(int64_t item);
 
@@ -92,6 +106,12 @@ class StagingBuffer {
   std::condition_variable consumer_cv_;
   std::vector<Slot> slots_;
   bool closed_ = false;
+  // The item whose completion wakes the consumer (-1: it is not waiting),
+  // and whether it waits for a batch (WaitFor) rather than one item.
+  int64_t consumer_waits_for_ = -1;
+  bool consumer_waits_for_batch_ = false;
+  int64_t producers_waiting_ = 0;  // workers blocked in Claim
+  int64_t consumer_wakeups_ = 0;
   int64_t next_claim_ = 0;
   int64_t consumer_next_ = 0;
   int64_t bytes_in_flight_ = 0;
