@@ -10,6 +10,7 @@
 #include <new>
 #include <random>
 #include <shared_mutex>
+#include <unordered_set>
 
 #include "hdmlp/errors.h"
 #include "hdmlp/util/checksum.h"
@@ -174,6 +175,10 @@ class FilesystemClass : public StorageClass {
       const uint64_t sum = Checksum64(data, static_cast<size_t>(size));
       std::memcpy(file.get() + size, &sum, sizeof sum);
       env_->WriteFileAtomic(FileOf(sample), file.get(), size + static_cast<int64_t>(sizeof sum));
+      {
+        std::lock_guard<std::mutex> lock(drop_mu_);
+        dropped_samples_.erase(sample);  // a new file: a change to it is a new drop
+      }
       return true;
     } catch (const std::bad_alloc&) {
       return false;  // the sample stays on the PFS
@@ -191,7 +196,7 @@ class FilesystemClass : public StorageClass {
     try {
       auto file = env_->OpenForRead(path);
       const auto stored = size + static_cast<int64_t>(sizeof(uint64_t));
-      if (file->Size() != stored) return Drop(path, "has " + std::to_string(file->Size()) + " bytes, not " +
+      if (file->Size() != stored) return Drop(sample, path, "has " + std::to_string(file->Size()) + " bytes, not " +
                                                   std::to_string(stored));
       bytes = SampleBuffer::Allocate(stored);
       file->ReadExact(0, bytes.data.get(), stored);
@@ -202,7 +207,7 @@ class FilesystemClass : public StorageClass {
     }
     uint64_t sum;
     std::memcpy(&sum, bytes.data.get() + size, sizeof sum);
-    if (sum != Checksum64(bytes.data.get(), static_cast<size_t>(size))) return Drop(path, "does not match its checksum");
+    if (sum != Checksum64(bytes.data.get(), static_cast<size_t>(size))) return Drop(sample, path, "does not match its checksum");
     bytes.size = size;
     *out = std::move(bytes);
     return true;
@@ -225,11 +230,17 @@ class FilesystemClass : public StorageClass {
   std::string FileOf(int64_t sample) const { return JoinPath(folder_, std::to_string(sample) + ".bin"); }
 
   // A cached file that is not what was stored: removed, counted, and the
-  // caller reads the sample from the dataset's storage.
-  bool Drop(const std::string& path, const std::string& why) {
+  // caller reads the sample from the dataset's storage. Two readers that
+  // find the same file changed (an epoch's last reads overlap the next
+  // epoch's first) count it once.
+  bool Drop(int64_t sample, const std::string& path, const std::string& why) {
     try {
       env_->RemoveFile(path);
     } catch (const Error&) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(drop_mu_);
+      if (!dropped_samples_.insert(sample).second) return false;
     }
     if (dropped_.fetch_add(1) == 0) {
       SetCorruptionWarning("storage class '" + name() + "': the cached file '" + path + "' " + why +
@@ -246,6 +257,8 @@ class FilesystemClass : public StorageClass {
   std::shared_mutex gate_;
   bool released_ = false;  // guarded by gate_
   std::atomic<bool> broken_{false};
+  std::mutex drop_mu_;
+  std::unordered_set<int64_t> dropped_samples_;  // dropped since last stored; guarded by drop_mu_
 };
 
 }  // namespace
