@@ -158,4 +158,15 @@ void OpArgs::Fill(const char* name, uint8_t rgb[3], int* count) const {
   *count = static_cast<int>(v->size());
 }
 
+bool OpArgs::Point(const char* name, double out[2]) const {
+  const auto* v = Get(name);
+  if (!v) return false;
+  if (v->size() != 2 || !std::isfinite((*v)[0]) || !std::isfinite((*v)[1])) {
+    Fail(std::string(name) + " must be a pair (x, y), got " + FormatList(*v));
+  }
+  out[0] = (*v)[0];
+  out[1] = (*v)[1];
+  return true;
+}
+
 }  // namespace hdmlp

@@ -71,6 +71,8 @@ class OpArgs {
   // channel (R, G, B), each truncated to an integer as PIL does and in
   // 0..255. Returned in R, G, B order.
   void Fill(const char* name, uint8_t rgb[3], int* count) const;
+  // A point (x, y) of finite numbers; false (out untouched) when not given.
+  bool Point(const char* name, double out[2]) const;
 
  private:
   const TransformSpec& spec_;

@@ -48,14 +48,7 @@ RandomAffineOp::RandomAffineOp(const OpArgs& args) : TransformOp(args) {
   }
   filter_ = FilterOf(args.Interp(Interpolation::kNearest,
                                  {Interpolation::kNearest, Interpolation::kBilinear, Interpolation::kBicubic}));
-  if (const auto* c = args.Get("center")) {
-    if (c->size() != 2 || !std::isfinite((*c)[0]) || !std::isfinite((*c)[1])) {
-      args.Fail("center must be a pair (x, y), got " + FormatList(*c));
-    }
-    has_center_ = true;
-    center_[0] = (*c)[0];
-    center_[1] = (*c)[1];
-  }
+  has_center_ = args.Point("center", center_);
   args.Fill("fill", fill_, &fill_count_);
 }
 
