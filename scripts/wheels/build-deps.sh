@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Builds, inside the bullseye build chroot (glibc 2.31), the C and C++ libraries that
+# hdmlp's wheels carry, each with only the parts hdmlp calls, as static PIC archives
+# under $PREFIX. Called by scripts/wheels/build.sh, which mounts:
+#   /src              the unpacked Debian source packages (Debian's patches applied)
+#   /build            scratch space
+#   /opt/hdmlp-deps   the install prefix (kept between runs)
+# What each library leaves out, and why, is in docs/install.md ("What the wheel carries").
+set -euo pipefail
+PREFIX=/opt/hdmlp-deps
+JOBS=${HDMLP_BUILD_JOBS:-$(nproc)}
+export CFLAGS="-O2 -fPIC -ffile-prefix-map=/src=. -ffile-prefix-map=/build=."
+export CXXFLAGS="$CFLAGS"
+export PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig
+CMAKE_COMMON=(-G Ninja -Wno-dev -Wno-deprecated -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=$PREFIX -DCMAKE_INSTALL_LIBDIR=lib
+              -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DBUILD_SHARED_LIBS=OFF -DCMAKE_PREFIX_PATH=$PREFIX
+              -DCMAKE_FIND_LIBRARY_SUFFIXES=.a)
+
+log() { printf '[hdmlp deps] %s\n' "$*" >&2; }
+HDMLP_WHEEL_CACHE_HINT=${HDMLP_WHEEL_CACHE_HINT:-the wheel cache}
+
+# Each step runs once; its stamp records the source folder it was built from and the
+# recipe (the build function's text), so a change of either rebuilds that library.
+step() {
+  local name=$1 src=$2; shift 2
+  local stamp=$PREFIX/.built-$name want
+  want="$src $(declare -f "$1" | sha256sum | cut -c1-16)"
+  if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then return; fi
+  log "building $name from $src"
+  local start=$SECONDS
+  rm -rf "/build/$name"
+  mkdir -p "/build/$name"
+  cp -a "/src/$src/." "/build/$name/"
+  (cd "/build/$name" && "$@") 2>"/build/$name.log" || {
+    tail -40 "/build/$name.log" >&2
+    log "building $name failed (its errors: $HDMLP_WHEEL_CACHE_HINT/scratch/$name.log)"
+    exit 1
+  }
+  echo "$want" > "$stamp"
+  log "$name built in $((SECONDS - start)) s"
+}
+
+build_zlib() {
+  ./configure --static --prefix=$PREFIX >/dev/null
+  make -j"$JOBS" libz.a >/dev/null
+  make install >/dev/null
+}
+
+build_jpeg() {  # libjpeg-turbo with its SIMD code (nasm), the libjpeg 6.2 ABI as Debian's
+  cmake -S . -B out "${CMAKE_COMMON[@]}" -DENABLE_SHARED=OFF -DENABLE_STATIC=ON -DWITH_TURBOJPEG=OFF \
+    -DWITH_SIMD=ON -DREQUIRE_SIMD=ON >/dev/null
+  cmake --build out -j"$JOBS" >/dev/null
+  cmake --install out >/dev/null
+}
+
+build_png() {
+  cmake -S . -B out "${CMAKE_COMMON[@]}" -DPNG_SHARED=OFF -DPNG_STATIC=ON -DPNG_TESTS=OFF -DPNG_EXECUTABLES=OFF \
+    -DZLIB_ROOT=$PREFIX >/dev/null
+  cmake --build out -j"$JOBS" >/dev/null
+  cmake --install out >/dev/null
+}
+
+build_webp() {  # the decoder and encoder libraries only, no tools
+  cmake -S . -B out "${CMAKE_COMMON[@]}" -DWEBP_BUILD_ANIM_UTILS=OFF -DWEBP_BUILD_CWEBP=OFF -DWEBP_BUILD_DWEBP=OFF \
+    -DWEBP_BUILD_GIF2WEBP=OFF -DWEBP_BUILD_IMG2WEBP=OFF -DWEBP_BUILD_VWEBP=OFF -DWEBP_BUILD_WEBPINFO=OFF \
+    -DWEBP_BUILD_WEBPMUX=OFF -DWEBP_BUILD_EXTRAS=OFF >/dev/null
+  cmake --build out -j"$JOBS" >/dev/null
+  cmake --install out >/dev/null
+}
+
+build_tiff() {  # uncompressed, LZW, PackBits, Deflate and JPEG TIFFs; no JBIG, LZMA, ZSTD, WebP or LERC
+  cmake -S . -B out "${CMAKE_COMMON[@]}" -Dtiff-tools=OFF -Dtiff-tests=OFF -Dtiff-contrib=OFF -Dtiff-docs=OFF \
+    -Dcxx=OFF -Djbig=OFF -Dlzma=OFF -Dzstd=OFF -Dwebp=OFF -Dlerc=OFF -Dlibdeflate=OFF -Djpeg=ON -Dzlib=ON \
+    -Dpixarlog=ON -Dold-jpeg=OFF -DZLIB_ROOT=$PREFIX >/dev/null
+  cmake --build out -j"$JOBS" >/dev/null
+  cmake --install out >/dev/null
+}
+
+build_xxhash() {  # libxxhash.a and its headers (the Makefile would also build the CLI and a shared library)
+  cc $CFLAGS -c xxhash.c -o xxhash.o
+  ar rcsD libxxhash.a xxhash.o
+  install -m 644 libxxhash.a $PREFIX/lib/
+  install -m 644 xxhash.h xxh3.h $PREFIX/include/
+}
+
+build_libconfig() {  # the C and C++ parsers; no examples, no docs
+  ./configure --prefix=$PREFIX --disable-shared --enable-static --with-pic --disable-examples >/dev/null
+  make -C lib -j"$JOBS" >/dev/null
+  make -C lib install >/dev/null
+}
+
+build_hdf5() {  # the C library only (thread-safe like Debian's), deflate through zlib; no tools, HL, C++ or Fortran
+  # Autotools: 1.10's CMake checks cannot read their try_run output with CMake 3.31.
+  ./configure --prefix=$PREFIX --disable-shared --enable-static --with-pic --enable-threadsafe --disable-hl \
+    --disable-cxx --disable-fortran --disable-java --disable-tests --disable-tools --with-zlib=$PREFIX \
+    --without-szlib --disable-parallel >/dev/null
+  make -j"$JOBS" >/dev/null
+  make install >/dev/null
+}
+
+build_opencv() {  # core, imgproc and imgcodecs with the JPEG, PNG, TIFF and WebP codecs; nothing else
+  cmake -S . -B out "${CMAKE_COMMON[@]}" -DBUILD_LIST=core,imgproc,imgcodecs \
+    -DBUILD_TESTS=OFF -DBUILD_PERF_TESTS=OFF -DBUILD_EXAMPLES=OFF -DBUILD_DOCS=OFF -DBUILD_opencv_apps=OFF \
+    -DBUILD_JAVA=OFF -DBUILD_opencv_python3=OFF -DBUILD_opencv_python2=OFF -DOPENCV_GENERATE_PKGCONFIG=OFF \
+    -DBUILD_ZLIB=OFF -DBUILD_JPEG=OFF -DBUILD_PNG=OFF -DBUILD_TIFF=OFF -DBUILD_WEBP=OFF -DBUILD_OPENJPEG=OFF \
+    -DWITH_JPEG=ON -DWITH_PNG=ON -DWITH_TIFF=ON -DWITH_WEBP=ON \
+    -DZLIB_ROOT=$PREFIX \
+    -DWITH_OPENJPEG=OFF -DWITH_JASPER=OFF -DWITH_OPENEXR=OFF -DWITH_IMGCODEC_HDR=OFF -DWITH_IMGCODEC_SUNRASTER=OFF \
+    -DWITH_IMGCODEC_PXM=OFF -DWITH_IMGCODEC_PFM=OFF -DWITH_GDAL=OFF -DWITH_GDCM=OFF \
+    -DWITH_IPP=OFF -DWITH_ITT=OFF -DWITH_OPENCL=OFF -DWITH_LAPACK=OFF -DWITH_EIGEN=OFF -DWITH_PROTOBUF=OFF \
+    -DWITH_QUIRC=OFF -DWITH_ADE=OFF -DWITH_FFMPEG=OFF -DWITH_GSTREAMER=OFF -DWITH_GTK=OFF -DWITH_QT=OFF \
+    -DWITH_V4L=OFF -DWITH_1394=OFF -DWITH_VA=OFF -DWITH_VA_INTEL=OFF -DWITH_CUDA=OFF -DWITH_VTK=OFF \
+    -DWITH_OPENVX=OFF -DWITH_HALIDE=OFF -DWITH_ONNX=OFF -DWITH_VULKAN=OFF -DWITH_TBB=OFF -DWITH_OPENMP=OFF \
+    -DWITH_PTHREADS_PF=ON -DWITH_CAROTENE=OFF -DCV_TRACE=OFF -DOPENCV_ENABLE_NONFREE=OFF \
+    -DENABLE_PRECOMPILED_HEADERS=OFF >/out.log 2>&1 || { tail -40 /out.log >&2; return 1; }
+  cmake --build out -j"$JOBS" >/dev/null
+  cmake --install out >/dev/null
+}
+
+mkdir -p $PREFIX/lib $PREFIX/include
+# cmake, ninja and pybind11 from PyPI, pinned (bullseye's cmake 3.18 is older than hdmlp needs).
+if ! cmp -s /hdmlp/scripts/wheels/build-tools.txt $PREFIX/.build-tools 2>/dev/null; then
+  log "installing the build tools (scripts/wheels/build-tools.txt)"
+  python3 -m pip install -q --disable-pip-version-check --no-cache-dir -r /hdmlp/scripts/wheels/build-tools.txt
+  cp /hdmlp/scripts/wheels/build-tools.txt $PREFIX/.build-tools
+fi
+step zlib "$HDMLP_SRC_zlib" build_zlib
+step jpeg "$HDMLP_SRC_jpeg" build_jpeg
+step png "$HDMLP_SRC_png" build_png
+step webp "$HDMLP_SRC_webp" build_webp
+step tiff "$HDMLP_SRC_tiff" build_tiff
+step xxhash "$HDMLP_SRC_xxhash" build_xxhash
+step libconfig "$HDMLP_SRC_libconfig" build_libconfig
+step hdf5 "$HDMLP_SRC_hdf5" build_hdf5
+step opencv "$HDMLP_SRC_opencv" build_opencv
+log "all dependencies are in $PREFIX"

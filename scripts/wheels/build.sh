@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# scripts/dev.sh wheels [OUT]: a slim manylinux wheel of hdmlp for every CPython whose headers
+# Debian serves (3.11 from bookworm, 3.13 from trixie), all built in a bullseye chroot
+# (glibc 2.31, gcc 10) so each runs where glibc is 2.31 or newer (manylinux_2_31).
+#
+#   1. the build chroot (debootstrap bullseye), cached under $HDMLP_WHEEL_CACHE;
+#   2. the pinned Debian source packages of what the wheel carries (SOURCES below), built
+#      with only the parts hdmlp calls into static archives (build-deps.sh), cached;
+#   3. hdmlp's core once, and its Python module once per CPython (CMake's HDMLP_PYTHON_HEADERS);
+#   4. per module: the wheel's shell from pyproject.toml (scikit-build-core with
+#      HDMLP_PREBUILT_MODULE), its tags set to that CPython (`wheel tags`), then
+#      `auditwheel repair` with Open MPI excluded (it comes from the system).
+#
+# Reproducible: pinned sources and tools, fixed paths inside the chroot and SOURCE_DATE_EPOCH
+# (the last commit's time): two runs give the same wheel bytes. Docs: docs/install.md.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+ROOT=$PWD
+OUT=$(realpath -m "${1:-dist}")
+CACHE=${HDMLP_WHEEL_CACHE:-/var/cache/hdmlp-wheels}
+HERE=$ROOT/scripts/wheels
+
+# The Debian source packages (bookworm's, the versions the development build links) built
+# into the wheel. A version that the archive no longer serves fails the download with its
+# name: update the pin, and the table in docs/install.md.
+SOURCES=(zlib=1:1.2.13.dfsg-1 libjpeg-turbo=1:2.1.5-2 libpng1.6=1.6.39-2+deb12u5 libwebp=1.2.4-0.2+deb12u1
+         tiff=4.5.0-6+deb12u4 xxhash=0.8.1-1 libconfig=1.5-0.4 hdf5=1.10.8+repack1-1 opencv=4.6.0+dfsg-12)
+# build-deps.sh's name for each.
+declare -A STEP=([zlib]=zlib [libjpeg-turbo]=jpeg [libpng1.6]=png [libwebp]=webp [tiff]=tiff [xxhash]=xxhash
+                 [libconfig]=libconfig [hdf5]=hdf5 [opencv]=opencv)
+# CPython version, the Debian suite that serves its headers, and the pinned package.
+PYTHONS=(3.11:bookworm:libpython3.11-dev=3.11.2-6+deb12u8 3.13:trixie:libpython3.13-dev=3.13.5-2+deb13u5)
+# HDMLP_WHEEL_PYTHONS replaces that list (same form); HDMLP_WHEEL_ONLY="3.13 ..." keeps only those versions.
+[[ -n ${HDMLP_WHEEL_PYTHONS:-} ]] && read -r -a PYTHONS <<<"$HDMLP_WHEEL_PYTHONS"
+if [[ -n ${HDMLP_WHEEL_ONLY:-} ]]; then
+  kept=()
+  for spec in "${PYTHONS[@]}"; do
+    [[ " $HDMLP_WHEEL_ONLY " == *" ${spec%%:*} "* ]] && kept+=("$spec")
+  done
+  [[ ${#kept[@]} -gt 0 ]] || { echo "HDMLP_WHEEL_ONLY=$HDMLP_WHEEL_ONLY matches none of ${PYTHONS[*]}" >&2; exit 2; }
+  PYTHONS=("${kept[@]}")
+fi
+
+BUILD_CHROOT_PACKAGES=(build-essential pkg-config python3 python3-pip libopenmpi-dev openmpi-bin nasm xz-utils
+                       ca-certificates bzip2)
+
+log() { printf '[hdmlp] %s\n' "$*" >&2; }
+[[ $(id -u) -eq 0 ]] || { echo "scripts/dev.sh wheels: needs root (debootstrap, chroot)" >&2; exit 2; }
+
+# apt-get with a private list of sources: Debian's source packages and other suites'
+# binary packages, without touching this machine's apt configuration.
+APT_DIR=$CACHE/apt
+apt_private() {
+  apt-get -q -o Dir::Etc::SourceList="$APT_DIR/sources.list" -o Dir::Etc::SourceParts=/dev/null \
+    -o Dir::State::Lists="$APT_DIR/lists" -o Dir::Cache="$APT_DIR/cache" -o Debug::NoLocking=1 \
+    -o APT::Sandbox::User=root -o Dir::State::status=/dev/null "$@"
+}
+apt_private_setup() {
+  local mirror
+  mirror=$("$HERE/chroot.sh" mirror)
+  mkdir -p "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial"
+  local want
+  want=$(printf 'deb-src %s bookworm main\ndeb %s bookworm main\ndeb %s trixie main\n' "$mirror" "$mirror" "$mirror")
+  if [[ ! -f $APT_DIR/sources.list || $(cat "$APT_DIR/sources.list") != "$want" ||
+        -z $(find "$APT_DIR/lists" -name '*Sources*' -mmin -1440 2>/dev/null | head -1) ]]; then
+    echo "$want" > "$APT_DIR/sources.list"
+    log "apt-get update (bookworm sources, bookworm and trixie packages; private lists in $APT_DIR)"
+    apt_private update >/dev/null
+  fi
+}
+
+fetch_sources() {
+  mkdir -p "$CACHE/src" "$CACHE/src-x"
+  local spec name version dir
+  for spec in "${SOURCES[@]}"; do
+    name=${spec%%=*}; version=${spec#*=}
+    dir=${name}_${version#*:}
+    if [[ ! -d $CACHE/src-x/$dir ]]; then
+      log "source package $name $version"
+      (cd "$CACHE/src" && apt_private source --download-only "$name=$version" >/dev/null) || {
+        echo "scripts/dev.sh wheels: Debian no longer serves the source package $name=$version;" \
+             "update its pin in scripts/wheels/build.sh (apt-cache showsrc $name)" >&2
+        exit 1
+      }
+      rm -rf "$CACHE/src-x/$dir.partial"
+      (cd "$CACHE/src" && dpkg-source --no-check -x "$dir.dsc" "$CACHE/src-x/$dir.partial" >/dev/null)
+      mv "$CACHE/src-x/$dir.partial" "$CACHE/src-x/$dir"
+    fi
+    export "HDMLP_SRC_${STEP[$name]}=$dir"
+  done
+}
+
+fetch_python_headers() {
+  local spec ver pkg
+  mkdir -p "$CACHE/python"
+  for spec in "${PYTHONS[@]}"; do
+    IFS=: read -r ver _ pkg <<<"$spec"
+    if [[ ! -f $CACHE/python/$ver/.done || $(cat "$CACHE/python/$ver/.done") != "$pkg" ]]; then
+      log "headers of CPython $ver ($pkg)"
+      rm -rf "$CACHE/python/$ver" "$CACHE/python/deb"
+      mkdir -p "$CACHE/python/deb"
+      (cd "$CACHE/python/deb" && apt_private download "$pkg" >/dev/null) || {
+        echo "scripts/dev.sh wheels: Debian no longer serves $pkg; update its pin in scripts/wheels/build.sh" >&2
+        exit 1
+      }
+      dpkg -x "$CACHE"/python/deb/*.deb "$CACHE/python/$ver"
+      rm -rf "$CACHE/python/deb"
+      echo "$pkg" > "$CACHE/python/$ver/.done"
+    fi
+  done
+}
+
+in_build_chroot() {
+  HDMLP_CHROOT_BINDS="$ROOT:/hdmlp:ro $CACHE/src-x:/src:ro $CACHE/deps:/opt/hdmlp-deps $CACHE/scratch:/build \
+$CACHE/python:/py:ro $CACHE/out:/out" \
+    "$HERE/chroot.sh" run "$CACHE/chroot-bullseye-build" "$@"
+}
+
+build_modules() {
+  local headers=() spec ver soabi
+  for spec in "${PYTHONS[@]}"; do
+    IFS=: read -r ver _ _ <<<"$spec"
+    soabi=cpython-${ver/./}-x86_64-linux-gnu
+    headers+=("$soabi=/py/$ver/usr/include/python$ver,/py/$ver/usr/include")
+  done
+  local list
+  list=$(IFS=';'; echo "${headers[*]}")
+  # The sources are copied to a fixed path so that the build does not depend on where the
+  # checkout is (paths end up in the objects' debug sections before strip and in assertions).
+  in_build_chroot env HDMLP_PY_LIST="$list" JOBS="${HDMLP_BUILD_JOBS:-$(nproc)}" SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" bash -euc '
+    rm -rf /build/hdmlp-src && mkdir -p /build/hdmlp-src
+    cp -a /hdmlp/cpp /hdmlp/python /hdmlp/cmake /hdmlp/CMakeLists.txt /hdmlp/configs /build/hdmlp-src/
+    cd /build/hdmlp-src
+    export PKG_CONFIG_PATH=/opt/hdmlp-deps/lib/pkgconfig
+    # ccache: a later build (CI'"'"'s, say) recompiles only what changed; the output is the same.
+    export CCACHE_DIR=/build/ccache CCACHE_MAXSIZE=2G
+    launcher=$(command -v ccache || true)
+    cmake -S . -B /build/hdmlp-out -G Ninja -DCMAKE_BUILD_TYPE=Release -DHDMLP_BUILD_TESTS=OFF \
+      -DCMAKE_PREFIX_PATH=/opt/hdmlp-deps -DCMAKE_FIND_LIBRARY_SUFFIXES=.a -DHDF5_USE_STATIC_LIBRARIES=ON \
+      -DHDF5_ROOT=/opt/hdmlp-deps -DZLIB_ROOT=/opt/hdmlp-deps -DOpenCV_DIR=/opt/hdmlp-deps/lib/cmake/opencv4 \
+      -DPKG_CONFIG_USE_CMAKE_PREFIX_PATH=ON -DCMAKE_CXX_FLAGS="-ffile-prefix-map=/build/hdmlp-src=." \
+      -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" -DCMAKE_C_COMPILER_LAUNCHER="$launcher" \
+      "-DHDMLP_PYTHON_HEADERS=$HDMLP_PY_LIST" >/build/hdmlp-configure.log 2>&1 || { tail -60 /build/hdmlp-configure.log; exit 1; }
+    cmake --build /build/hdmlp-out -j "$JOBS"
+    rm -rf /out/modules && mkdir -p /out/modules
+    cp /build/hdmlp-out/py/*/_core.*.so /out/modules/
+  '
+}
+
+pack_wheel() {  # pack_wheel MODULE VERSION -> the repaired wheel in $OUT
+  local module=$1 ver=$2 tag=cp${2/./}
+  local work=$CACHE/pack/$tag
+  rm -rf "$work" && mkdir -p "$work/raw" "$work/tagged"
+  # The wheel's shell: metadata, the Python package and the configs from this checkout.
+  SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH "$ROOT/.venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation \
+    --disable-pip-version-check -w "$work/raw" -Cbuild-dir="$work/build" \
+    -Ccmake.define.HDMLP_PREBUILT_MODULE="$module" "$ROOT" >/dev/null
+  local raw
+  raw=$(ls "$work"/raw/hdmlp-*.whl)
+  cp "$raw" "$work/tagged/"
+  (cd "$work/tagged" && SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH "$ROOT/.venv/bin/wheel" tags --remove \
+     --python-tag "$tag" --abi-tag "$tag" "$(basename "$raw")" >/dev/null)
+  SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH PATH="$ROOT/.venv/bin:$PATH" "$ROOT/.venv/bin/auditwheel" repair -w "$OUT" \
+    --exclude libmpi.so.40 --exclude libopen-rte.so.40 --exclude libopen-pal.so.40 "$work"/tagged/hdmlp-*.whl \
+    >"$work/auditwheel.log" 2>&1 || { cat "$work/auditwheel.log" >&2; exit 1; }
+  ls "$OUT"/hdmlp-*-"$tag"-"$tag"-manylinux*.whl
+}
+
+main() {
+  local start=$SECONDS
+  SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || echo 1700000000)}
+  export SOURCE_DATE_EPOCH
+  mkdir -p "$CACHE/deps" "$CACHE/scratch" "$CACHE/out" "$OUT"
+  "$HERE/chroot.sh" make bullseye "$CACHE/chroot-bullseye-build" "${BUILD_CHROOT_PACKAGES[@]}"
+  in_build_chroot sh -c 'command -v ccache >/dev/null || { apt-get update -q && apt-get install -y -q ccache; }' \
+    >/dev/null
+  apt_private_setup
+  fetch_sources
+  fetch_python_headers
+  local t=$SECONDS
+  in_build_chroot env HDMLP_WHEEL_CACHE_HINT="$CACHE" HDMLP_BUILD_JOBS="${HDMLP_BUILD_JOBS:-$(nproc)}" \
+    HDMLP_SRC_zlib="$HDMLP_SRC_zlib" HDMLP_SRC_jpeg="$HDMLP_SRC_jpeg" HDMLP_SRC_png="$HDMLP_SRC_png" \
+    HDMLP_SRC_webp="$HDMLP_SRC_webp" HDMLP_SRC_tiff="$HDMLP_SRC_tiff" HDMLP_SRC_xxhash="$HDMLP_SRC_xxhash" \
+    HDMLP_SRC_libconfig="$HDMLP_SRC_libconfig" HDMLP_SRC_hdf5="$HDMLP_SRC_hdf5" HDMLP_SRC_opencv="$HDMLP_SRC_opencv" \
+    bash /hdmlp/scripts/wheels/build-deps.sh
+  log "dependencies ready in $((SECONDS - t)) s"
+  t=$SECONDS
+  build_modules
+  local modules_s=$((SECONDS - t))
+  log "hdmlp's core and ${#PYTHONS[@]} Python modules built in $modules_s s"
+  "$ROOT/.venv/bin/python" -m pip -q --disable-pip-version-check install -r "$HERE/pack-tools.txt" 2>&1 |
+    { grep -v "is ignored: it is neither" || true; }
+  local spec ver module wheel wt
+  for spec in "${PYTHONS[@]}"; do
+    IFS=: read -r ver _ _ <<<"$spec"
+    wt=$SECONDS
+    module=$CACHE/out/modules/_core.cpython-${ver/./}-x86_64-linux-gnu.so
+    wheel=$(pack_wheel "$module" "$ver")
+    printf '[hdmlp] %s: %s bytes, packed in %d s (the shared core and modules took %d s)\n' \
+      "$(basename "$wheel")" "$(stat -c %s "$wheel")" $((SECONDS - wt)) "$modules_s" >&2
+  done
+  log "wheels in $OUT ($((SECONDS - start)) s in all)"
+}
+
+main; exit  # one line: an edit of this file while it runs cannot run more of it

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Debian chroots for building and testing hdmlp's wheels (scripts/dev.sh wheels / wheel-test).
+#
+#   scripts/wheels/chroot.sh make SUITE DIR PKG...   debootstrap DIR (reused while SUITE and PKGs match)
+#   scripts/wheels/chroot.sh run DIR CMD...          run CMD inside DIR as root
+#
+# `run` enters a private mount namespace (unshare -m): /proc, /dev, /dev/shm, /sys and the
+# host's resolv.conf are mounted there and vanish with the namespace, whatever way the
+# command ends, so nothing is left mounted on the host. Extra binds: HDMLP_CHROOT_BINDS,
+# "HOSTDIR:DIR_IN_CHROOT[:ro]" separated by spaces. HDMLP_CHROOT_EPHEMERAL=1 runs on an overlay of
+# DIR whose changes live in memory and vanish with the command: DIR stays as debootstrap left it,
+# so every run starts from the same clean system (what wheel-test and sdist-test need).
+#
+# The Debian mirror is the one this machine's apt uses (HDMLP_DEBIAN_MIRROR overrides it).
+set -euo pipefail
+
+log() { printf '[hdmlp] %s\n' "$*" >&2; }
+
+debian_mirror() {
+  if [[ -n ${HDMLP_DEBIAN_MIRROR:-} ]]; then echo "$HDMLP_DEBIAN_MIRROR"; return; fi
+  local uri
+  uri=$(grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -1 || true)
+  [[ -z $uri ]] && uri=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -v security | head -1 || true)
+  if [[ -z $uri ]]; then
+    echo "chroot.sh: no Debian mirror in /etc/apt/sources.list{,.d}; set HDMLP_DEBIAN_MIRROR" >&2
+    exit 2
+  fi
+  echo "$uri"
+}
+
+make_chroot() {
+  local suite=$1 dir=$2; shift 2
+  local want
+  want=$(printf '%s\n' "$suite" "$@" | sha256sum | cut -c1-16)
+  if [[ -f $dir/.hdmlp-chroot && $(cat "$dir/.hdmlp-chroot") == "$want" ]]; then
+    log "chroot $dir ($suite) is ready (cached)"
+    return
+  fi
+  command -v debootstrap >/dev/null || {
+    log "installing debootstrap"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null
+  }
+  [[ $(id -u) -eq 0 ]] || { echo "chroot.sh: debootstrap needs root" >&2; exit 2; }
+  local mirror tmp
+  mirror=$(debian_mirror)
+  tmp=$dir.partial
+  rm -rf "$tmp" "$dir"
+  mkdir -p "$(dirname "$dir")"
+  log "debootstrap $suite into $dir (from $mirror; a few minutes)"
+  local start=$SECONDS
+  # minbase first, then apt-get inside: debootstrap's own --include resolves dependencies
+  # poorly (it fails configuring libltdl-dev for libopenmpi-dev on bullseye).
+  debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
+    tail -20 "$tmp.log" >&2
+    echo "chroot.sh: debootstrap $suite failed (log: $tmp.log)" >&2
+    exit 1
+  }
+  # apt inside the chroot uses the same mirror for later installs.
+  echo "deb $mirror $suite main" > "$tmp/etc/apt/sources.list"
+  if [[ $# -gt 0 ]]; then
+    echo ready > "$tmp/.hdmlp-chroot"
+    run_in_chroot "$tmp" sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+      --no-install-recommends $* && apt-get clean" >>"$tmp.log" 2>&1 || {
+      tail -20 "$tmp.log" >&2
+      echo "chroot.sh: installing $* in the $suite chroot failed (log: $tmp.log)" >&2
+      exit 1
+    }
+  fi
+  mv "$tmp" "$dir"
+  rm -f "$tmp.log"
+  echo "$want" > "$dir/.hdmlp-chroot"
+  log "chroot $dir ready in $((SECONDS - start)) s"
+}
+
+run_in_chroot() {
+  local dir=$1; shift
+  [[ -f $dir/.hdmlp-chroot ]] || { echo "chroot.sh: $dir is not a chroot made by chroot.sh make" >&2; exit 2; }
+  # The inner script runs in a new mount namespace; its mounts die with it.
+  HDMLP_CHROOT_DIR=$dir unshare --mount --propagation private -- bash -euc '
+    d=$HDMLP_CHROOT_DIR
+    if [[ ${HDMLP_CHROOT_EPHEMERAL:-0} == 1 ]]; then
+      scratch=/mnt  # a tmpfs over it, in this namespace only: nothing is left on the host
+      mount -t tmpfs -o size=16g tmpfs "$scratch"
+      mkdir -p "$scratch/upper" "$scratch/work" "$scratch/root"
+      mount -t overlay overlay -o "lowerdir=$d,upperdir=$scratch/upper,workdir=$scratch/work" "$scratch/root"
+      d=$scratch/root
+    fi
+    mount -t proc proc "$d/proc"
+    mount --rbind /dev "$d/dev"
+    mkdir -p "$d/dev/shm" && mount -t tmpfs -o size=4g tmpfs "$d/dev/shm"
+    mount --rbind /sys "$d/sys"
+    mount -t tmpfs tmpfs "$d/tmp"
+    [[ -f /etc/resolv.conf ]] && cp -L /etc/resolv.conf "$d/etc/resolv.conf" 2>/dev/null || true
+    # The host'"'"'s trust store (it may hold a proxy'"'"'s CA that pip needs to reach PyPI).
+    if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
+      mkdir -p "$d/etc/ssl/certs"
+      [[ -e $d/etc/ssl/certs/ca-certificates.crt ]] || : > "$d/etc/ssl/certs/ca-certificates.crt"
+      mount --bind -o ro /etc/ssl/certs/ca-certificates.crt "$d/etc/ssl/certs/ca-certificates.crt"
+    fi
+    for b in ${HDMLP_CHROOT_BINDS:-}; do
+      IFS=: read -r src dst mode <<<"$b"
+      mkdir -p "$d$dst"
+      mount --bind "$src" "$d$dst"
+      [[ ${mode:-} == ro ]] && mount -o remount,bind,ro "$d$dst"
+    done
+    exec chroot "$d" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+      LANG=C.UTF-8 TERM=dumb PIP_CERT=/etc/ssl/certs/ca-certificates.crt OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-} "$@"
+  ' hdmlp-chroot "$@"
+}
+
+cmd=${1:-}
+[[ $# -gt 0 ]] && shift
+case "$cmd" in
+  make) make_chroot "$@" ;;
+  run) run_in_chroot "$@" ;;
+  mirror) debian_mirror ;;
+  *) echo "usage: scripts/wheels/chroot.sh {make SUITE DIR PKG...|run DIR CMD...|mirror}" >&2; exit 2 ;;
+esac
