@@ -1,7 +1,7 @@
 """Hugging Face Accelerate with hdmlp: data-parallel training on several processes, resumable mid-epoch.
 
-    accelerate launch --num_processes 2 --cpu examples/accelerate_ddp.py DATA
-    torchrun --nproc-per-node 2 examples/accelerate_ddp.py DATA --cpu
+    accelerate launch --multi_gpu --num_processes 2 examples/accelerate_ddp.py DATA   # GPUs
+    torchrun --nproc-per-node 2 examples/accelerate_ddp.py DATA --cpu                # CPUs (gloo)
     torchrun --nproc-per-node 2 examples/accelerate_ddp.py DATA --cpu --resume checkpoints/step3
 
 DATA holds ``train/`` and ``val/`` in ImageFolder's layout (``hdmlp demo --data DATA/train
