@@ -119,13 +119,13 @@ def check_mpi_agrees(world: LauncherWorld) -> None:
         launcher_local = _optional_int("LOCAL_RANK")
         disagree = []
         if rank is not None and rank != world.rank:
-            disagree.append(f"rank {rank} ({rank_var}) against {world.rank}")
+            disagree.append(f"rank {rank} by {rank_var} but {world.rank} by {world.source}")
         if size is not None and size != world.world_size:
-            disagree.append(f"world size {size} ({size_var}) against {world.world_size}")
+            disagree.append(f"world size {size} by {size_var} but {world.world_size} by {world.source}")
         if local is not None and launcher_local is not None and local != launcher_local:
-            disagree.append(f"local rank {local} ({local_var}) against {launcher_local} (LOCAL_RANK)")
+            disagree.append(f"local rank {local} by {local_var} but {launcher_local} by LOCAL_RANK")
         if disagree:
-            raise ValueError(f"this process has an MPI launcher's environment, but {world.source} gives it other "
+            raise ValueError(f"this process has an MPI launcher's environment, but another launcher gives it other "
                              f"ranks: {'; '.join(disagree)}. " + _FIX_MPI_AND_LAUNCHER)
         return
 

@@ -194,7 +194,7 @@ def test_a_process_another_launcher_started_inside_mpirun_is_refused_before_mpi_
         world, use_mpi = launcher.resolve(False, mpi_active=True)
     clean_env.setenv("RANK", "1")
     clean_env.setenv("WORLD_SIZE", "2")
-    with pytest.raises(ValueError, match=r"rank 0 \(OMPI_COMM_WORLD_RANK\) against 1.*pip install mpi4py"):
+    with pytest.raises(ValueError, match=r"rank 0 by OMPI_COMM_WORLD_RANK but 1 by the RANK/WORLD_SIZE.*pip install mpi4py"):
         launcher.resolve(False, mpi_active=True)
     # The same numbers from both launchers (Lightning with mpi4py under mpirun): MPI it is.
     clean_env.setenv("RANK", "0")
