@@ -349,7 +349,8 @@ class Job:
         epochs: number of epochs the job will run (required). ``None``: no limit, as an evaluation
             loader needs that makes any number of passes (PyTorch Lightning's sanity check, an extra
             validation): ``job.epochs`` is then None. With ``shuffle=False`` every pass reads the same
-            order; the caches are planned over a bounded horizon of passes either way.
+            order. The caches are planned over a horizon of 2**24 reads (as for a long bounded job:
+            about a second at creation).
         distr_scheme: how samples are spread over ranks and epochs: ``"uniform"`` (a true
             global shuffle), ``"local"`` (each rank shuffles its own fixed shard) or
             ``"partial_local"`` (each epoch a share ``exchange_fraction`` of every shard moves
