@@ -10,6 +10,9 @@ arrays): they implement the buffer protocol and DLPack (``__dlpack__`` with the
     numpy.asarray(x)  numpy.from_dlpack(x)  torch.from_dlpack(x)
     jax.dlpack.from_dlpack(x)  tf.experimental.dlpack.from_dlpack(x.__dlpack__())  cupy.from_dlpack(x)
 
+and ``list(x)``, ``for y in x`` and ``x.tolist()`` give its elements as Python numbers (nested lists
+for more than one dimension), as a NumPy array's ``tolist()`` does: ``list(batch.labels)``.
+
 ``samples`` is one array ``[B, ...]`` when the job transforms (C++ ops, or a Python
 transform whose results share one shape and type), and a list otherwise: each
 file's bytes as a 1-D uint8 array without transforms, each sample's result after a

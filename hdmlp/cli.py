@@ -31,10 +31,10 @@ def format_metrics_table(metrics: dict, epoch_seconds: Sequence[float]) -> str:
     """A plain-text table of a job's per-epoch metrics."""
     epochs = metrics["epochs"]
     sources = sorted({s for e in epochs for s in e["reads"]})
-    header = ["epoch", "samples", "seconds", "img/s", "stall s", "read s"]
+    header = ["epoch", "samples", "seconds", "img/s", "stall s", "read s (threads)"]
     with_transforms = any(e.get("transform_seconds", 0) > 0 for e in epochs)
     if with_transforms:
-        header.append("transform s")
+        header.append("transform s (threads)")
     for s in sources:
         header += [f"{s} reads", f"{s} MB"]
     rows = [header]
@@ -53,6 +53,36 @@ def format_metrics_table(metrics: dict, epoch_seconds: Sequence[float]) -> str:
     return "\n".join(lines)
 
 
+def metrics_table_legend(metrics: dict) -> str:
+    """What the columns of :func:`format_metrics_table` mean, for a reader new to them."""
+    sources = sorted({s for e in metrics["epochs"] for s in e["reads"]})
+    lines = [
+        "seconds: the epoch's wall time. stall s: the time the loop waited for its next batch; this demo's loop "
+        "does nothing with a batch, so stall is about the whole epoch (in training, it is the part of each step "
+        "spent waiting for data, 0 when the loader keeps up).",
+    ]
+    if any(e.get("transform_seconds", 0) > 0 for e in metrics["epochs"]):
+        lines.append("read s (threads), transform s (threads): the staging threads' time reading files and "
+                     "decoding/augmenting them, summed over the threads, so they can exceed the epoch's time.")
+    else:
+        lines.append("read s (threads): the staging threads' time reading files, summed over the threads.")
+    if sources:
+        where = {"pfs": "the dataset's own storage (hdmlp calls it the PFS, the parallel file system it usually is)"}
+        lines.append("reads, MB: where the staging threads got each epoch's samples: " + "; ".join(
+            f"{s}: {where.get(s, 'a cache (storage class)')}" for s in sources) + ".")
+    return "\n".join(lines)
+
+
+def _batches_text(samples: int, batch_size: int, batches: int, drop_last: bool) -> str:
+    """``7 batches per epoch: 6 of 32 and a last of 8`` (or all of one size)."""
+    last = samples - (batches - 1) * batch_size
+    if drop_last or last == batch_size or batches == 0:
+        return f"{batches} batches of {batch_size} per epoch"
+    if batches == 1:
+        return f"1 batch of {samples} per epoch"
+    return f"{batches} batches per epoch: {batches - 1} of {batch_size} and a last of {last}"
+
+
 def _demo(args: argparse.Namespace) -> int:
     from hdmlp.datasets import make_image_folder
 
@@ -65,8 +95,9 @@ def _demo(args: argparse.Namespace) -> int:
     chain = _demo_chain(args.transforms)
     with Job(data, batch_size=args.batch_size, epochs=args.epochs, seed=args.seed, config_path=args.config,
              transforms=chain) as job:
-        print(f"job: {len(job)} samples, {job.batches_per_epoch} batches of {args.batch_size} per epoch, "
-              f"seed {job.seed}, index {'from cache' if job.index_from_cache else 'scanned'}")
+        batches = _batches_text(len(job), args.batch_size, job.batches_per_epoch, job.drop_last_batch)
+        print(f"job: {len(job)} samples, {batches}, seed {job.seed}, "
+              f"index {'from cache' if job.index_from_cache else 'scanned'}")
         if chain is not None:
             dims, dtype = job.sample_shape
             print(f"transforms ({args.transforms}, in C++): {', '.join(map(repr, chain))}; "
@@ -86,11 +117,18 @@ def _demo(args: argparse.Namespace) -> int:
         metrics = job.metrics()
         print()
         print(format_metrics_table(metrics, epoch_seconds))
+        print()
+        print(metrics_table_legend(metrics))
         total = sum(e["samples"] for e in metrics["epochs"])
         stall = sum(e["stall_seconds"] for e in metrics["epochs"])
         print(f"\ntotal: {total} samples in {sum(epoch_seconds):.2f} s, {total / max(sum(epoch_seconds), 1e-9):.0f} img/s, "
               f"stall {stall:.2f} s; staging buffer peak {metrics['staging']['peak_bytes'] / 1e6:.1f} of "
               f"{metrics['staging']['capacity_bytes'] / 1e6:.1f} MB")
+        prefetched = sum(c["prefetched_samples"] for c in metrics["classes"])
+        print(f"the dataset's own storage (PFS) was read {metrics['pfs_reads']} times ({metrics['pfs_bytes'] / 1e6:.1f} "
+              f"MB) in all, {prefetched} of them by the storage classes' prefetch threads, which read ahead during "
+              f"the first epoch: the table counts where the staging threads took each sample from, so its first "
+              f"epoch can show samples served from a cache")
         for c in metrics["classes"]:
             print(f"storage class {c['name']} ({c['backend']}): {c['filled_samples']} of {c['planned_samples']} "
                   f"planned samples cached ({c['filled_bytes'] / 1e6:.1f} MB), {c['prefetched_samples']} by its "
@@ -200,14 +238,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
 
     plan = sub.add_parser("plan", help="print the sample ids a rank reads in an epoch, without loading anything")
-    plan.add_argument("--samples", type=int, required=True, help="dataset size")
-    plan.add_argument("--batch-size", type=int, required=True, help="global batch size")
-    plan.add_argument("--epoch", type=int, default=0)
-    plan.add_argument("--seed", type=int, default=0)
-    plan.add_argument("--rank", type=int, default=0)
-    plan.add_argument("--world-size", type=int, default=1)
-    plan.add_argument("--drop-last", action="store_true")
-    plan.add_argument("--scheme", choices=["uniform", "local", "partial_local"], default="uniform")
+    plan.add_argument("--samples", type=int, required=True, help="dataset size: samples (required)")
+    plan.add_argument("--batch-size", type=int, required=True, help="global batch size, over all ranks (required)")
+    plan.add_argument("--epoch", type=int, default=0, help="the epoch, from 0 (default 0)")
+    plan.add_argument("--seed", type=int, default=0, help="the seed of the access order, a Job's seed (default 0)")
+    plan.add_argument("--rank", type=int, default=0, help="the rank whose samples to print (default 0)")
+    plan.add_argument("--world-size", type=int, default=1, help="the number of ranks (default 1)")
+    plan.add_argument("--drop-last", action="store_true", help="drop the last, incomplete batch (drop_last_batch)")
+    plan.add_argument("--scheme", choices=["uniform", "local", "partial_local"], default="uniform",
+                      help="distr_scheme (default uniform)")
     plan.add_argument("--no-shuffle", action="store_true", help="index order (a validation job's shuffle=False)")
     plan.set_defaults(func=_plan)
 
@@ -215,7 +254,9 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Packs an image folder (or tar shards, or another pack) into DST: shard files "
                                     "read by offset plus an index, so a job opens a few files instead of one per "
                                     "sample. Streaming, resumable (run it again after an interruption) and "
-                                    "deterministic. See docs/formats.md.")
+                                    "deterministic. Read it with hdmlp.Job(DST, ...); the format is described in "
+                                    "docs/formats.md of the source distribution and in the help of the "
+                                    "hdmlp.pack module (python -m pydoc hdmlp.pack).")
     pk.add_argument("src", help="the dataset to pack (anything hdmlp.Job reads that holds images)")
     pk.add_argument("dst", help="the pack's folder (created)")
     pk.add_argument("--shard-size-mb", type=float, default=256, help="MiB per shard (default 256)")

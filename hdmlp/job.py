@@ -43,6 +43,9 @@ _SOURCE_OPTIONS = ("hdf5_samples", "hdf5_labels", "tar_sample_ext", "tar_label_e
 # Seconds per epoch that HDMLPDataLoader measures on the Python side (Job.metrics()).
 _LOOP_TIMERS = ("next_batch_seconds", "python_seconds", "consumer_seconds")
 
+# `epochs` left out (an error) is not `epochs=None` (an unbounded job).
+_REQUIRED: Any = type("_Required", (), {"__repr__": lambda self: "<required>"})()
+
 # Limits of the integer arguments (the C++ core's types, with room to spare).
 MAX_BATCH_SIZE = 2**62
 MAX_EPOCHS = 2**31 - 1
@@ -138,7 +141,7 @@ _ERROR_KINDS = ((ConfigError, "config"), (FileNotFoundError, "not_found"), (NotA
                 (OSError, "io"))
 
 
-def _report_startup_failure(error: BaseException, timeout_s: Any, world: Any = None) -> None:
+def _report_startup_failure(error: BaseException, timeout_s: Any, world: Any = None, use_mpi: bool = True) -> None:
     """With several ranks: the others raise this rank's error instead of waiting for it.
 
     Under MPI through the core's start-up check; under torch.distributed through the same
@@ -147,7 +150,7 @@ def _report_startup_failure(error: BaseException, timeout_s: Any, world: Any = N
     kind = next((k for t, k in _ERROR_KINDS if isinstance(error, t)), "other")
     message = os.fsencode(str(error))
     try:
-        if _core.in_mpi_job():
+        if use_mpi and _core.in_mpi_job():
             try:
                 timeout = _seconds("timeout_s", timeout_s)
             except (TypeError, ValueError):
@@ -343,7 +346,11 @@ class Job:
             ``"shard-{000..009}.tar"`` or a folder of ``.tar`` files); see docs/formats.md.
         batch_size: samples per global batch, over all ranks (each rank reads an even share:
             per-rank batches differ by at most one sample). Give this or ``batch_size_per_rank``.
-        epochs: number of epochs the job will run (required).
+        epochs: number of epochs the job will run (required). ``None``: no limit, as an evaluation
+            loader needs that makes any number of passes (PyTorch Lightning's sanity check, an extra
+            validation): ``job.epochs`` is then None. With ``shuffle=False`` every pass reads the same
+            order. The caches are planned over a horizon of 2**24 reads (as for a long bounded job:
+            about a second at creation).
         distr_scheme: how samples are spread over ranks and epochs: ``"uniform"`` (a true
             global shuffle), ``"local"`` (each rank shuffles its own fixed shard) or
             ``"partial_local"`` (each epoch a share ``exchange_fraction`` of every shard moves
@@ -408,7 +415,13 @@ class Job:
             global batch after it, on any number of ranks (docs/resume.md). Every rank must give
             the same state.
         start_epoch: start at the beginning of this epoch, as a state taken there would (for
-            scripts that only know ``--start-epoch``; give the original ``seed`` too).
+            scripts that only know ``--start-epoch``; give the original ``seed`` too). With
+            ``resume=`` it may be given too when it is the state's epoch (or the next one, for a
+            state taken at the end of an epoch): the state then decides; any other epoch raises
+            ValueError (docs/resume.md).
+        single_process: this process reads the whole dataset on its own, as rank 0 of 1, whatever
+            a launcher says (no MPI, no torch.distributed): for an evaluation on one process of a
+            distributed job, and to silence the check below when one rank is meant.
 
     HDF5 samples are arrays: a batch is then one ``[B, ...]`` array of the stored dtype,
     and the labels are an int64 array, or one ``[B, ...]`` array of the per-sample label
@@ -420,6 +433,13 @@ class Job:
     ``RANK``/``WORLD_SIZE`` environment (see :mod:`hdmlp.launcher`): each rank reads its
     slice of the same global order, peers do not serve each other (``metrics()["transport"]``
     is ``"none"``), and without ``torch.distributed`` a ``seed`` must be given.
+
+    A Job on 1 rank whose environment announces more processes (``WORLD_SIZE``,
+    ``OMPI_COMM_WORLD_SIZE`` or ``PMI_SIZE`` > 1: every process would read every sample) raises
+    ValueError saying how to fix it; ``SLURM_NTASKS`` > 1 alone warns (a batch script's one
+    process may be meant). A Job made on 1 rank before ``torch.distributed`` started (e.g. in a
+    ``LightningDataModule.__init__``) raises RuntimeError at its first pass once it has. Both
+    name ``single_process=True`` for when one rank is meant. See docs/launching.md.
 
     A Job belongs to the process that made it: a forked child (e.g. a DataLoader worker) that
     touches it gets a RuntimeError at once, and it cannot be pickled. Jobs still open at exit
@@ -434,7 +454,7 @@ class Job:
     """
 
     def __init__(self, dataset_path: str | os.PathLike[str], batch_size: int | None = None,
-                 epochs: int | None = None, distr_scheme: str = "uniform", drop_last_batch: bool = False,
+                 epochs: int | None = _REQUIRED, distr_scheme: str = "uniform", drop_last_batch: bool = False,
                  transforms: Any = None, seed: int | None = None,
                  config_path: str | os.PathLike[str] | None = None, *,
                  exchange_fraction: float = 0.1, timeout_s: float = 300.0, read_timeout_s: float | None = None,
@@ -443,14 +463,18 @@ class Job:
                  shuffle: bool = True, num_workers: int | None = None, source: str | None = None,
                  source_options: dict[str, str] | None = None, python_workers: int | None = None,
                  python_start_method: str = "forkserver", resume: Mapping[str, Any] | None = None,
-                 start_epoch: int = 0) -> None:
+                 start_epoch: int = 0, single_process: bool = False) -> None:
         self._core: Any = None
         self._python: Any = None
         self._final_state: dict[str, Any] | None = None
         self._forked_from: int | None = None
-        world = None
+        world, use_mpi = None, False
         try:
-            world = _launcher.detect()
+            if not isinstance(single_process, bool):
+                raise TypeError(f"single_process must be a bool, got {single_process!r}")
+            self.single_process = single_process
+            world, use_mpi = _launcher.resolve(single_process, _core.in_mpi_job())
+            self._use_mpi = use_mpi
             self._check_arguments(dataset_path, batch_size, epochs, distr_scheme, drop_last_batch, transforms, seed,
                                   config_path, exchange_fraction, timeout_s, read_timeout_s, storage, index_cache,
                                   on_error, pin_memory, batch_size_per_rank, shuffle, num_workers, source,
@@ -458,7 +482,7 @@ class Job:
         except (TypeError, ValueError, OSError) as e:
             # The other ranks are already waiting in their start-up check:
             # they raise this error too, instead of timing out on this rank.
-            _report_startup_failure(e, timeout_s, world)
+            _report_startup_failure(e, timeout_s, world, use_mpi)
             raise
         python_chain = self._python_chain
         cuda_host_alloc, cuda_free_host = _cuda_host_allocator() if pin_memory and self._specs else (0, 0)
@@ -469,14 +493,15 @@ class Job:
             warnings.warn("hdmlp: pin_memory=True has no effect with Python transforms (their batches are in shared "
                           "memory, not pinned)", RuntimeWarning, stacklevel=2)
         self.pin_memory = cuda_host_alloc != 0
-        if start_epoch and seed is None and shuffle:
+        if start_epoch and seed is None and shuffle and resume is None:
             warnings.warn(f"hdmlp: start_epoch={start_epoch} without a seed: the epochs from {start_epoch} on are "
                           "shuffled with a new seed, not the interrupted run's; pass its seed (job.seed) or "
                           "resume from job.state_dict()", RuntimeWarning, stacklevel=2)
         storage = storage or ThrottledStorage()
         # Kept to open the job again at a state (load_state_dict).
         self._open_core = functools.partial(
-            _core.Job, os.fsencode(self.dataset_path), batch_size or 0, epochs, distr_scheme, drop_last_batch,
+            _core.Job, os.fsencode(self.dataset_path), batch_size or 0, self._epoch_count, distr_scheme,
+            drop_last_batch,
             seed, os.fsencode(self.config_path), storage.latency_s, storage.mbps,
             [os.fsencode(_path("failing_paths", p)) for p in storage.failing_paths],
             index_cache, b"", self.exchange_fraction, self.timeout_s, self._specs,
@@ -489,9 +514,19 @@ class Job:
             launcher_name=world.source if world else "the launcher",
             gather=world.gather if world else None,
             source=source or "", source_options=self._source_options,
-            read_timeout_s=self.read_timeout_s or 0.0)
-        self._core = self._open_core(resume=self._resume_state, start_epoch=start_epoch)
+            read_timeout_s=self.read_timeout_s or 0.0, use_mpi=use_mpi)
+        self._core = self._open_core(resume=self._resume_state,
+                                     start_epoch=start_epoch if self._resume_state is None else 0)
         _live_jobs.add(self)
+        if self._resume_state is not None and start_epoch and self._core.state().epoch != start_epoch:
+            # Both given (a script's --resume with the --start-epoch of its checkpoint): fine when they
+            # name the same epoch; the state is the exact place in it.
+            resumed = self._core.state()
+            self.close()
+            raise ValueError(f"resume is a state whose next batch is in epoch {resumed.epoch} (batch "
+                             f"{resumed.batches}), but start_epoch={start_epoch}: they name different places. "
+                             "Give only resume= (the exact position), or start_epoch equal to the epoch the state "
+                             "goes on in (docs/resume.md)")
         self.batch_size: int = self._core.batch_size
         if on_error == "skip" and transforms is None and not self._core.has_arrays:
             self.close()
@@ -524,6 +559,12 @@ class Job:
         self._reported_changed = 0
         self._emit_warnings()
         _warn_without_peers(self)
+        if not single_process and self.world_size == 1:
+            try:
+                _launcher.check_single_rank_environment()
+            except ValueError:
+                self.close()
+                raise
 
     def _check_arguments(self, dataset_path: Any, batch_size: Any, epochs: Any, distr_scheme: Any,
                          drop_last_batch: Any, transforms: Any, seed: Any, config_path: Any, exchange_fraction: Any,
@@ -541,9 +582,12 @@ class Job:
             _int_in("batch_size", batch_size, 1, MAX_BATCH_SIZE, "2**62")
         if batch_size_per_rank is not None:
             _int_in("batch_size_per_rank", batch_size_per_rank, 1, MAX_BATCH_SIZE, "2**62")
-        if epochs is None:
-            raise TypeError("epochs is required: the number of epochs the job will run")
-        self.epochs = _int_in("epochs", epochs, 1, MAX_EPOCHS, "2**31 - 1")
+        if epochs is _REQUIRED:
+            raise TypeError("epochs is required: the number of epochs the job will run (None: no limit, for an "
+                            "evaluation loader that makes any number of passes)")
+        self.epochs: int | None = None if epochs is None else _int_in("epochs", epochs, 1, MAX_EPOCHS, "2**31 - 1")
+        # The core's epochs: an unbounded job is one of the most epochs the core plans.
+        self._epoch_count: int = MAX_EPOCHS if epochs is None else epochs
         if not isinstance(shuffle, bool):
             raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
         self.shuffle = shuffle
@@ -601,11 +645,9 @@ class Job:
         if not isinstance(index_cache, bool):
             raise TypeError(f"index_cache must be a bool, got {index_cache!r}")
         self._resume_state = _state.from_dict(resume) if resume is not None else None
-        _int_in("start_epoch", start_epoch, 0, self.epochs, f"{self.epochs} (the job's epochs)")
-        if resume is not None and start_epoch:
-            raise ValueError("give at most one of resume (a state: where to go on) and start_epoch, got both")
+        _int_in("start_epoch", start_epoch, 0, self._epoch_count, f"{self._epoch_count} (the job's epochs)")
         if world is not None and world.world_size > 1 and world.gather is None and seed is None \
-                and resume is None and not _core.in_mpi_job():
+                and resume is None and not self._use_mpi:
             raise ValueError(f"seed is None, but this job runs on {world.world_size} ranks (from {world.source}) "
                              "without MPI or an initialised torch.distributed, so the ranks cannot agree on a drawn "
                              "seed: pass the same seed=... on every rank, or call "
@@ -705,7 +747,7 @@ class Job:
     def plan(self, epoch: int, rank: int | None = None) -> list[int]:
         """Sample ids ``rank`` (default: this rank) reads in ``epoch``, without loading them."""
         r = self.rank if rank is None else _int_in("rank", rank, 0, self.world_size - 1)
-        _int_in("epoch", epoch, 0, self.epochs - 1)
+        _int_in("epoch", epoch, 0, self._epoch_count - 1)
         return memoryview(self._job.rank_epoch_samples(r, epoch)).tolist()
 
     # -- loading ------------------------------------------------------------
@@ -742,9 +784,11 @@ class Job:
                                "epoch at a time; two loops over one job would split its batches)")
         if epoch is None:
             epoch = self._next_epoch
-        if epoch >= self.epochs:
-            raise RuntimeError(f"all {self.epochs} epochs of the job have been delivered; create the hdmlp.Job "
-                               "with more epochs to iterate again")
+        if epoch >= self._epoch_count:
+            raise RuntimeError(f"all {self._epoch_count} epochs of the job have been delivered; create the "
+                               "hdmlp.Job with more epochs (or epochs=None, no limit) to iterate again")
+        if not self.single_process and self.world_size == 1:
+            _launcher.check_still_single_rank()
         if self._skipped_to != epoch:
             self._begin_epoch(epoch)
         self._skipped_to = None
@@ -758,8 +802,8 @@ class Job:
         """``set_epoch``'s rule: see :meth:`hdmlp.torch.HDMLPDataLoader.set_epoch`."""
         if isinstance(epoch, bool) or not isinstance(epoch, int):
             raise TypeError(f"epoch must be an int, got {epoch!r}")
-        if not 0 <= epoch < self.epochs:
-            raise ValueError(f"set_epoch({epoch}): the job has epochs 0..{self.epochs - 1}; create the "
+        if not 0 <= epoch < self._epoch_count:
+            raise ValueError(f"set_epoch({epoch}): the job has epochs 0..{self._epoch_count - 1}; create the "
                              f"hdmlp.Job with more epochs")
         if epoch == self._next_epoch and self._skipped_to is None and self._current_pass() is None \
                 and self._position().epoch < epoch:
@@ -804,10 +848,10 @@ class Job:
         if isinstance(epoch, bool) or not isinstance(epoch, int):
             raise TypeError(f"epoch must be an int, got {type(epoch).__name__} {epoch!r}")
         if epoch < 0:
-            raise ValueError(f"epoch must be from 0 to {self.epochs - 1}, got {epoch}")
-        if epoch >= self.epochs:
-            raise RuntimeError(f"epoch {epoch} is past the job's last epoch ({self.epochs - 1}): the job was created "
-                               f"with epochs={self.epochs}; create it with more epochs")
+            raise ValueError(f"epoch must be from 0 to {self._epoch_count - 1}, got {epoch}")
+        if epoch >= self._epoch_count:
+            raise RuntimeError(f"epoch {epoch} is past the job's last epoch ({self._epoch_count - 1}): the job was "
+                               f"created with epochs={self._epoch_count}; create it with more epochs")
         self._job.begin_epoch(epoch)
         self._started_epoch = epoch
         if self._python is not None:

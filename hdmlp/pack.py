@@ -3,8 +3,11 @@
 A parallel file system is slowest at what an image folder asks of it: one open (several
 round trips to a metadata server) and one small read per sample. A pack stores the same
 samples back to back in a few large shard files, read by offset, so a job opens each shard
-once. The format is described in ``cpp/include/hdmlp/source/pack_source.h`` and
-``docs/formats.md``::
+once. Read a pack with ``hdmlp.Job(DST, ...)`` (or ``source="pack"``): it has the source's
+``samples`` (original paths), ``classes`` and ``targets``. ``hdmlp pack --help`` lists the
+options; this text (``python -m pydoc hdmlp.pack``) is the format's description that ships with
+the package; ``docs/formats.md`` of the source distribution has more (the byte layout is in
+``cpp/include/hdmlp/source/pack_source.h``)::
 
     hdmlp pack /data/imagenet/train /data/imagenet-train.pack
     hdmlp pack /data/imagenet/train /data/in-256.pack --max-side 256 --quality 90
@@ -22,6 +25,20 @@ Properties:
 
 The source is anything :class:`hdmlp.Job` reads that holds images: an image folder, WebDataset
 tar shards, or another pack (to make a smaller one with ``max_side``).
+
+Layout:
+    ``DST/shard-NNNNN.hdmlp-shard``: a 32-byte header (``HDMLPSH1``, the pack's id, the shard's
+    number), then the samples back to back. ``DST/index.hdmlp-pack``: per sample its shard,
+    offset, size, label, CRC-32 and original relative path; the class names; the folder the
+    pack was made from; each shard's size; and the index's own CRC-32. Every sample's CRC is
+    checked when it is read, so a changed or truncated shard fails that sample, naming it.
+
+Options:
+    ``max_side`` N / ``quality`` Q: images whose longer side exceeds N are resized down
+    (Pillow, Lanczos) and stored as JPEG of quality Q; smaller ones keep their bytes.
+    ``raw``: stores decoded pixels (``HRAW``, height, width, channels, then the pixels,
+    row-major), for small images such as CIFAR; the transform chain then skips the decode and
+    gives the same pixels as over the encoded files.
 """
 from __future__ import annotations
 

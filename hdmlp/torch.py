@@ -37,7 +37,7 @@ except ImportError as e:
 
 from hdmlp.job import Job
 
-__all__ = ["HDMLPImageFolder", "HDMLPDataLoader", "HDMLPSampler"]
+__all__ = ["HDMLPImageFolder", "HDMLPDataLoader", "HDMLPSampler", "HDMLPBatchSampler"]
 
 
 _DTYPES = {"b": torch.int8, "B": torch.uint8, "h": torch.int16, "H": torch.uint16, "i": torch.int32,
@@ -145,28 +145,82 @@ class HDMLPSampler:
 
     def __iter__(self) -> Iterator[int]:
         job = self._loader.job
-        return iter(job.plan(min(self._loader.epoch, job.epochs - 1)))
+        return iter(job.plan(min(self._loader.epoch, job._epoch_count - 1)))
+
+
+class HDMLPBatchSampler:
+    """What a script or trainer reads from a ``DataLoader``'s ``batch_sampler``, for an :class:`HDMLPDataLoader`.
+
+    ``len()`` is the steps per epoch; iterating gives this rank's sample indices of each batch of the
+    loader's current epoch (the one being delivered, else the next), without loading anything.
+    ``sampler``, ``batch_size`` and ``drop_last`` are the loader's. hdmlp plans the batches itself, so a
+    trainer cannot swap this for another sampler (PyTorch Lightning and Accelerate leave a loader that is
+    not a ``torch.utils.data.DataLoader`` as it is).
+    """
+
+    def __init__(self, loader: "HDMLPDataLoader") -> None:
+        self._loader = loader
+
+    @property
+    def sampler(self) -> HDMLPSampler:
+        return self._loader.sampler
+
+    @property
+    def batch_size(self) -> int:
+        return self._loader.batch_size
+
+    @property
+    def drop_last(self) -> bool:
+        return self._loader.drop_last
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        job = self._loader.job
+        epoch = min(self._loader.epoch, job._epoch_count - 1)
+        ids, start = job.plan(epoch), 0
+        for batch in range(job.batches_per_epoch):
+            size = job._job.local_batch_size(batch)
+            yield ids[start:start + size]
+            start += size
 
 
 class HDMLPDataLoader:
     """Iterates a job's batches; each full pass over the loader is one epoch.
 
-    What a training script reads from a ``DataLoader`` is here: ``len(loader)``
-    (the steps per epoch: global batches, the same on every rank),
-    ``batch_size`` (this rank's share of a full global batch), ``drop_last``,
-    ``dataset``, ``sampler`` (:class:`HDMLPSampler`), ``num_workers``,
-    ``pin_memory`` and ``set_epoch``. Every rank gets exactly ``len(loader)``
-    non-empty batches per epoch. Iterating after the job's last epoch raises
-    RuntimeError. Breaking out of a pass early is fine: the next pass starts
-    the next epoch and skips the rest unread.
+    What a training script, PyTorch Lightning or Hugging Face Accelerate reads from a
+    ``DataLoader`` is here: ``len(loader)`` (the steps per epoch: global batches, the same on
+    every rank), ``batch_size`` (this rank's share of a full global batch), ``drop_last``,
+    ``dataset``, ``sampler`` (:class:`HDMLPSampler`), ``batch_sampler``
+    (:class:`HDMLPBatchSampler`), ``num_workers``, ``pin_memory``, ``shuffle`` and
+    ``set_epoch``; ``collate_fn``, ``worker_init_fn``, ``generator``, ``prefetch_factor``,
+    ``persistent_workers``, ``timeout`` and ``multiprocessing_context`` read as a loader without
+    them (None, 0, False). Every rank gets exactly ``len(loader)`` non-empty batches per epoch.
+    Iterating after the job's last epoch raises RuntimeError (an evaluation job of
+    ``epochs=None`` has none). Breaking out of a pass early is fine: the next pass starts the
+    next epoch and skips the rest unread.
+
+    ``iter(loader)`` starts nothing: the pass (and its epoch) starts when its first batch is
+    asked for, so an iterator made and dropped unused (as trainers do to check a loader)
+    costs nothing and changes no state.
 
     The job owns the position: a loader (or a new one made every epoch) starts
     at the job's next epoch, and a job resumed from a state starts with the
     rest of the epoch it was taken in (that first pass yields ``len(loader) -
     state["batches"]`` batches). ``state_dict()`` / ``load_state_dict()`` are
     the job's (torchdata's ``StatefulDataLoader`` names). One pass at a time:
-    a second iterator while one is open raises RuntimeError.
+    starting a second pass while one is open raises RuntimeError.
     """
+
+    # What torch's DataLoader has and hdmlp does not use (its C++ workers are threads, its order the plan's).
+    collate_fn = None
+    worker_init_fn = None
+    generator = None
+    prefetch_factor = None
+    persistent_workers = False
+    timeout = 0
+    multiprocessing_context = None
 
     def __init__(self, dataset: HDMLPImageFolder) -> None:
         if not isinstance(dataset, HDMLPImageFolder):
@@ -174,6 +228,7 @@ class HDMLPDataLoader:
         self.dataset = dataset
         self.job = dataset.job
         self.sampler = HDMLPSampler(self)
+        self.batch_sampler = HDMLPBatchSampler(self)
 
     def __len__(self) -> int:
         return self.job.batches_per_epoch
@@ -186,6 +241,11 @@ class HDMLPDataLoader:
     @property
     def drop_last(self) -> bool:
         return self.job.drop_last_batch
+
+    @property
+    def shuffle(self) -> bool:
+        """The job's ``shuffle`` (False for an evaluation job in index order)."""
+        return self.job.shuffle
 
     @property
     def num_workers(self) -> int:
@@ -211,8 +271,14 @@ class HDMLPDataLoader:
         skips ahead at once: the epochs in between are never read. An earlier
         epoch raises ValueError: hdmlp reads epochs in order and cannot go back. The rule is the job's, so it holds
         for a new loader and across a resume (the next epoch is then the one the
-        state was taken in).
+        state was taken in). An evaluation job (``shuffle=False``) reads every epoch
+        in the same order, so trainers that number its passes otherwise (PyTorch
+        Lightning gives a validation loader the training epoch) do not need to match it:
+        for it an earlier epoch is ignored.
         """
+        if not self.job.shuffle and isinstance(epoch, int) and not isinstance(epoch, bool) \
+                and 0 <= epoch < self.job.next_epoch:
+            return
         self.job._set_epoch(epoch)
 
     def state_dict(self) -> dict[str, Any]:
@@ -224,9 +290,12 @@ class HDMLPDataLoader:
         self.job.load_state_dict(state)
 
     def __iter__(self) -> Iterator[tuple[Any, torch.Tensor]]:
-        return self._deliver(self.job._open_pass())
+        # A generator: nothing below runs (no pass opens) until the first batch is asked for.
+        return self._deliver(None)
 
     def _deliver(self, opened: Any) -> Iterator[tuple[Any, torch.Tensor]]:
+        if opened is None:
+            opened = self.job._open_pass()
         transform = self.dataset.transform
         target_transform = self.dataset.target_transform
         # Where the Python side's time goes, per epoch (Job.metrics()): the call for the

@@ -292,6 +292,11 @@ void BindArrays(py::module_& m) {
       .def_property_readonly("nbytes", &BytesOf)
       .def_property_readonly("address", [](const OwnedBuffer& b) { return reinterpret_cast<uintptr_t>(b.ptr); })
       .def("__len__", [](const OwnedBuffer& b) { return ShapeOf(b).at(0); })
+      // list(labels), `for y in labels`, labels.tolist(): Python numbers (nested lists past one
+      // dimension), as a NumPy array's; the memoryview reads the buffer in place.
+      .def("tolist", [](py::object self) { return py::memoryview(self).attr("tolist")(); },
+           "The elements as Python numbers (nested lists for more than one dimension), as numpy's tolist.")
+      .def("__iter__", [](py::object self) { return py::iter(py::memoryview(self).attr("tolist")()); })
       .def("__dlpack__", &Dlpack, py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
            py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
            "A DLPack capsule of this array (versioned when max_version >= (1, 0)); no copy unless copy=True.")

@@ -1,8 +1,11 @@
 """The hdmlp command: help, demo and plan."""
+import argparse
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 import hdmlp
 
@@ -33,6 +36,10 @@ def test_demo_loads_a_generated_dataset_and_reports(tmp_path):
     assert sorted(p.name for p in data.iterdir() if p.is_dir()) == sorted({p.parent.name for p in data.rglob("*.JPEG")})
     assert len(list(data.rglob("*.JPEG"))) == 60
     assert "transform s" in out.stdout and "float32 [8, 3, 224, 224]" in out.stdout
+    # What the table's numbers mean, for a newcomer: 60 images in batches of 8 end with one of 4.
+    assert "8 batches per epoch: 7 of 8 and a last of 4" in out.stdout
+    assert "stall is about the whole epoch" in out.stdout and "summed over the threads" in out.stdout
+    assert f"read {metrics['pfs_reads']} times" in out.stdout and metrics["pfs_reads"] >= 60
     assert all(e["transform_seconds"] > 0 for e in metrics["epochs"])
     # A second run reuses the dataset; without transforms it delivers raw bytes.
     again = run("demo", "--data", str(data), "--images", "60", "--classes", "3", "--epochs", "1",
@@ -53,3 +60,18 @@ def test_plan_prints_the_access_order():
     out = run("plan", "--samples", "10", "--batch-size", "3", "--epoch", "1", "--seed", "5")
     assert out.returncode == 0
     assert [int(x) for x in out.stdout.split()] == hdmlp.AccessPlan(10, 3, 2, 5).samples(1)
+
+
+@pytest.mark.parametrize("verb", ["plan", "calibrate", "pack", "simulate", "demo"])
+def test_every_option_has_help_and_says_its_default(verb):
+    from hdmlp.cli import build_parser
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[verb]
+    for action in sub._actions:
+        if action.dest in ("help",) or not action.option_strings:
+            continue
+        assert action.help, f"hdmlp {verb} {action.option_strings[0]} has no help text"
+        if action.default not in (None, False, [], argparse.SUPPRESS) and not action.required:
+            assert "default" in action.help, f"hdmlp {verb} {action.option_strings[0]}: say the default"
+    if verb == "pack":  # points at what a wheel carries, not only at the source tree's docs/
+        assert "pydoc hdmlp.pack" in sub.description

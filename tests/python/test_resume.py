@@ -150,7 +150,7 @@ def test_refusals_name_the_difference_and_a_changed_config_is_fine(files, tmp_pa
         (dict(batch_size=4, distr_scheme="local"), "its distr_scheme is 'uniform', this job's is 'local'"),
         (dict(batch_size=4, seed=2), "its seed is 1, but this job was given seed=2"),
         (dict(batch_size=4, shuffle=False), "shuffle=True, this job shuffle=False"),
-        (dict(batch_size=4, start_epoch=1), "at most one of resume"),
+        (dict(batch_size=4, start_epoch=1), "but start_epoch=1: they name different places"),
     ]
     for kw, message in cases:
         with pytest.raises(ValueError, match=message.replace("(", r"\(")):
@@ -180,7 +180,7 @@ def test_new_loader_per_epoch_follows_the_job(files):
         assert len(seen) == 37
         assert sorted(job.plan(epoch)) == list(range(37))
     with pytest.raises(RuntimeError, match="all 3 epochs of the job have been delivered"):
-        iter(HDMLPDataLoader(dataset))
+        next(iter(HDMLPDataLoader(dataset)))
     job.close()
 
 
@@ -189,10 +189,11 @@ def test_one_pass_at_a_time(files):
     loader = HDMLPDataLoader(HDMLPImageFolder(files, job))
     first = iter(loader)
     next(first)
+    second = iter(loader)  # starts nothing yet
     with pytest.raises(RuntimeError, match="a pass over epoch 0 of this job is still open"):
-        iter(loader)
+        next(second)
     with pytest.raises(RuntimeError, match="still open"):
-        iter(HDMLPDataLoader(HDMLPImageFolder(files, job)))
+        next(iter(HDMLPDataLoader(HDMLPImageFolder(files, job))))
     with pytest.raises(RuntimeError, match="still open"):
         job.epoch_batches(1)
     assert loader.epoch == 0

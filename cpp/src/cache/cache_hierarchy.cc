@@ -36,8 +36,9 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
     capacities[j] = static_cast<int64_t>(c.capacity_mb * 1024 * 1024);
     if (!model_.PreferClass(static_cast<int>(j))) {
       level->status.note = "not used: the model predicts " + std::to_string(std::lround(model_.ClassMbps(static_cast<int>(j)))) +
-                           " MB/s per reader from this class, less than the PFS's " +
-                           std::to_string(std::lround(model_.PfsMbps()));
+                           " MB/s per reader from this class, no faster than reading the dataset's own storage (" +
+                           std::to_string(std::lround(model_.PfsMbps())) +
+                           " MB/s, the config's \"pfs\" table), so caching here would not help";
       capacities[j] = 0;
     } else if (c.backend == "filesystem" && capacities[j] > 0) {
       try {
