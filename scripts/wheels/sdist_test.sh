@@ -25,9 +25,11 @@ out=$(HDMLP_CHROOT_EPHEMERAL=1 HDMLP_CHROOT_BINDS="$(dirname "$SDIST"):/sdist:ro
   echo "sdist-test: the chroot step failed (exit $rc: 3 = apt-get, 4 = the install succeeded without libraries)" >&2; exit 1; }
 msg=$(echo "$out" | sed 's/^[[:space:]│]*//' | tr -s ' \n' ' ')
 fail=0
-for want in "missing build dependencies" "sudo apt-get install libconfig++-dev libopencv-dev libopenmpi-dev" \
-            "libjpeg-dev libhdf5-dev" "libxxhash-dev" "sudo dnf install" "spack install" \
-            "conda install -c conda-forge"; do
+for want in "missing build dependencies" "sudo apt-get install pkg-config libconfig++-dev libopencv-dev libopenmpi-dev" \
+            "libjpeg-dev libhdf5-dev libxxhash-dev" "sudo dnf install pkgconf-pkg-config libconfig-devel opencv-devel" \
+            "spack install pkgconf libconfig opencv+imgproc+imgcodecs openmpi" \
+            "conda install -c conda-forge pkg-config libconfig libopencv openmpi" \
+            "Open MPI's runtime without its development files"; do
   if [[ $msg != *"$want"* ]]; then echo "sdist-test: the build's message lacks: $want" >&2; fail=1; fi
 done
 tail_part=${msg#*All at once:}
