@@ -29,7 +29,8 @@ from typing import Any
 from hdmlp import _core
 from hdmlp.job import ThrottledStorage
 
-__all__ = ["POLICIES", "MODELS", "THESIS_ARTIFACTS", "simulate", "format_results", "measure_machine", "write_config", "calibrate",
+__all__ = ["POLICIES", "MODELS", "THESIS_ARTIFACTS", "simulate", "format_results", "measure_machine",
+           "write_config", "calibrate",
            "add_subcommands"]
 
 #: Every policy the simulator knows, in the order it reports them.

@@ -122,7 +122,8 @@ void BindSim(py::module_& m) {
   m.def("simulate", &Simulate, py::arg("config_path"), py::arg("nodes"), py::arg("batch_size"), py::arg("epochs"),
         py::arg("compute_mbps"), py::arg("preprocess_mbps"), py::arg("policies"), py::arg("seed"),
         py::arg("samples"), py::arg("sample_mb"), py::arg("sample_std_mb"), py::arg("dataset"),
-        py::arg("threads") = 0, py::arg("model") = "physical", py::arg("without_artifacts") = std::vector<std::string>{},
+        py::arg("threads") = 0, py::arg("model") = "physical",
+        py::arg("without_artifacts") = std::vector<std::string>{},
         "Simulate a job under the named policies; returns {'policies': {name: result}, 'samples', "
         "'dataset_bytes'}. Sizes come from `dataset` (an ImageFolder) if non-empty, else are drawn.");
   m.def("policy_names", [] {
