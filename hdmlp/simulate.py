@@ -29,11 +29,18 @@ from typing import Any
 from hdmlp import _core
 from hdmlp.job import ThrottledStorage
 
-__all__ = ["POLICIES", "simulate", "format_results", "measure_machine", "write_config", "calibrate",
+__all__ = ["POLICIES", "MODELS", "THESIS_ARTIFACTS", "simulate", "format_results", "measure_machine",
+           "write_config", "calibrate",
            "add_subcommands"]
 
 #: Every policy the simulator knows, in the order it reports them.
 POLICIES: tuple[str, ...] = tuple(_core.policy_names())
+
+#: The two readings of the model (docs/simulator.md, "Two readings"); the first is the default.
+MODELS: tuple[str, ...] = ("physical", "thesis")
+
+#: Artifacts of the thesis's simulator that ``model="thesis"`` reproduces unless named in ``without``.
+THESIS_ARTIFACTS: tuple[str, ...] = ("full-class-rate", "locality-never-reorders", "staging-copies-lower-shards")
 
 
 def _positive(name: str, value: Any, kind: type = int, most: int | float | None = None) -> Any:
@@ -50,7 +57,8 @@ def _positive(name: str, value: Any, kind: type = int, most: int | float | None 
 def simulate(config: str | os.PathLike[str], nodes: int, batch_size: int, epochs: int, compute_mbps: float,
              preprocess_mbps: float = 0.0, policies: str | Sequence[str] = "all", seed: int = 0,
              samples: int | None = None, sample_mb: float | None = None, sample_std_mb: float = 0.0,
-             dataset: str | os.PathLike[str] | None = None, threads: int = 0) -> dict[str, Any]:
+             dataset: str | os.PathLike[str] | None = None, threads: int = 0, model: str = "physical",
+             without: Sequence[str] = ()) -> dict[str, Any]:
     """Simulates a job under one or more policies.
 
     Args:
@@ -68,6 +76,10 @@ def simulate(config: str | os.PathLike[str], nodes: int, batch_size: int, epochs
         dataset: a dataset (any format hdmlp.Job reads) whose sample sizes to use instead (indexed as
             the runtime does).
         threads: planning threads (0: automatic).
+        model: "physical" (the default: the PFS's aggregate rate never exceeds t(g) for g readers)
+            or "thesis" (the reading of the thesis's simulator that gives its Table 5.2; see
+            docs/simulator.md, "Two readings").
+        without: thesis artifacts to leave out in the thesis reading (:data:`THESIS_ARTIFACTS`).
 
     Returns:
         ``{"policies": {NAME: {"seconds", "stall_seconds", "epochs", "bytes", ...}},
@@ -102,12 +114,20 @@ def simulate(config: str | os.PathLike[str], nodes: int, batch_size: int, epochs
     if isinstance(preprocess_mbps, bool) or not isinstance(preprocess_mbps, (int, float)) \
             or not math.isfinite(preprocess_mbps):
         raise ValueError(f"--preprocess-mbps must be a finite number, got {preprocess_mbps!r}")
+    if model not in MODELS:
+        raise ValueError(f"--model must be one of {', '.join(MODELS)}, got {model!r}")
+    without = [without] if isinstance(without, str) else list(without)
+    for name in without:
+        if name not in THESIS_ARTIFACTS:
+            raise ValueError(f"--without: unknown thesis artifact {name!r}; valid: {', '.join(THESIS_ARTIFACTS)}")
+    if without and model != "thesis":
+        raise ValueError("--without names thesis artifacts; it needs --model thesis")
     config = os.fspath(config)
     if not os.path.exists(config):
         raise FileNotFoundError(f"--config: no such file: {config}")
     return _core.simulate(config, nodes, batch_size, epochs, float(compute_mbps), float(preprocess_mbps), names,
                           seed, samples or 0, float(sample_mb or 0), float(sample_std_mb),
-                          os.fspath(dataset) if dataset is not None else "", threads)
+                          os.fspath(dataset) if dataset is not None else "", threads, model, without)
 
 
 def format_results(result: dict[str, Any]) -> str:
@@ -287,13 +307,15 @@ def _simulate_command(args: argparse.Namespace) -> int:
     result = simulate(args.config, nodes=args.nodes, batch_size=args.batch_size, epochs=args.epochs,
                       compute_mbps=args.compute_mbps, preprocess_mbps=args.preprocess_mbps, policies=args.policy,
                       seed=args.seed, samples=args.samples, sample_mb=args.sample_mb,
-                      sample_std_mb=args.sample_std_mb, dataset=args.dataset, threads=args.threads)
+                      sample_std_mb=args.sample_std_mb, dataset=args.dataset, threads=args.threads,
+                      model=args.model, without=args.without or [])
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         print(f"{args.nodes} nodes, global batch {args.batch_size}, {args.epochs} epochs, "
-              f"c = {args.compute_mbps:g} MB/s, beta = {args.preprocess_mbps:g} MB/s, config {args.config}")
+              f"c = {args.compute_mbps:g} MB/s, beta = {args.preprocess_mbps:g} MB/s, config {args.config}, "
+              f"model {args.model}" + (f" without {', '.join(args.without)}" if args.without else ""))
         print(format_results(result))
     return 0
 
@@ -339,6 +361,11 @@ def add_subcommands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", default="all", help=f"all (the default), or names from: {', '.join(POLICIES)} (comma-separated)")
     p.add_argument("--seed", type=int, default=0, help="seed of the access plan and drawn sizes (default 0)")
     p.add_argument("--threads", type=int, default=0, help="planning threads (default 0: automatic)")
+    p.add_argument("--model", choices=MODELS, default="physical",
+                   help="physical (default): the PFS's aggregate rate never exceeds t(g) for g readers; thesis: "
+                        "the thesis simulator's reading that gives its Table 5.2 (docs/simulator.md)")
+    p.add_argument("--without", action="append", choices=THESIS_ARTIFACTS,
+                   help="with --model thesis: leave out one of the thesis code's artifacts (repeatable)")
     p.add_argument("--json", action="store_true", help="print JSON: {\"policies\": {NAME: {...}}, ...}")
     p.set_defaults(func=_simulate_command)
 

@@ -42,7 +42,23 @@ py::dict ResultToDict(const sim::SimulationResult& r) {
 
 py::dict Simulate(const std::string& config_path, int nodes, int64_t batch_size, int epochs, double compute_mbps,
                   double preprocess_mbps, const std::vector<std::string>& policies, uint64_t seed, int64_t samples,
-                  double sample_mb, double sample_std_mb, const std::string& dataset, int threads) {
+                  double sample_mb, double sample_std_mb, const std::string& dataset, int threads,
+                  const std::string& model, const std::vector<std::string>& without_artifacts) {
+  sim::SimulationOptions options;
+  options.threads = threads;
+  options.reading = sim::ParseReading(model);
+  for (const std::string& name : without_artifacts) {
+    if (name == "full-class-rate") {
+      options.artifacts.full_class_rate_per_thread = false;
+    } else if (name == "locality-never-reorders") {
+      options.artifacts.locality_never_reorders = false;
+    } else if (name == "staging-copies-lower-shards") {
+      options.artifacts.parallel_staging_copies_lower_shards = false;
+    } else {
+      throw InvalidArgumentError("--without: unknown thesis artifact \"" + name +
+                                 "\"; valid: full-class-rate, locality-never-reorders, staging-copies-lower-shards");
+    }
+  }
   const Config config = Config::LoadFile(config_path);
   std::vector<sim::Policy> chosen;
   for (const std::string& name : policies) {
@@ -73,8 +89,6 @@ py::dict Simulate(const std::string& config_path, int nodes, int64_t batch_size,
   }
   int64_t dataset_bytes = 0;
   for (int64_t s : w.sizes) dataset_bytes += s;
-  sim::SimulationOptions options;
-  options.threads = threads;
   for (sim::Policy p : chosen) {
     sim::SimulationResult r;
     {
@@ -108,7 +122,8 @@ void BindSim(py::module_& m) {
   m.def("simulate", &Simulate, py::arg("config_path"), py::arg("nodes"), py::arg("batch_size"), py::arg("epochs"),
         py::arg("compute_mbps"), py::arg("preprocess_mbps"), py::arg("policies"), py::arg("seed"),
         py::arg("samples"), py::arg("sample_mb"), py::arg("sample_std_mb"), py::arg("dataset"),
-        py::arg("threads") = 0,
+        py::arg("threads") = 0, py::arg("model") = "physical",
+        py::arg("without_artifacts") = std::vector<std::string>{},
         "Simulate a job under the named policies; returns {'policies': {name: result}, 'samples', "
         "'dataset_bytes'}. Sizes come from `dataset` (an ImageFolder) if non-empty, else are drawn.");
   m.def("policy_names", [] {

@@ -208,7 +208,8 @@ TEST(SimulatorTest, BadWorkloadsNameTheSetting) {
 
 TEST(SimulatorTest, ScenarioConfigsParseWithTheRuntimeParser) {
 #ifdef HDMLP_SOURCE_DIR
-  for (const char* name : {"sim_fits_node_memory", "sim_fits_node_storage", "sim_fits_all_nodes", "sim_larger"}) {
+  for (const char* name : {"sim_fits_node_memory", "sim_fits_node_storage", "sim_fits_all_nodes", "sim_larger",
+                           "sim_thesis_scenario2"}) {
     SCOPED_TRACE(name);
     const Config c = Config::LoadFile(std::string(HDMLP_SOURCE_DIR) + "/configs/" + name + ".cfg");
     EXPECT_GE(c.storage_classes.size(), 2u);

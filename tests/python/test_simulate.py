@@ -96,7 +96,7 @@ def test_missing_sizes_and_bad_config(tmp_path):
 def test_scenario_configs_parse_with_the_runtime():
     names = sorted(f for f in os.listdir(CONFIGS) if f.startswith("sim_"))
     assert names == ["sim_fits_all_nodes.cfg", "sim_fits_node_memory.cfg", "sim_fits_node_storage.cfg",
-                     "sim_larger.cfg"]
+                     "sim_larger.cfg", "sim_thesis_scenario2.cfg"]
     for name in names:
         config = _core.load_config(os.path.join(CONFIGS, name))
         assert len(config["storage_classes"]) >= 2 and config["pfs_bandwidth"], name
@@ -128,3 +128,43 @@ def test_calibrate_writes_a_config_the_runtime_parses(tmp_path):
 def test_calibrate_rejects_a_directory_as_output(tmp_path):
     with pytest.raises(IsADirectoryError, match="--output"):
         calibrate(tmp_path, threads=(1,), memory_test_mb=1, files=2, file_mb=0.01)
+
+
+THESIS = os.path.join(CONFIGS, "sim_thesis_scenario2.cfg")
+# The thesis's scenario 2 with 4,000 samples of 1 MB and 3 epochs (a node's share fits its RAM).
+THESIS_SMALL = ["--config", THESIS, "--nodes", "4", "--batch-size", "100", "--epochs", "3", "--compute-mbps", "100",
+                "--preprocess-mbps", "200", "--samples", "4000", "--sample-mb", "1", "--seed", "3"]
+
+
+def test_thesis_model_preloads_and_counts_readers_per_node():
+    def seconds(*extra):
+        out = run("simulate", *THESIS_SMALL, "--policy", "deepio_ordered,parallel_staging,lower_bound", "--json",
+                  *extra)
+        assert out.returncode == 0, out.stderr
+        return {k: (v["seconds"], v["startup_seconds"]) for k, v in json.loads(out.stdout)["policies"].items()}
+
+    lower = seconds()["lower_bound"][0]
+    thesis = seconds("--model", "thesis")
+    # DeepIO preloads a node's 1,000 samples with the RAM class's 2 threads at t(4)/4 = 36.5 MB/s each,
+    # paying the staging write 1/200 s per MB, then trains at the lower bound.
+    preload = 500 * (1 / 36.5 + 1 / 200)
+    assert thesis["deepio_ordered"][1] == pytest.approx(preload, rel=1e-3)
+    assert thesis["deepio_ordered"][0] == pytest.approx(preload + lower, rel=0.01)
+    # The physical reading (the default) has no preload for DeepIO: it caches on the way.
+    assert seconds()["deepio_ordered"][1] == 0
+    # Parallel staging reads its SSD at r_2(2) = 86 MB/s per thread (the artifact); at Eq. 3.7's 43 MB/s
+    # two threads no longer keep up with the consumer.
+    eq37 = seconds("--model", "thesis", "--without", "full-class-rate")
+    assert eq37["parallel_staging"][0] - eq37["parallel_staging"][1] > \
+        1.3 * (thesis["parallel_staging"][0] - thesis["parallel_staging"][1])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "paper"], "--model"),
+    (["--without", "full-class-rate"], "--model thesis"),
+    (["--model", "thesis", "--without", "typo"], "--without"),
+])
+def test_model_arguments_give_clear_errors(args, message):
+    out = run("simulate", *THESIS_SMALL, "--policy", "naive", *args)
+    assert out.returncode != 0
+    assert message in out.stderr and "Traceback" not in out.stderr

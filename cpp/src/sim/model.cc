@@ -53,7 +53,17 @@ double TransferSeconds(int64_t bytes, double mbps) {
   return static_cast<double>(bytes) / (mbps * 1e6);
 }
 
-PerformanceModel::PerformanceModel(const Config& config, int nodes) : config_(config), sources_(config, nodes) {}
+const char* ReadingName(Reading reading) { return reading == Reading::kThesis ? "thesis" : "physical"; }
+
+Reading ParseReading(const std::string& name) {
+  if (name == "physical") return Reading::kPhysical;
+  if (name == "thesis") return Reading::kThesis;
+  throw InvalidArgumentError("--model: unknown reading \"" + name + "\"; valid: physical, thesis");
+}
+
+PerformanceModel::PerformanceModel(const Config& config, int nodes, Reading reading, bool full_class_rate_per_thread)
+    : config_(config), sources_(config, nodes), reading_(reading),
+      full_class_rate_(reading == Reading::kThesis && full_class_rate_per_thread), nodes_(std::max(nodes, 1)) {}
 
 double PerformanceModel::PfsStreamMbps(int all_streams, int node_streams) const {
   const double link = config_.b_fs_mbps / std::max(node_streams, 1);
@@ -62,7 +72,32 @@ double PerformanceModel::PfsStreamMbps(int all_streams, int node_streams) const 
   return std::min(link, InterpolateBandwidth(config_.pfs_bandwidth, g) / g);
 }
 
-double PerformanceModel::PeerClassMbps(int j) const { return std::min(config_.b_c_mbps, sources_.ClassMbps(j)); }
+double PerformanceModel::ThesisPfsMbps(int nodes_reading) const { return PfsStreamMbps(nodes_reading, 1); }
+
+double PerformanceModel::LocalClassMbps(int j) const {
+  const double per_thread = sources_.ClassMbps(j);
+  if (!full_class_rate_) return per_thread;
+  return per_thread * std::max(1, config_.storage_classes.at(static_cast<size_t>(j)).threads);
+}
+
+double PerformanceModel::PeerClassMbps(int j) const { return std::min(config_.b_c_mbps, LocalClassMbps(j)); }
+
+double PerformanceModel::StagingWriteMbps() const {
+  const StorageClassConfig& staging = config_.storage_classes.at(0);
+  if (staging.bandwidth.empty()) return std::numeric_limits<double>::infinity();
+  const int p = std::max(1, staging.threads);
+  return InterpolateBandwidth(staging.bandwidth, p) / p;
+}
+
+bool PerformanceModel::PreferPeer(int j) const {
+  if (reading_ == Reading::kThesis) return PeerClassMbps(j) > ThesisPfsMbps(nodes_);
+  return PeerClassMbps(j) > sources_.PfsMbps();
+}
+
+bool PerformanceModel::PreferClass(int j) const {
+  if (reading_ == Reading::kThesis) return LocalClassMbps(j) >= ThesisPfsMbps(nodes_);
+  return sources_.PreferClass(j);
+}
 
 int64_t PerformanceModel::CapacityBytes(int j) const {
   return static_cast<int64_t>(config_.storage_classes.at(static_cast<size_t>(j)).capacity_mb * 1024 * 1024);

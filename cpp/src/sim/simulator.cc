@@ -49,6 +49,7 @@ struct NodeCache {
   std::vector<float> ready;           // when the copy is complete; kEmpty: not yet started
   std::vector<uint32_t> fill;         // indexes into samples, class by class, each in fill order
   std::vector<uint32_t> class_begin;  // class j's fill entries: [class_begin[j], class_begin[j + 1])
+  std::vector<uint32_t> copy_begin;   // class j's fill entries from copy_begin[j] on are copied from peers
 
   // The index of `sample`, or -1. A cache's sample ids are a random subset
   // of [0, F), so the interpolated position is within about sqrt(n) of the
@@ -88,8 +89,15 @@ struct NodeCache {
   double density = 0;  // samples.size() / (largest sample id + 1)
 };
 
-// class_lists[j]: class j's samples in fill order (j = 0 unused).
-NodeCache BuildCache(const std::vector<std::vector<int64_t>>& class_lists) {
+// What a node caches: class_lists[j], class j's samples in fill order (j = 0
+// unused); the last copies[j] of them are copied from peers' storage.
+struct NodePlan {
+  std::vector<std::vector<int64_t>> class_lists;
+  std::vector<size_t> copies;
+};
+
+NodeCache BuildCache(const NodePlan& plan) {
+  const auto& class_lists = plan.class_lists;
   NodeCache c;
   std::vector<std::pair<uint32_t, uint32_t>> order;  // (sample, fill position)
   c.class_begin.push_back(0);
@@ -111,6 +119,9 @@ NodeCache BuildCache(const std::vector<std::vector<int64_t>>& class_lists) {
     c.fill[order[k].second] = static_cast<uint32_t>(k);
   }
   c.ready.assign(order.size(), kEmpty);
+  c.copy_begin.assign(class_lists.size(), 0);
+  for (size_t j = 0; j < class_lists.size(); ++j)
+    c.copy_begin[j] = c.class_begin[j + 1] - static_cast<uint32_t>(j < plan.copies.size() ? plan.copies[j] : 0);
   if (!c.samples.empty()) c.density = static_cast<double>(c.samples.size()) / (static_cast<double>(c.samples.back()) + 1);
   return c;
 }
@@ -152,7 +163,9 @@ struct Event {
 class Engine {
  public:
   Engine(const Config& config, const Workload& w, Policy policy, const SimulationOptions& options)
-      : w_(w), policy_(policy), traits_(TraitsOf(policy)), model_(config, w.nodes),
+      : w_(w), policy_(policy), traits_(EffectiveTraits(policy, options)),
+        model_(config, w.nodes, options.reading, options.artifacts.full_class_rate_per_thread),
+        thesis_(options.reading == Reading::kThesis),
         plan_(MakePlan(w, traits_.scheme)), options_(options) {}
 
   SimulationResult Run() {
@@ -198,6 +211,17 @@ class Engine {
   double Preprocess(int64_t bytes) const {
     return w_.preprocess_mbps > 0 ? TransferSeconds(bytes, w_.preprocess_mbps) : 0;
   }
+  // The thesis's charge for writing a read sample into the staging buffer,
+  // paid by every read there: max(s/beta, s/(w_0/p_0)).
+  double StagingWrite(int64_t bytes) const {
+    return std::max(Preprocess(bytes), TransferSeconds(bytes, model_.StagingWriteMbps()));
+  }
+  // What a staging worker adds to its fetch: s/beta, or the thesis's write.
+  double AfterFetch(int64_t bytes) const { return thesis_ ? StagingWrite(bytes) : Preprocess(bytes); }
+  // Storing a fetched sample into class j: s/(w_j/p_j), or the thesis's write.
+  double Store(int64_t bytes, int j) const {
+    return thesis_ ? StagingWrite(bytes) : TransferSeconds(bytes, model_.WriteClassMbps(j));
+  }
 
   // lower_bound: every sample is ready at once, so a global batch lasts as
   // long as its slowest node computes: sum_h max_i sum_{k in B^{h,i}} s_k / c.
@@ -230,26 +254,53 @@ class Engine {
 
   // ---- cache plans ------------------------------------------------------
 
-  std::vector<std::vector<int64_t>> PlanNode(int node) const {
+  NodePlan PlanNode(int node) const {
     const int num_classes = model_.num_classes();
-    std::vector<std::vector<int64_t>> lists(static_cast<size_t>(num_classes));
+    NodePlan out;
+    out.copies.assign(static_cast<size_t>(num_classes), 0);
+    std::vector<std::vector<int64_t>>& lists = out.class_lists;
+    lists.resize(static_cast<size_t>(num_classes));
     if (traits_.cache == CacheRule::kPlacement) {
       std::vector<int64_t> capacities(static_cast<size_t>(num_classes), 0);
       for (int j = 1; j < num_classes; ++j) {
         // As the runtime (cache_hierarchy.cc): a class predicted slower than the PFS holds nothing.
-        capacities[static_cast<size_t>(j)] = model_.sources().PreferClass(j) ? model_.CapacityBytes(j) : 0;
+        capacities[static_cast<size_t>(j)] = model_.PreferClass(j) ? model_.CapacityBytes(j) : 0;
       }
       PlanningOptions planning;
       planning.first_epoch_first = w_.nodes > 1;
       planning.threads = w_.nodes > 1 ? 1 : options_.threads;
       Placement p = PlanPlacement(plan_, node, w_.sizes, capacities, planning);
-      return std::move(p.class_samples);
+      lists = std::move(p.class_samples);
+      if (thesis_) {
+        // The thesis's FrequencyPrefetcher fills the most-read samples first
+        // (its prefetch order is by read count), so its prefetch threads and
+        // the staging workers, which go in read order, fetch different
+        // samples rather than the same ones in lockstep.
+        std::vector<uint16_t> count(w_.sizes.size(), 0);
+        for (int e = 0; e < w_.epochs; ++e) {
+          const EpochOrder order = plan_.Epoch(node, e);
+          for (int64_t j = 0, m = plan_.RankEpochSize(node); j < m; ++j) {
+            uint16_t& c = count[static_cast<size_t>(order.At(j))];
+            if (c < UINT16_MAX) ++c;
+          }
+        }
+        for (auto& list : lists)
+          std::stable_sort(list.begin(), list.end(), [&](int64_t a, int64_t b) {
+            return count[static_cast<size_t>(a)] > count[static_cast<size_t>(b)];
+          });
+      }
+      return out;
     }
     // The node's epoch-0 samples in read order, first fit into its classes.
     std::vector<int64_t> left(static_cast<size_t>(num_classes), 0);
+    const auto& classes = model_.config().storage_classes;
+    bool has_storage = false;
+    for (int j = 1; j < num_classes; ++j) has_storage |= classes[static_cast<size_t>(j)].backend != "memory";
     for (int j = 1; j < num_classes; ++j) {
-      const bool usable = traits_.cache == CacheRule::kShardAll ||
-                          model_.config().storage_classes[static_cast<size_t>(j)].backend == "memory";
+      const bool memory = classes[static_cast<size_t>(j)].backend == "memory";
+      const bool usable = traits_.cache == CacheRule::kShardAll ? true
+                          : traits_.cache == CacheRule::kShardStorage ? (!memory || !has_storage)
+                                                                       : memory;
       left[static_cast<size_t>(j)] = usable ? model_.CapacityBytes(j) : 0;
     }
     const EpochOrder order = plan_.Epoch(node, 0);
@@ -268,7 +319,25 @@ class Engine {
       }
     }
     if (traits_.needs_full_fit && placed < m) lists.assign(static_cast<size_t>(num_classes), {});
-    return lists;
+    if (thesis_ && traits_.scheme == DistributionScheme::kLocal &&
+        options_.artifacts.parallel_staging_copies_lower_shards) {
+      // The thesis's parallel staging: then the shards of nodes 0..node-1, in
+      // order, from their storage, until this node's is full.
+      for (int k = 0; k < node; ++k) {
+        const EpochOrder shard = plan_.Epoch(k, 0);
+        for (int64_t j = 0, n = plan_.RankEpochSize(k); j < n; ++j) {
+          const int64_t s = shard.At(j);
+          const int64_t size = w_.sizes[static_cast<size_t>(s)];
+          int c = 1;
+          while (c < num_classes && !(left[static_cast<size_t>(c)] >= size && left[static_cast<size_t>(c)] > 0)) ++c;
+          if (c == num_classes) return out;
+          left[static_cast<size_t>(c)] -= size;
+          lists[static_cast<size_t>(c)].push_back(s);
+          ++out.copies[static_cast<size_t>(c)];
+        }
+      }
+    }
+    return out;
   }
 
   void PlanCaches() {
@@ -332,11 +401,14 @@ class Engine {
   // A PFS read by `thread` of `node` starting now; the stream ends at the
   // thread's next event.
   double PfsRead(NodeState& n, uint32_t thread, int64_t size) {
-    ++n.pfs_streams;
+    if (n.pfs_streams++ == 0) ++pfs_nodes_;
     ++pfs_streams_;
     n.on_pfs[thread] = 1;
     pfs_read_bytes_ += size;
-    return TransferSeconds(size, model_.PfsStreamMbps(pfs_streams_, n.pfs_streams));
+    // Physical: the streams share t(g) and the node's link. Thesis: gamma
+    // counts nodes, and each thread gets min(b_fs, t(gamma)/gamma) (Eq. 3.5).
+    const double mbps = thesis_ ? model_.ThesisPfsMbps(pfs_nodes_) : model_.PfsStreamMbps(pfs_streams_, n.pfs_streams);
+    return TransferSeconds(size, mbps);
   }
 
   // Fetching a sample the node does not hold: from its holder's class
@@ -356,7 +428,7 @@ class Engine {
           if (ready != kEmpty) return {(ready - now) + link, kFromPeer};
           // The holder fills it on the spot (read from the PFS, stored), then sends it.
           const double read = PfsRead(n, thread, size);
-          peer.ready[static_cast<size_t>(idx)] = RoundUp(now + read + TransferSeconds(size, model_.WriteClassMbps(j)));
+          peer.ready[static_cast<size_t>(idx)] = RoundUp(now + read + Store(size, j));
           return {read + link, kFromPeer};
         }
       }
@@ -423,11 +495,17 @@ class Engine {
       const float ready = cache.ready[static_cast<size_t>(idx)];
       const double read = TransferSeconds(size, model_.LocalClassMbps(j));
       if (ready <= now) return {read, FromClass(j)};
-      if (ready != kEmpty) return {(ready - now) + read, FromClass(j)};  // wait for the fill in flight
+      if (ready != kEmpty) {
+        // The thesis's staging pool does not wait for a prefetch thread's
+        // fill in flight: it reads the sample from its source itself
+        // (StagingPoolPrefetcher with pfs_prefetch, as its HDMLP runs).
+        if (!(thesis_ && traits_.prefetch_threads && !traits_.preload))
+          return {(ready - now) + read, FromClass(j)};  // wait for the fill in flight
+        return Remote(node, thread, sample, size, now);
+      }
       auto fetched = Remote(node, thread, sample, size, now);
       if (traits_.fill_on_the_way) {
-        cache.ready[static_cast<size_t>(idx)] =
-            RoundUp(now + fetched.first + TransferSeconds(size, model_.WriteClassMbps(j)));
+        cache.ready[static_cast<size_t>(idx)] = RoundUp(now + fetched.first + Store(size, j));
       }
       return fetched;
     }
@@ -443,7 +521,7 @@ class Engine {
   void EndRead(NodeState& n, uint32_t thread) {
     if (!n.on_pfs[thread]) return;
     n.on_pfs[thread] = 0;
-    --n.pfs_streams;
+    if (--n.pfs_streams == 0) --pfs_nodes_;
     --pfs_streams_;
   }
 
@@ -478,7 +556,7 @@ class Engine {
       return;
     }
     auto [seconds, source] = StagingFetch(static_cast<int>(node), thread, n.next_claim, n.next_sample, size, now);
-    seconds += Preprocess(size);
+    seconds += AfterFetch(size);
     n.flight.push_back(InFlight{now + seconds, size, source});
     n.bytes_in_flight += size;
     if (n.consumer_waiting && n.next_claim == n.next_take) {
@@ -503,11 +581,14 @@ class Engine {
       if (traits_.preload && --preloading_threads_ == 0) StartTraining(now);
       return;
     }
+    const bool copy = cursor >= cache.copy_begin[static_cast<size_t>(j)];
     const uint32_t idx = cache.fill[cursor++];
     const int64_t sample = cache.samples[idx];
     const int64_t size = w_.sizes[static_cast<size_t>(sample)];
-    auto fetched = Remote(static_cast<int>(node), thread, sample, size, now);
-    const double seconds = fetched.first + TransferSeconds(size, model_.WriteClassMbps(j));
+    // A copy of a peer's staged sample comes from its class j over b_c.
+    const double fetch = copy ? TransferSeconds(size, model_.PeerClassMbps(j))
+                              : Remote(static_cast<int>(node), thread, sample, size, now).first;
+    const double seconds = fetch + Store(size, j);
     cache.ready[idx] = RoundUp(now + seconds);
     Push(now + seconds, node, thread);
   }
@@ -627,6 +708,7 @@ class Engine {
   Policy policy_;
   PolicyTraits traits_;
   PerformanceModel model_;
+  bool thesis_;
   AccessPlan plan_;
   SimulationOptions options_;
 
@@ -641,6 +723,7 @@ class Engine {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   uint64_t seq_ = 0;
   int pfs_streams_ = 0;
+  int pfs_nodes_ = 0;  // nodes with at least one PFS stream
   int64_t pfs_read_bytes_ = 0;
   std::vector<int64_t> byte_counts_;
   int preloading_threads_ = 0;
@@ -656,6 +739,33 @@ class Engine {
 };
 
 }  // namespace
+
+PolicyTraits EffectiveTraits(Policy policy, const SimulationOptions& options) {
+  PolicyTraits t = TraitsOf(policy);
+  if (options.reading != Reading::kThesis) return t;
+  switch (policy) {
+    case Policy::kDeepioOrdered:
+    case Policy::kDeepioOpportunistic:
+    case Policy::kLbannPreloading:
+      t.prefetch_threads = t.preload = true;
+      t.fill_on_the_way = false;
+      break;
+    case Policy::kLocalityAware:
+      t.prefetch_threads = t.preload = true;
+      t.fill_on_the_way = false;
+      if (options.artifacts.locality_never_reorders) {
+        t.locality_batches = false;
+        t.peers = true;  // its staging pool reads the other nodes' caches
+      }
+      break;
+    case Policy::kParallelStaging:
+      t.cache = CacheRule::kShardStorage;
+      break;
+    default:
+      break;
+  }
+  return t;
+}
 
 SimulationResult Simulate(const Config& config, const Workload& workload, Policy policy,
                           const SimulationOptions& options) {

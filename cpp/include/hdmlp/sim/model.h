@@ -31,6 +31,17 @@
 // and the consumer spends s_k / c computing on it. docs/simulator.md has the
 // whole model and the policies.
 //
+// Two readings of the same model (docs/simulator.md, "Two readings"):
+//   kPhysical (the default) as above: the PFS's aggregate rate never exceeds
+//     t(g) for g streams, whether they are threads of one node or nodes.
+//   kThesis, the reading of the thesis's own simulator (Table 5.2): PFS
+//     readers are counted per node, so each reading thread gets
+//     min(b_fs, t(gamma) / gamma) with gamma = nodes reading (Eq. 3.5); every
+//     read, fills included, pays the staging write max(s/beta, s/(w_0/p_0))
+//     instead of s/beta and s/w_j; and, behind its switch
+//     (full_class_rate_per_thread), a class's reader gets the whole r_j(p_j)
+//     where Eq. 3.7 divides it by p_j, as that code does.
+//
 // Thread-safety: PerformanceModel is immutable after construction; the free
 // functions are reentrant.
 #ifndef HDMLP_SIM_MODEL_H_
@@ -69,9 +80,20 @@ std::vector<int64_t> NormalSampleSizes(int64_t count, double mean_mb, double std
 // Seconds to move `bytes` at `mbps`; 0 for an unknown (infinite) rate.
 double TransferSeconds(int64_t bytes, double mbps);
 
+enum class Reading { kPhysical, kThesis };
+
+// "physical" or "thesis"; ParseReading throws InvalidArgumentError naming
+// --model and the valid names.
+const char* ReadingName(Reading reading);
+Reading ParseReading(const std::string& name);
+
 class PerformanceModel {
  public:
-  PerformanceModel(const Config& config, int nodes);
+  // `full_class_rate_per_thread` only matters for Reading::kThesis.
+  PerformanceModel(const Config& config, int nodes, Reading reading = Reading::kPhysical,
+                   bool full_class_rate_per_thread = false);
+
+  Reading reading() const { return reading_; }
 
   const Config& config() const { return config_; }
   // The runtime's source model for N processes: what hdmlp itself would choose.
@@ -82,21 +104,34 @@ class PerformanceModel {
   // which `node_streams` on the reader's node (both >= 1):
   // min(b_fs / q, t(g) / g); b_fs / q when the table is empty.
   double PfsStreamMbps(int all_streams, int node_streams) const;
-  // r_j(p_j) / p_j (+inf when class j's table is empty), j >= 1.
-  double LocalClassMbps(int j) const { return sources_.ClassMbps(j); }
-  // min(b_c, r_j(p_j) / p_j).
+  // The thesis's per-thread PFS rate with `nodes_reading` nodes (>= 1) on
+  // the PFS: min(b_fs, t(gamma) / gamma), whatever the node's thread count.
+  double ThesisPfsMbps(int nodes_reading) const;
+  // r_j(p_j) / p_j (+inf when class j's table is empty), j >= 1; r_j(p_j)
+  // in the thesis reading with full_class_rate_per_thread.
+  double LocalClassMbps(int j) const;
+  // min(b_c, LocalClassMbps(j)).
   double PeerClassMbps(int j) const;
+  // The thesis's staging write rate w_0(p_0) / p_0 (taken as r_0(p_0) / p_0;
+  // +inf when class 0 has no table).
+  double StagingWriteMbps() const;
   // w_j(p_j) / p_j, taken as r_j(p_j) / p_j.
   double WriteClassMbps(int j) const { return sources_.ClassMbps(j); }
   // The runtime's choice for a peer's copy in class j: strictly faster than
   // the PFS as the SourceModel predicts it for N readers.
-  bool PreferPeer(int j) const { return PeerClassMbps(j) > sources_.PfsMbps(); }
+  // (Thesis reading: faster than the PFS with every node reading.)
+  bool PreferPeer(int j) const;
+  // The runtime's choice to cache in class j at all: faster than the PFS.
+  bool PreferClass(int j) const;
   // Class j's capacity in bytes (MiB as the runtime counts it).
   int64_t CapacityBytes(int j) const;
 
  private:
   Config config_;
   SourceModel sources_;
+  Reading reading_;
+  bool full_class_rate_;
+  int nodes_;
 };
 
 }  // namespace hdmlp::sim

@@ -34,6 +34,7 @@ enum class CacheRule {
   kPlacement,       // the runtime's PlanPlacement (frequency order, first fit)
   kEpochZeroMemory, // the node's epoch-0 samples, in read order, into its memory classes
   kShardAll,        // the node's epoch-0 samples, in read order, into all its classes
+  kShardStorage,    // the same into its node-local storage: the non-memory classes (all if none)
 };
 
 struct PolicyTraits {

@@ -35,9 +35,33 @@
 
 namespace hdmlp::sim {
 
+// Artifacts of the thesis's own simulator (alchemy315/NoPFS sim/) that change
+// a number of its Table 5.2; honoured only with Reading::kThesis, each on by
+// default there (docs/simulator.md says what each changes and why).
+struct ThesisArtifacts {
+  // A class's reader gets the whole r_j(p_j), not r_j(p_j) / p_j (Eq. 3.7):
+  // its _get_speed(level) returns storage_classes[level][p[level]].
+  bool full_class_rate_per_thread = true;
+  // locality_aware never reassigns a sample: its `get_by_id(...) is not None`
+  // test is always true, so the plan's batches stay and misses come from peers.
+  bool locality_never_reorders = true;
+  // parallel_staging: after its own shard, node i copies the shards of nodes
+  // 0..i-1 from their storage into its own until full, before training (the
+  // test `node_id*fbs <= i < (i+1)*fbs` skips every sample from its own shard on).
+  bool parallel_staging_copies_lower_shards = true;
+};
+
 struct SimulationOptions {
   int threads = 0;  // planning threads; <= 0: the hardware's, at most 8
+  Reading reading = Reading::kPhysical;  // model.h: kPhysical (default) or kThesis
+  ThesisArtifacts artifacts;             // used only with Reading::kThesis
 };
+
+// The traits `policy` runs with under `options` (TraitsOf, adjusted for the
+// thesis reading: DeepIO, LBANN preloading and locality_aware preload their
+// caches with the prefetch threads before training; parallel_staging stages
+// into node-local storage, the non-memory classes).
+PolicyTraits EffectiveTraits(Policy policy, const SimulationOptions& options);
 
 struct SimulationResult {
   std::string policy;
