@@ -53,3 +53,11 @@ def test_plan_prints_the_access_order():
     out = run("plan", "--samples", "10", "--batch-size", "3", "--epoch", "1", "--seed", "5")
     assert out.returncode == 0
     assert [int(x) for x in out.stdout.split()] == hdmlp.AccessPlan(10, 3, 2, 5).samples(1)
+
+
+def test_pack_shard_size_must_be_a_finite_positive_number(tmp_path):
+    """Issue 26: inf gave a traceback, nan "cannot convert float NaN to integer" without the option."""
+    for value in ("inf", "nan", "-1", "0", "abc"):
+        out = run("pack", str(tmp_path / "src"), str(tmp_path / "dst"), "--shard-size-mb", value)
+        assert out.returncode == 2, out
+        assert "--shard-size-mb" in out.stderr and "Traceback" not in out.stderr, out.stderr
