@@ -405,6 +405,7 @@ void BindJob(py::module_& m) {
                                return py::make_tuple(s.dims(), s.type == OutputType::kFloat32 ? "float32" : "uint8");
                              })
       .def_property_readonly("skipped_samples", [](PyJob& j) { return j.job().skipped_samples(); })
+      .def_property_readonly("padded_samples", [](PyJob& j) { return j.job().padded_samples(); })
       .def_property_readonly("skipped_files", [](PyJob& j) { return FsStrList(j.job().SkippedFiles()); })
       .def_property_readonly("changed_samples", [](PyJob& j) { return j.job().changed_samples(); })
       .def_property_readonly("changed_files", [](PyJob& j) { return FsStrList(j.job().ChangedFiles()); })
