@@ -390,8 +390,12 @@ class Job:
             out, logs it once and counts it in ``metrics()["skipped_samples"]``; its place is
             taken by the last undelivered sample of this rank's epoch while every later batch
             keeps at least one sample (otherwise the batch is delivered shorter), so every rank
-            still takes every step; a batch with no good sample left raises ValueError naming
-            the rank, epoch and files (and the other ranks raise too).
+            still takes every step; a batch with no good sample left repeats a good sample of
+            the epoch (as DistributedSampler pads; counted in ``metrics()["padded_samples"]``),
+            and only a rank whose epoch has no good sample raises ValueError naming the rank,
+            epoch and files (the other ranks raise too). A tar shard cut short is an error
+            naming it and the offset with ``"raise"``; with ``"skip"`` its whole samples before
+            the cut are used, and the cut is counted and logged once.
         pin_memory: allocate the batch buffers page-locked (CUDA pinned memory) so that
             ``.cuda(non_blocking=True)`` copies asynchronously; needs torch with a CUDA
             device (otherwise a warning, and ordinary memory).
@@ -743,7 +747,9 @@ class Job:
         ``[B, H, W, C]``), format ``"f"`` or ``"B"``, holding the whole batch.
         :mod:`hdmlp.torch` turns them into tensors without a copy. The epoch a
         resumed job starts in begins at its next global batch. One pass at a
-        time: a second one while this one is open raises RuntimeError.
+        time: a second one while this one is open raises RuntimeError. A pass has
+        one consumer: two threads calling ``next()`` on it at once get RuntimeError
+        (hand batches to other threads through a queue).
         """
         return self._open_pass(epoch)
 

@@ -542,8 +542,10 @@ class PythonStage:
     (one thread, as for the Job itself); :meth:`close` stops the workers. With
     ``skip``, a sample whose transform raises follows the Job's rule (job.h): its row
     is filled with the last undelivered sample of this rank's epoch while every later
-    batch keeps one, else the batch is shorter; a batch with no good sample raises
-    ValueError, and the other ranks are told, so every rank takes every step.
+    batch keeps one, else the batch is shorter; a batch with no good sample left repeats
+    a good one of the epoch (``padded``); only an epoch with none raises ValueError, and
+    the other ranks are told, so every rank takes every step. A worker whose transform
+    does not return within ``task_timeout_s`` on a sample is ended (TimeoutError).
     """
 
     def __init__(self, job: Any, chain: PythonChain, workers: int, start_method: str, skip: bool,
