@@ -514,7 +514,7 @@ class Job:
             launcher_name=world.source if world else "the launcher",
             gather=world.gather if world else None,
             source=source or "", source_options=self._source_options,
-            read_timeout_s=self.read_timeout_s or 0.0)
+            read_timeout_s=self.read_timeout_s or 0.0, keep_damaged=on_error == "skip")
         self._core = self._open_core(resume=self._resume_state, start_epoch=start_epoch)
         _live_jobs.add(self)
         self.batch_size: int = self._core.batch_size

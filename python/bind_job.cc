@@ -301,7 +301,8 @@ void BindJob(py::module_& m) {
                        bool shuffle, int staging_threads, int launcher_rank, int launcher_world_size,
                        int launcher_local_world_size, const std::string& launcher_name, py::object gather,
                        const std::string& source, const std::map<std::string, std::string>& source_options,
-                       double read_timeout_s, std::optional<JobState> resume, int start_epoch) {
+                       double read_timeout_s, std::optional<JobState> resume, int start_epoch,
+                       bool keep_damaged) {
              JobOptions o;
              o.source.kind = source;
              for (const auto& [key, value] : source_options) SetSourceOption(&o.source, key, value);
@@ -330,6 +331,7 @@ void BindJob(py::module_& m) {
              o.config_path = config_path;
              o.scan.use_cache = use_index_cache;
              o.scan.cache_dir = index_cache_dir;
+             o.scan.keep_damaged = keep_damaged;  // on_error="skip" with a Python chain (skip is Python's then)
              o.exchange_fraction = exchange_fraction;
              o.timeout_s = timeout_s;
              o.read_timeout_s = read_timeout_s;
@@ -361,7 +363,7 @@ void BindJob(py::module_& m) {
            py::arg("launcher_world_size") = 0, py::arg("launcher_local_world_size") = 0,
            py::arg("launcher_name") = "the launcher", py::arg("gather") = py::none(), py::arg("source") = "",
            py::arg("source_options") = std::map<std::string, std::string>{}, py::arg("read_timeout_s") = 0.0,
-           py::arg("resume") = std::optional<JobState>(), py::arg("start_epoch") = 0)
+           py::arg("resume") = std::optional<JobState>(), py::arg("start_epoch") = 0, py::arg("keep_damaged") = false)
       .def("state", [](PyJob& j) { return j.job().State(); })
       .def("state_at", [](PyJob& j, int epoch, int64_t batches) { return j.job().StateAt(epoch, batches); },
            py::arg("epoch"), py::arg("batches"))

@@ -185,6 +185,21 @@ def test_skip_pads_a_batch_of_only_bad_samples_with_a_python_callable(tmp_path):
         assert job.metrics()["padded_samples"] == 1
 
 
+def test_skip_with_a_python_chain_keeps_the_samples_of_a_cut_tar_shard(tmp_path):
+    """Issue 26: on_error="skip" counts and names a cut shard with Python transforms too."""
+    from conftest import make_tar_shards
+    root = make_image_folder(tmp_path / "data", num_images=12, num_classes=2, seed=4, min_side=40, max_side=60)
+    make_tar_shards(root, tmp_path / "tars", shards=2)
+    shard = tmp_path / "tars" / "shard-001.tar"
+    shard.write_bytes(shard.read_bytes()[:512 * 5])
+    with hdmlp.Job(str(tmp_path / "tars"), batch_size=4, epochs=1, seed=1, index_cache=False,
+                   transforms=[T.ToPIL(), F.pil_mean], on_error="skip", python_workers=1) as job:
+        assert 6 <= len(job) < 12
+        assert sum(len(b) for b in job.batches(0)) == len(job)
+        m = job.metrics()
+        assert m["skipped_samples"] == 1 and "shard-001.tar' is cut short" in m["skipped"][0]
+
+
 def seed_like_a_worker(seed, epoch, sample):
     """What a worker does before each call (the documented derivation, plan/random.h's DeriveKey)."""
     import torch

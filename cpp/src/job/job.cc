@@ -205,7 +205,7 @@ Job::Job(const JobOptions& options)
     if (!config_.checkpoint) scan.use_cache = false;
     if (scan.cache_dir.empty()) scan.cache_dir = JoinPath(config_.checkpoint_path, "index");
     scan.interrupt = options.interrupt;
-    scan.keep_damaged = options.skip_bad_samples;
+    scan.keep_damaged = scan.keep_damaged || options.skip_bad_samples;
     source_ = OpenSource(env_, options.dataset_path, options.source, scan);
     // on_error="skip": a shard cut short gave what it had; each is counted
     // as one skipped entry and named, as a bad sample is.
