@@ -242,9 +242,12 @@ void BindJob(py::module_& m) {
       py::arg("kind"), py::arg("message"), py::arg("timeout_s"),
       "Under MPI: makes the other ranks' start-up check raise this rank's error (kind: not_found, "
       "not_a_directory, invalid_argument, config, io, ...)");
-  m.def("finalize_mpi", &Communicator::FinalizeIfOwned, "Finalises MPI if hdmlp initialised it");
+  // Both may block on the other ranks: without the GIL, so that the exit's
+  // watchdog thread (hdmlp/job.py, after a start-up failure) can still run.
+  m.def("finalize_mpi", &Communicator::FinalizeIfOwned, py::call_guard<py::gil_scoped_release>(),
+        "Finalises MPI if hdmlp initialised it");
   m.def("init_mpi", &Communicator::EnsureInitialized, "Initialises MPI now when in an MPI job");
-  m.def("abort_mpi", &Communicator::AbortIfInitialized, py::arg("code"),
+  m.def("abort_mpi", &Communicator::AbortIfInitialized, py::arg("code"), py::call_guard<py::gil_scoped_release>(),
         "MPI_Abort on MPI_COMM_WORLD when MPI is initialised (ends every rank)");
 
   py::class_<AccessPlan>(m, "AccessPlan")
