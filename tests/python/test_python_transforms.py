@@ -405,13 +405,15 @@ def test_a_transform_that_never_returns_is_ended_after_timeout_s(raw):
 
 def test_sys_exit_in_a_transform_is_a_transform_error_not_a_missing_main_guard(raw):
     root, _ = raw
-    with hdmlp.Job(root, batch_size=4, epochs=1, seed=3, index_cache=False, transforms=F.exit_on_odd_first_byte,
-                   python_workers=1) as job:
-        with pytest.raises(TransformError) as info:
-            for _ in job.batches():
-                pass
-        assert info.value.exc_type == "SystemExit" and "__main__" not in str(info.value)
-        assert all(alive(p) for p in job._python.pids)  # the worker goes on
+    for fn, exc_type in ((F.exit_on_odd_first_byte, "SystemExit"), (F.interrupt_on_odd_first_byte,
+                                                                    "KeyboardInterrupt")):
+        with hdmlp.Job(root, batch_size=4, epochs=1, seed=3, index_cache=False, transforms=fn,
+                       python_workers=1) as job:
+            with pytest.raises(TransformError) as info:
+                for _ in job.batches():
+                    pass
+            assert info.value.exc_type == exc_type and "__main__" not in str(info.value)
+            assert all(alive(p) for p in job._python.pids)  # the worker goes on
 
 
 def test_a_worker_killed_from_outside_is_named_never_a_bare_broken_pipe(raw):
