@@ -103,7 +103,9 @@ TEST(FuzzCorpusTest, TarShardsIndexOrAreRefusedNamingTheCut) {
     std::ofstream(path, std::ios::binary) << bytes;
     try {
       TarSource source(Env::Default(), path, {}, scan);
-      for (int64_t i = 0; i < source.size(); ++i) EXPECT_EQ(source.Read(i).size, source.sizes()[static_cast<size_t>(i)]);
+      for (int64_t i = 0; i < source.size(); ++i) {
+        EXPECT_EQ(source.Read(i).size, source.sizes()[static_cast<size_t>(i)]);
+      }
       ++opened;
     } catch (const InvalidArgumentError& e) {
       EXPECT_EQ(name.compare(0, 4, "cut-") == 0 || name == "huge-member.tar", true) << name << ": " << e.what();

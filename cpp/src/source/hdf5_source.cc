@@ -396,8 +396,8 @@ Hdf5Source::Hdf5Source(Env* env, const std::string& path, const SourceOptions& o
   try {
     samples_ = OpenDataset(file_id_, options.hdf5_samples, first);
     // The default "label" is optional; a label dataset the user named must exist.
-    const bool has_labels = !options.hdf5_labels.empty() &&
-                            (options.hdf5_labels != SourceOptions().hdf5_labels || HasLink(file_id_, options.hdf5_labels));
+    const bool named = options.hdf5_labels != SourceOptions().hdf5_labels;
+    const bool has_labels = !options.hdf5_labels.empty() && (named || HasLink(file_id_, options.hdf5_labels));
     if (has_labels) labels_ = OpenDataset(file_id_, options.hdf5_labels, first);
     int64_t n;
     if (folder_) {

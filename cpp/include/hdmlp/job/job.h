@@ -54,8 +54,9 @@
 // else a later one), as DistributedSampler pads, counted in
 // padded_samples(); only when the rank's whole epoch holds no good sample
 // does it raise InvalidArgumentError naming the rank, epoch and files (the
-// other ranks are told). Every other sample is still delivered exactly once. Storage errors (missing file, failing reads) are raised in
-// both modes.
+// other ranks are told). Every other sample is still delivered exactly
+// once. Storage errors (missing file, failing reads) are raised in both
+// modes.
 //
 // Resuming (job/job_state.h): State() is the job's global position (the
 // epoch, the global batches of it delivered) with what the order depends on.
