@@ -199,6 +199,17 @@ def _pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mib(text: str) -> float:
+    """An argparse type: a finite size in MiB, > 0 and at most 1048576 (1 TiB)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of MiB, got {text!r}") from None
+    if not 0 < value <= 1 << 20:  # False for nan too
+        raise argparse.ArgumentTypeError(f"expected a number of MiB > 0 and at most 1048576 (1 TiB), got {text!r}")
+    return value
+
+
 def _int_from(lo: int, hi: int):
     """An argparse type: an int in [lo, hi], or a usage error saying so."""
     def parse(text: str) -> int:
@@ -259,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "hdmlp.pack module (python -m pydoc hdmlp.pack).")
     pk.add_argument("src", help="the dataset to pack (anything hdmlp.Job reads that holds images)")
     pk.add_argument("dst", help="the pack's folder (created)")
-    pk.add_argument("--shard-size-mb", type=float, default=256, help="MiB per shard (default 256)")
+    pk.add_argument("--shard-size-mb", type=_mib, default=256, help="MiB per shard (default 256)")
     pk.add_argument("--max-side", type=int, help="resize images whose longer side is larger down to N pixels "
                                                  "and store them as JPEG")
     pk.add_argument("--quality", type=int, default=90, help="JPEG quality of resized images (default 90)")

@@ -23,6 +23,7 @@ import json
 import math
 import os
 import sys
+import threading
 import warnings
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -70,7 +71,25 @@ def _close_live_jobs() -> None:
             pass
 
 
+# Set when a Job of this process failed to start under MPI: every rank then
+# fails, and its exit must not wait on the others for ever.
+_startup_failed = False
+_EXIT_AFTER_STARTUP_FAILURE_S = 10.0
+
+
+def _exit_now() -> None:
+    sys.stderr.write(f"hdmlp: this rank's exit did not finish within {_EXIT_AFTER_STARTUP_FAILURE_S:g} s after its "
+                     "Job failed to start (MPI finalisation waits for the other ranks): leaving without it\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
 def _finalize_mpi_at_exit() -> None:
+    if _startup_failed and _core.in_mpi_job():
+        # Bounded: a daemon timer ends the process if what follows hangs.
+        watchdog = threading.Timer(_EXIT_AFTER_STARTUP_FAILURE_S, _exit_now)
+        watchdog.daemon = True
+        watchdog.start()
     # A rank leaving on an uncaught exception must not finalise: MPI_Finalize
     # would wait for the other ranks, which wait for it. Abort the whole job
     # instead, so mpirun ends every rank and reports the error.
@@ -147,6 +166,8 @@ def _report_startup_failure(error: BaseException, timeout_s: Any, world: Any = N
     Under MPI through the core's start-up check; under torch.distributed through the same
     gather the core's check uses (the same "error" message the core would send).
     """
+    global _startup_failed
+    _startup_failed = True
     kind = next((k for t, k in _ERROR_KINDS if isinstance(error, t)), "other")
     message = os.fsencode(str(error))
     try:
@@ -376,8 +397,12 @@ class Job:
             out, logs it once and counts it in ``metrics()["skipped_samples"]``; its place is
             taken by the last undelivered sample of this rank's epoch while every later batch
             keeps at least one sample (otherwise the batch is delivered shorter), so every rank
-            still takes every step; a batch with no good sample left raises ValueError naming
-            the rank, epoch and files (and the other ranks raise too).
+            still takes every step; a batch with no good sample left repeats a good sample of
+            the epoch (as DistributedSampler pads; counted in ``metrics()["padded_samples"]``),
+            and only a rank whose epoch has no good sample raises ValueError naming the rank,
+            epoch and files (the other ranks raise too). A tar shard cut short is an error
+            naming it and the offset with ``"raise"``; with ``"skip"`` its whole samples before
+            the cut are used, and the cut is counted and logged once.
         pin_memory: allocate the batch buffers page-locked (CUDA pinned memory) so that
             ``.cuda(non_blocking=True)`` copies asynchronously; needs torch with a CUDA
             device (otherwise a warning, and ordinary memory).
@@ -514,7 +539,8 @@ class Job:
             launcher_name=world.source if world else "the launcher",
             gather=world.gather if world else None,
             source=source or "", source_options=self._source_options,
-            read_timeout_s=self.read_timeout_s or 0.0, use_mpi=use_mpi)
+            read_timeout_s=self.read_timeout_s or 0.0, use_mpi=use_mpi,
+            keep_damaged=on_error == "skip")
         self._core = self._open_core(resume=self._resume_state,
                                      start_epoch=start_epoch if self._resume_state is None else 0)
         _live_jobs.add(self)
@@ -549,10 +575,13 @@ class Job:
             # Kept to start the workers again on a job opened at a state (load_state_dict).
             self._open_python = functools.partial(PythonStage, chain=python_chain,
                                                   workers=python_workers or default_python_workers(),
-                                                  start_method=python_start_method, skip=on_error == "skip")
+                                                  start_method=python_start_method, skip=on_error == "skip",
+                                                  task_timeout_s=self.timeout_s)
             try:
                 self._python = self._open_python(self._core)
             except BaseException:
+                global _startup_failed
+                _startup_failed = True  # its exit is bounded (a worker that could not start: every rank fails)
                 self.close()
                 raise
         self._warned: set[str] = set()
@@ -761,7 +790,9 @@ class Job:
         ``[B, H, W, C]``), format ``"f"`` or ``"B"``, holding the whole batch.
         :mod:`hdmlp.torch` turns them into tensors without a copy. The epoch a
         resumed job starts in begins at its next global batch. One pass at a
-        time: a second one while this one is open raises RuntimeError.
+        time: a second one while this one is open raises RuntimeError. A pass has
+        one consumer: two threads calling ``next()`` on it at once get RuntimeError
+        (hand batches to other threads through a queue).
         """
         return self._open_pass(epoch)
 
@@ -970,7 +1001,9 @@ class Job:
         the three add up to the pass's time. The
         staging threads are in ``staging["threads"]``; ``skipped_samples`` counts the
         bad samples ``on_error="skip"`` left out and ``skipped`` names each such
-        file once (with why). ``changed_samples`` counts the samples read from the
+        file once (with why); ``padded_samples`` counts the good samples delivered a
+        second time in an epoch to fill a batch whose samples were all bad (see
+        ``on_error``). ``changed_samples`` counts the samples read from the
         dataset's storage with another size or modification time than when the job
         indexed them, and ``changed`` names them. ``pfs_bytes``/``pfs_reads``
         count every read of the dataset's storage this rank made (staging,
@@ -980,6 +1013,7 @@ class Job:
         job = self._job
         epochs, classes = job.metrics(), job.class_statuses()
         skipped_samples, skipped = job.skipped_samples, job.skipped_files
+        padded_samples = job.padded_samples
         if self._python is not None:  # the consumer waits for the Python workers, which transform
             python = self._python.metrics()
             for e in epochs:
@@ -990,6 +1024,7 @@ class Job:
                     e["transform_seconds"] += p["transform_seconds"]
                     e["skipped"] += p["skipped"]
             skipped_samples += sum(p["skipped"] for p in python.values())
+            padded_samples += sum(p["padded"] for p in python.values())
             skipped = skipped + self._python.skipped_files
         for e in epochs:
             e.update(self._loop_seconds.get(e["epoch"], dict.fromkeys(_LOOP_TIMERS, 0.0)))
@@ -1001,6 +1036,7 @@ class Job:
             "requests_served": job.requests_served,
             "skipped_samples": skipped_samples,
             "skipped": skipped,
+            "padded_samples": padded_samples,
             "changed_samples": job.changed_samples,
             "changed": job.changed_files,
             "staging": {"capacity_bytes": job.staging_capacity_bytes, "peak_bytes": job.staging_peak_bytes,
@@ -1089,18 +1125,27 @@ class _Pass:
         self._job = job
         self.epoch = epoch
         self.done = False
+        # A pass has one consumer: the job assembles one batch at a time.
+        self._in_next = threading.Lock()
 
     def __iter__(self) -> "_Pass":
         return self
 
     def __next__(self) -> tuple[list[int], Any, list[Any]]:
-        if self.done:
-            raise StopIteration
-        batch = self._job._next_batch(self.epoch)
-        if batch is None:
-            self.done = True
-            raise StopIteration
-        return batch
+        if not self._in_next.acquire(blocking=False):
+            raise RuntimeError(f"two threads iterate one pass over epoch {self.epoch} of this job at once: a pass "
+                               "(job.batches(), epoch_batches(), a loader's iterator) has one consumer; iterate it "
+                               "from one thread, or hand its batches to others through a queue")
+        try:
+            if self.done:
+                raise StopIteration
+            batch = self._job._next_batch(self.epoch)
+            if batch is None:
+                self.done = True
+                raise StopIteration
+            return batch
+        finally:
+            self._in_next.release()
 
     def close(self) -> None:
         self.done = True

@@ -77,6 +77,12 @@ class PackSummary:
     resumed_samples: int  # samples found already packed by an interrupted run
 
 
+def _is_pack_file(name: str) -> bool:
+    """The files a pack (finished or not) holds in its folder."""
+    return name in (INDEX_NAME, INDEX_NAME + ".tmp", PROGRESS_NAME) or \
+        (name.startswith("shard-") and (name.endswith(".hdmlp-shard") or name.endswith(".partial")))
+
+
 def _raw_image(data: bytes, name: str) -> bytes:
     """An image's decoded pixels as a raw sample (cpp/include/hdmlp/transforms/raw_image.h)."""
     from PIL import Image
@@ -246,6 +252,14 @@ def pack(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, shard_size
             raise ValueError("max_side and raw need Pillow: pip install pillow") from e
     if os.path.realpath(dst) == os.path.realpath(src):
         raise ValueError(f"the pack's folder '{dst}' is the source itself")
+    if os.path.isdir(src) and os.path.realpath(dst).startswith(os.path.join(os.path.realpath(src), "")):
+        # Its shards would become part of the source (a class folder of a folder source).
+        raise ValueError(f"the pack's folder '{dst}' is inside the source '{src}': write it outside the source")
+    if os.path.isdir(dst):
+        others = sorted(name for name in os.listdir(dst) if not _is_pack_file(name))
+        if others:  # an image folder there would be shadowed by the pack once its index is written
+            raise ValueError(f"'{dst}' already holds files that are not a pack's ({', '.join(others[:3])}"
+                             f"{', ...' if len(others) > 3 else ''}): give a new or empty folder")
 
     options = {"shard_size": shard_size, "max_side": max_side, "quality": quality if max_side else None,
                "raw": raw, "source_format": source_obj.format}
@@ -278,10 +292,15 @@ def pack(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, shard_size
 
     def convert(i: int) -> bytes:
         data = source_obj.read(i)
-        if raw:
-            return _raw_image(data, source_obj.describe(i))
-        if max_side is not None:
-            return _shrunk(data, max_side, quality)
+        try:
+            if raw:
+                return _raw_image(data, source_obj.describe(i))
+            if max_side is not None:
+                return _shrunk(data, max_side, quality)
+        except (OSError, ValueError, SyntaxError) as e:  # PIL's errors for a corrupt or truncated image
+            raise ValueError(f"{source_obj.describe(i)}: cannot decode the image to "
+                             f"{'store its pixels (--raw)' if raw else 'shrink it (--max-side)'}: "
+                             f"{type(e).__name__}: {e}; remove or fix the file") from e
         return data
 
     def converted() -> Iterator[tuple[int, bytes]]:

@@ -390,7 +390,9 @@ def _worker_main(conn: multiprocessing.connection.Connection, init: dict) -> Non
                     conn.send(("row", tid, time.perf_counter() - start))
                     return
             send_segment_of("array", tid, a, a.nbytes, (a.shape, a.dtype.name, a.nbytes), time.perf_counter() - start)
-        except Exception as e:
+        except (Exception, SystemExit, KeyboardInterrupt) as e:
+            # sys.exit() or a KeyboardInterrupt raised by a transform (the workers ignore Ctrl-C) fails the
+            # sample like any exception, rather than ending the worker as if it could not start.
             trace = traceback.format_exc()
             hint = ""
             if isinstance(x, np.ndarray) and x.ndim == 3 and (isinstance(e, (TypeError, AttributeError)) or "PIL" in trace):
@@ -462,6 +464,7 @@ class _Worker:
         self.queue: collections.deque[_Task] = collections.deque()
         self.ring_live: collections.deque[tuple[int, int]] = collections.deque()  # (start, end) per queued task
         self.ring_head = 0  # end of the newest non-empty allocation
+        self.head_since = 0.0  # when the oldest queued task became the one the worker is on (monotonic)
 
     def ring_alloc(self, n: int) -> int | None:
         """Start of n free bytes of the input ring, or None while it is too full (freed in task order)."""
@@ -502,10 +505,12 @@ class _EpochState:
     transform: float = 0.0
     skipped: int = 0
     samples: int = 0
+    padded: int = 0               # good samples delivered again to fill a batch with none (on_error="skip")
+    last_good: int = -1           # the epoch's last sample delivered
 
     def metrics(self) -> dict:
         return {"stall_seconds": self.stall, "transform_seconds": self.transform, "skipped": self.skipped,
-                "samples": self.samples}
+                "samples": self.samples, "padded": self.padded}
 
 
 def _shutdown(workers: list[_Worker], control: _Segment) -> None:
@@ -537,14 +542,19 @@ class PythonStage:
     (one thread, as for the Job itself); :meth:`close` stops the workers. With
     ``skip``, a sample whose transform raises follows the Job's rule (job.h): its row
     is filled with the last undelivered sample of this rank's epoch while every later
-    batch keeps one, else the batch is shorter; a batch with no good sample raises
-    ValueError, and the other ranks are told, so every rank takes every step.
+    batch keeps one, else the batch is shorter; a batch with no good sample left repeats
+    a good one of the epoch (``padded``); only an epoch with none raises ValueError, and
+    the other ranks are told, so every rank takes every step. A worker whose transform
+    does not return within ``task_timeout_s`` on a sample is ended (TimeoutError).
     """
 
     def __init__(self, job: Any, chain: PythonChain, workers: int, start_method: str, skip: bool,
-                 prefetch_batches: int = 2) -> None:
+                 prefetch_batches: int = 2, task_timeout_s: float = 300.0) -> None:
         import numpy as np
         self._np = np
+        # A transform that never returns on a sample would block the loop for
+        # ever: past this, its worker is ended and the loop gets TimeoutError.
+        self._task_timeout_s = task_timeout_s
         self._job = job          # hdmlp._core.Job, delivering raw bytes
         self._chain = chain
         self._skip = skip
@@ -600,9 +610,16 @@ class PythonStage:
     def _await_ready(self) -> None:
         """Waits until every worker has loaded the transforms, so that a transform that cannot load fails here."""
         waiting = {w.conn: w for w in self._workers}
+        deadline = time.monotonic() + self._task_timeout_s
         while waiting:
             sentinels = {w.process.sentinel: w for w in waiting.values()}
-            for r in multiprocessing.connection.wait([*waiting, *sentinels]):
+            ready = multiprocessing.connection.wait([*waiting, *sentinels], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                w = next(iter(waiting.values()))
+                raise TimeoutError(f"hdmlp: Python transform worker {w.index} (pid {w.process.pid}) did not load "
+                                   f"{self._chain.describe()} within {self._task_timeout_s:g} s (timeout_s): does "
+                                   f"importing its module wait for something?")
+            for r in ready:
                 w = waiting.get(r) or sentinels[r]
                 if r is w.process.sentinel:
                     if w.conn in waiting and not w.conn.poll():
@@ -640,8 +657,11 @@ class PythonStage:
 
     def _send_segment(self, worker: _Worker, segment: _Segment) -> None:
         if worker.index not in segment.sent_to:
-            worker.conn.send(("segment", segment.id, segment.memory.nbytes))
-            _send_fd(worker.conn, segment.memory.fd)
+            try:
+                worker.conn.send(("segment", segment.id, segment.memory.nbytes))
+                _send_fd(worker.conn, segment.memory.fd)
+            except (OSError, EOFError):  # the worker died: name that, not the broken pipe
+                self._worker_died(worker)
             segment.sent_to.add(worker.index)
 
     def _forget(self, segment: _Segment) -> None:
@@ -756,16 +776,18 @@ class PythonStage:
                 entries.append(self._place(result, self._batch_output(st, b), j - start, len(entries)))
                 ids.append(task.sample)
             j += 1
+        if not ids:  # as DistributedSampler pads: a good sample of the epoch again, so that every rank steps
+            self._pad_with_repeat(st, b, end, entries, ids)
         if not ids:
-            message = (f"rank {self._rank}: every sample of batch {b} of epoch {st.epoch} is bad, and no later sample "
-                       "of the epoch can take their place without emptying a later batch (on_error=\"skip\" keeps "
-                       "every step non-empty so that the ranks stay in step): " + "; ".join(bad) +
-                       "; remove or fix these files, or use a larger batch size")
+            message = (f"rank {self._rank}: every sample of batch {b} of epoch {st.epoch} is bad, and this rank's "
+                       "epoch has no good sample to repeat in its place (on_error=\"skip\" keeps every step "
+                       "non-empty so that the ranks stay in step): " + "; ".join(bad) + "; remove or fix these files")
             self._job.tell_peers_stopped(f"rank {self._rank} stopped: {message}")
             raise ValueError(message)
         samples = self._collate(entries, self._batch_output(st, b))
         self._finish_batch(st, b)
         st.samples += len(ids)
+        st.last_good = ids[-1]
         if self._labels is None:
             self._labels = self._job.labels
         labels = self._np.asarray([self._labels[i] for i in ids], dtype=self._np.int64)
@@ -855,6 +877,24 @@ class PythonStage:
             ids.append(sample)
             return True
         return False
+
+    def _pad_with_repeat(self, st: _EpochState, b: int, from_position: int, entries: list, ids: list) -> None:
+        """Row 0 of an otherwise empty batch: the epoch's last delivered sample, else a later good one, again."""
+        if st.order is None:
+            st.order = memoryview(self._job.rank_epoch_samples(self._rank, st.epoch)).tolist()
+        candidates = ([st.last_good] if st.last_good >= 0 else []) + \
+            [st.order[t] for t in range(from_position, st.epoch_end)]
+        for sample in candidates:
+            data = self._job.read_on_consumer(sample)
+            task = self._dispatch(st, sample, data, self._batch_output(st, b), 0)
+            while task.result is None:
+                self._pump(None)
+            if task.result[0] == "error":
+                continue  # bad too: skipped and counted when its own turn comes
+            entries.append(self._place(task.result, self._batch_output(st, b), 0, 0))
+            ids.append(sample)
+            st.padded += 1
+            return
 
     # -- feeding the workers --------------------------------------------------
     def _pull_raw(self, st: _EpochState, block: bool) -> bool:
@@ -947,7 +987,12 @@ class PythonStage:
         self._next_tid += 1
         path = self._job.path(sample)
         task = _Task(tid, st.generation, sample, path, in_segment, output)
-        worker.conn.send(("tasks", [(tid, st.generation, segment_id, offset, n, out, sample, st.epoch, path)]))
+        try:
+            worker.conn.send(("tasks", [(tid, st.generation, segment_id, offset, n, out, sample, st.epoch, path)]))
+        except (OSError, EOFError):  # BrokenPipeError: the worker died (killed, out of memory)
+            self._worker_died(worker)
+        if not worker.queue:
+            worker.head_since = time.monotonic()
         worker.queue.append(task)
         return task
 
@@ -970,6 +1015,10 @@ class PythonStage:
         """Waits up to ``timeout`` (None: until a reply comes) for the workers and handles what they sent."""
         conns = {w.conn: w for w in self._workers}
         sentinels = {w.process.sentinel: w for w in self._workers}
+        busy = [w for w in self._workers if w.queue]
+        if busy:  # wake up in time to see a transform that does not return
+            due = min(w.head_since for w in busy) + self._task_timeout_s - time.monotonic()
+            timeout = max(0.0, due) if timeout is None else max(0.0, min(timeout, due))
         ready = multiprocessing.connection.wait([*conns, *sentinels], timeout)
         for r in ready:
             w = conns.get(r)
@@ -983,9 +1032,23 @@ class PythonStage:
             w = sentinels.get(r)
             if w is not None and not w.process.is_alive():
                 self._worker_died(w)
+        now = time.monotonic()
+        for w in self._workers:
+            if w.queue and now - w.head_since > self._task_timeout_s:
+                self._worker_hung(w, now - w.head_since)
+
+    def _worker_hung(self, w: _Worker, seconds: float) -> None:
+        """Ends a worker whose transform has not returned in time; the job is then unusable, as after a death."""
+        w.process.kill()
+        w.process.join(5.0)
+        self._broken = (f"Python transform {self._chain.describe()} did not return within {self._task_timeout_s:g} s "
+                        f"(timeout_s) on '{w.queue[0].path}' (sample {w.queue[0].sample}); its worker {w.index} "
+                        f"(pid {w.process.pid}) was ended after {seconds:.1f} s")
+        raise TimeoutError(f"hdmlp: {self._broken}; a transform must return for every sample: fix it, or give the "
+                           f"Job a larger timeout_s; close the job")
 
     def _worker_died(self, w: _Worker) -> None:
-        w.process.join(0.1)
+        w.process.join(1.0)  # a pipe can break before the killed process is reaped
         code = w.process.exitcode
         if code is not None and code < 0:
             how = f"killed by signal {-code}: out of memory, or a crash in native code?"
@@ -999,6 +1062,7 @@ class PythonStage:
     def _on_reply(self, w: _Worker, message: tuple) -> None:
         kind = message[0]
         task = w.queue.popleft()
+        w.head_since = time.monotonic()
         if task.tid != message[1]:
             self._broken = f"Python transform worker {w.index} answered task {message[1]}, expected {task.tid}"
             raise RuntimeError(f"hdmlp: {self._broken}")

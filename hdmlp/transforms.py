@@ -649,7 +649,7 @@ class TrivialAugmentWide(Transform):
     """
 
     def __init__(self, num_magnitude_bins: int = 31, interpolation: Any = "nearest", fill: Any = None) -> None:
-        self.num_magnitude_bins = int(num_magnitude_bins)
+        self.num_magnitude_bins = _whole_number(num_magnitude_bins, f"{type(self).__name__}: num_magnitude_bins")
         self.interpolation = _geometric_interpolation(interpolation)
         _fill(fill)
         self.fill = fill
@@ -671,9 +671,9 @@ class RandAugment(Transform):
 
     def __init__(self, num_ops: int = 2, magnitude: int = 9, num_magnitude_bins: int = 31,
                  interpolation: Any = "nearest", fill: Any = None) -> None:
-        self.num_ops = int(num_ops)
-        self.magnitude = int(magnitude)
-        self.num_magnitude_bins = int(num_magnitude_bins)
+        self.num_ops = _whole_number(num_ops, "RandAugment: num_ops")
+        self.magnitude = _whole_number(magnitude, "RandAugment: magnitude")
+        self.num_magnitude_bins = _whole_number(num_magnitude_bins, f"{type(self).__name__}: num_magnitude_bins")
         self.interpolation = _geometric_interpolation(interpolation)
         _fill(fill)
         self.fill = fill
@@ -767,18 +767,27 @@ class _BatchMix:
 
     _domain = ""
 
+    # Beta(alpha, alpha) for alpha this large is 0.5 to many digits; beyond it
+    # Python's sampler overflows and never returns (alpha=1e308).
+    MAX_ALPHA = 1e6
+    # One-hot labels are [B, num_classes] floats: 2**24 classes is already 64 MiB a sample.
+    MAX_CLASSES = 1 << 24
+
     def __init__(self, *, alpha: float = 1.0, num_classes: int | None = None, label_smoothing: float = 0.0,
                  seed: int = 0) -> None:
-        if not alpha > 0:
-            raise ValueError(f"alpha must be positive, got {alpha!r}")
-        if num_classes is not None and (not isinstance(num_classes, int) or num_classes < 1):
-            raise ValueError(f"num_classes must be a positive int, got {num_classes!r}")
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing!r}")
+        name = type(self).__name__
+        if not (isinstance(alpha, numbers.Real) and 0 < alpha <= self.MAX_ALPHA):
+            raise ValueError(f"{name}: alpha must be a number in (0, {self.MAX_ALPHA:g}], got {alpha!r}")
+        if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral)
+                                        or not 1 <= num_classes <= self.MAX_CLASSES):
+            raise ValueError(f"{name}: num_classes must be an int from 1 to {self.MAX_CLASSES} (2**24), "
+                             f"got {num_classes!r}")
+        if not (isinstance(label_smoothing, numbers.Real) and 0.0 <= label_smoothing < 1.0):
+            raise ValueError(f"{name}: label_smoothing must be in [0, 1), got {label_smoothing!r}")
         self.alpha = float(alpha)
-        self.num_classes = num_classes
+        self.num_classes = None if num_classes is None else int(num_classes)
         self.label_smoothing = float(label_smoothing)
-        self.seed = int(seed)
+        self.seed = _whole_number(seed, f"{name}: seed")
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(alpha={self.alpha}, num_classes={self.num_classes}, "
@@ -787,7 +796,9 @@ class _BatchMix:
     def _rng(self, epoch: int, batch: int) -> random.Random:
         # A portable stream per (seed, epoch, batch): Python's Mersenne Twister
         # seeded with a hash, the same on every platform and Python version.
-        key = f"hdmlp.{self._domain}:{self.seed}:{int(epoch)}:{int(batch)}".encode()
+        name = type(self).__name__
+        key = (f"hdmlp.{self._domain}:{self.seed}:{_whole_number(epoch, name + ': epoch')}:"
+               f"{_whole_number(batch, name + ': batch')}").encode()
         return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:16], "little"))
 
     def _soft_labels(self, labels: Any, lam: float, batch_size: int) -> Any:
@@ -800,6 +811,12 @@ class _BatchMix:
         if ndim == 1:
             if self.num_classes is None:
                 raise ValueError("num_classes must be passed if the labels are index-based (1D)")
+            if batch_size > 0:
+                low, high = int(labels.min()), int(labels.max())
+                if low < 0 or high >= self.num_classes:
+                    bad = low if low < 0 else high
+                    raise ValueError(f"{type(self).__name__}: label {bad} is outside [0, num_classes) with "
+                                     f"num_classes={self.num_classes}; pass the dataset's number of classes")
             if torch_like:
                 import torch
 
@@ -821,6 +838,14 @@ class _BatchMix:
             n = labels.shape[-1]
             labels = labels * (1.0 - self.label_smoothing) + self.label_smoothing / n
         return _mix(labels, lam)
+
+
+def _whole_number(value: Any, what: str) -> int:
+    """An int from an int or an integral float; else a ValueError naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) \
+            or int(value) != value:
+        raise ValueError(f"{what} must be a whole number, got {value!r}")
+    return int(value)
 
 
 def _roll(x: Any) -> Any:
@@ -878,6 +903,12 @@ class MixUp(_BatchMix):
 
     def __call__(self, images: Any, labels: Any, *, epoch: int, batch: int) -> tuple[Any, Any]:
         batch_size, _, _ = _check_batch(images, labels)
+        floating = images.is_floating_point() if hasattr(images, "is_floating_point") else \
+            getattr(images.dtype, "kind", "") == "f"
+        if not floating:
+            # Mixing in an integer type rounds lam to 0 or 1: all-zero or unmixed images.
+            raise TypeError(f"MixUp mixes float images, got dtype {images.dtype}: end the chain with "
+                            f"ToTensor()/Normalize(), or convert the batch to float first")
         lam = self.params(epoch, batch)["lam"]
         return _mix(images, lam), self._soft_labels(labels, lam, batch_size)
 

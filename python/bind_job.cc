@@ -242,9 +242,12 @@ void BindJob(py::module_& m) {
       py::arg("kind"), py::arg("message"), py::arg("timeout_s"),
       "Under MPI: makes the other ranks' start-up check raise this rank's error (kind: not_found, "
       "not_a_directory, invalid_argument, config, io, ...)");
-  m.def("finalize_mpi", &Communicator::FinalizeIfOwned, "Finalises MPI if hdmlp initialised it");
+  // Both may block on the other ranks: without the GIL, so that the exit's
+  // watchdog thread (hdmlp/job.py, after a start-up failure) can still run.
+  m.def("finalize_mpi", &Communicator::FinalizeIfOwned, py::call_guard<py::gil_scoped_release>(),
+        "Finalises MPI if hdmlp initialised it");
   m.def("init_mpi", &Communicator::EnsureInitialized, "Initialises MPI now when in an MPI job");
-  m.def("abort_mpi", &Communicator::AbortIfInitialized, py::arg("code"),
+  m.def("abort_mpi", &Communicator::AbortIfInitialized, py::arg("code"), py::call_guard<py::gil_scoped_release>(),
         "MPI_Abort on MPI_COMM_WORLD when MPI is initialised (ends every rank)");
 
   py::class_<AccessPlan>(m, "AccessPlan")
@@ -301,7 +304,8 @@ void BindJob(py::module_& m) {
                        bool shuffle, int staging_threads, int launcher_rank, int launcher_world_size,
                        int launcher_local_world_size, const std::string& launcher_name, py::object gather,
                        const std::string& source, const std::map<std::string, std::string>& source_options,
-                       double read_timeout_s, std::optional<JobState> resume, int start_epoch, bool use_mpi) {
+                       double read_timeout_s, std::optional<JobState> resume, int start_epoch, bool use_mpi,
+                       bool keep_damaged) {
              JobOptions o;
              o.use_mpi = use_mpi;
              o.source.kind = source;
@@ -331,6 +335,7 @@ void BindJob(py::module_& m) {
              o.config_path = config_path;
              o.scan.use_cache = use_index_cache;
              o.scan.cache_dir = index_cache_dir;
+             o.scan.keep_damaged = keep_damaged;  // on_error="skip" with a Python chain (skip is Python's then)
              o.exchange_fraction = exchange_fraction;
              o.timeout_s = timeout_s;
              o.read_timeout_s = read_timeout_s;
@@ -362,7 +367,8 @@ void BindJob(py::module_& m) {
            py::arg("launcher_world_size") = 0, py::arg("launcher_local_world_size") = 0,
            py::arg("launcher_name") = "the launcher", py::arg("gather") = py::none(), py::arg("source") = "",
            py::arg("source_options") = std::map<std::string, std::string>{}, py::arg("read_timeout_s") = 0.0,
-           py::arg("resume") = std::optional<JobState>(), py::arg("start_epoch") = 0, py::arg("use_mpi") = true)
+           py::arg("resume") = std::optional<JobState>(), py::arg("start_epoch") = 0, py::arg("use_mpi") = true,
+           py::arg("keep_damaged") = false)
       .def("state", [](PyJob& j) { return j.job().State(); })
       .def("state_at", [](PyJob& j, int epoch, int64_t batches) { return j.job().StateAt(epoch, batches); },
            py::arg("epoch"), py::arg("batches"))
@@ -406,6 +412,7 @@ void BindJob(py::module_& m) {
                                return py::make_tuple(s.dims(), s.type == OutputType::kFloat32 ? "float32" : "uint8");
                              })
       .def_property_readonly("skipped_samples", [](PyJob& j) { return j.job().skipped_samples(); })
+      .def_property_readonly("padded_samples", [](PyJob& j) { return j.job().padded_samples(); })
       .def_property_readonly("skipped_files", [](PyJob& j) { return FsStrList(j.job().SkippedFiles()); })
       .def_property_readonly("changed_samples", [](PyJob& j) { return j.job().changed_samples(); })
       .def_property_readonly("changed_files", [](PyJob& j) { return FsStrList(j.job().ChangedFiles()); })

@@ -52,10 +52,11 @@ void BindSource(py::module_& m) {
            py::arg("use_index_cache") = true, py::arg("threads") = 0)
       .def("__len__", &Source::size)
       .def_property_readonly("kind", &Source::kind)
-      .def_property_readonly("root", &Source::root)
-      .def_property_readonly("samples_root", &Source::SamplesRoot)
-      .def_property_readonly("classes", &Source::classes)
-      .def_property_readonly("names", &Source::names)
+      // Names as os.fsdecode gives them: a file name that is not UTF-8 keeps its bytes.
+      .def_property_readonly("root", [](const Source& s) { return FsStr(s.root()); })
+      .def_property_readonly("samples_root", [](const Source& s) { return FsStr(s.SamplesRoot()); })
+      .def_property_readonly("classes", [](const Source& s) { return FsStrList(s.classes()); })
+      .def_property_readonly("names", [](const Source& s) { return FsStrList(s.names()); })
       .def_property_readonly("labels", &Source::labels)
       .def_property_readonly("sizes", &Source::sizes)
       .def_property_readonly("from_cache", &Source::from_cache)
@@ -64,7 +65,7 @@ void BindSource(py::module_& m) {
       .def_property_readonly("array_spec", [](const Source& s) { return SpecTuple(s.sample_array()); })
       .def_property_readonly("label_array_spec", [](const Source& s) { return SpecTuple(s.label_array()); })
       .def_property_readonly("files_opened", &Source::files_opened)
-      .def("describe", &Source::Describe, py::arg("i"))
+      .def("describe", [](const Source& s, int64_t i) { return FsStr(s.Describe(i)); }, py::arg("i"))
       .def(
           "read",
           [](Source& s, int64_t i) {

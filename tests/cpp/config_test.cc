@@ -660,6 +660,45 @@ TEST(ConfigTest, LoadFileSetsOriginAndResolvesIncludesNextToIt) {
   EXPECT_EQ(c.storage_classes[0].capacity_mb, 7);
 }
 
+// libconfig 1.5 wraps a bare integer literal to 32 bits; each such value is
+// a range error naming the key and the line, never a wrapped number.
+TEST(ConfigTest, IntegersBeyond32BitsAreRangeErrorsNotWrapped) {
+  struct Case {
+    std::string text, key, literal;
+    int line;
+  };
+  const std::vector<Case> cases = {
+      {"storage_classes = (\n  { capacity = 5000000000; threads = 2; } );\n", "capacity", "5000000000", 2},
+      {"storage_classes = (\n  { capacity = 4294967296; threads = 2; } );\n", "capacity", "4294967296", 2},
+      {"storage_classes = (\n  { capacity = 64;\n    threads = 4294967297; } );\n", "threads", "4294967297", 3},
+      {WithClasses("", "pfs_bandwidth = ( { processes = 1; bw = 5000000000; } );"), "bw", "5000000000", 1},
+      {"# capacity = 1 here is a comment\nstorage_classes = ( { capacity = -5000000000; threads = 2; } );\n",
+       "capacity", "-5000000000", 2},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.text);
+    const std::string e = LoadError(c.text);
+    EXPECT_CONTAINS(e, "test.cfg:" + std::to_string(c.line) + ": " + c.key + ": " + c.literal + " is out of range");
+  }
+  // Strings, comments, floats and 64-bit literals are not integers to check.
+  Config ok = Config::LoadString(
+      "/* 99999999999 */ storage_classes = ( { capacity = 5000000000.0; threads = 2; },\n"
+      "{ backend = \"filesystem\"; backend_options = { path = \"/tmp/x99999999999\"; }; capacity = 1e10;"
+      " threads = 2; } ); // 88888888888\n",
+      "test.cfg");
+  EXPECT_EQ(ok.storage_classes[0].capacity_mb, 5e9);
+}
+
+TEST(ConfigTest, ByteOrderMarkIsAccepted) {
+  TempDir tmp;
+  WriteFile(tmp.path() + "/bom.cfg", "\xEF\xBB\xBF" + WithClasses(""));
+  Config c = Config::LoadFile(tmp.path() + "/bom.cfg");
+  EXPECT_EQ(c.storage_classes[0].capacity_mb, 64);
+  // Errors after the mark still name the file and the line.
+  WriteFile(tmp.path() + "/bad.cfg", "\xEF\xBB\xBF\nstorage_classes = ( { capacity = 0; threads = 2; } );\n");
+  EXPECT_CONTAINS(LoadFileError(tmp.path() + "/bad.cfg"), tmp.path() + "/bad.cfg:2:");
+}
+
 TEST(ConfigTest, ShippedConfigsLoad) {
   for (const char* name : {"default.cfg", "laptop.cfg", "gpu_node_nvme.cfg", "hdmlp_paper.cfg"}) {
     SCOPED_TRACE(name);

@@ -3,6 +3,8 @@
 // GoogleTest, and so under make asan / make tsan too: every input is decoded
 // or refused with the documented error, never a crash.
 #include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -10,6 +12,8 @@
 
 #include "hdmlp/config/config.h"
 #include "hdmlp/source/index_cache.h"
+#include "hdmlp/source/pack_source.h"
+#include "hdmlp/source/tar_source.h"
 #include "hdmlp/transforms/decode.h"
 
 namespace hdmlp {
@@ -84,6 +88,58 @@ TEST(FuzzCorpusTest, IndexEntriesDecodeOrAreRefused) {
     }
   }
   EXPECT_EQ(loaded, 2);  // three.idx, one.idx (stale.idx is stale, other_root.idx another root)
+}
+
+// The tar index reader's corpus: whole shards open; every cut-short one is
+// refused naming the offset, or with keep_damaged keeps what lies before it.
+TEST(FuzzCorpusTest, TarShardsIndexOrAreRefusedNamingTheCut) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("hdmlp_tar_corpus_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  ScanOptions scan;
+  scan.use_cache = false;
+  int opened = 0, cut = 0;
+  for (const auto& [name, bytes] : Corpus("tar_index")) {
+    const std::string path = dir + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    try {
+      TarSource source(Env::Default(), path, {}, scan);
+      for (int64_t i = 0; i < source.size(); ++i) {
+        EXPECT_EQ(source.Read(i).size, source.sizes()[static_cast<size_t>(i)]);
+      }
+      ++opened;
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_EQ(name.compare(0, 4, "cut-") == 0 || name == "huge-member.tar", true) << name << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("cut short at offset"), std::string::npos) << e.what();
+      ++cut;
+    }
+  }
+  EXPECT_EQ(opened, 3);  // ustar, pax and GNU long names
+  EXPECT_EQ(cut, 6);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(FuzzCorpusTest, PackIndexesOpenOrAreRefused) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("hdmlp_pack_corpus_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/shard-00000.hdmlp-shard", std::ios::binary) << std::string(4096, 'a');
+  std::ofstream(dir + "/shard-00001.hdmlp-shard", std::ios::binary) << std::string(100, 'b');
+  int opened = 0;
+  for (auto [name, index] : Corpus("pack_index")) {
+    const uint32_t crc = static_cast<uint32_t>(
+        crc32(0, reinterpret_cast<const Bytef*>(index.data()), static_cast<uInt>(index.size())));
+    index.append(reinterpret_cast<const char*>(&crc), 4);
+    std::ofstream(dir + "/index.hdmlp-pack", std::ios::binary | std::ios::trunc) << index;
+    try {
+      PackSource pack(Env::Default(), dir);
+      EXPECT_EQ(name, "three-samples");
+      EXPECT_EQ(pack.size(), 3);
+      ++opened;
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(name, "three-samples") << e.what();  // wrapping-offset: offset + size wrapped past the check
+    }
+  }
+  EXPECT_EQ(opened, 1);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -142,6 +142,60 @@ TEST(Hdf5SourceTest, MissingDatasetListsTheFilesDatasets) {
   }
 }
 
+// Expects opening `path` with `o` to fail naming each of `parts`.
+void ExpectOpenFails(const std::string& path, const SourceOptions& o, const std::vector<std::string>& parts) {
+  try {
+    Hdf5Source source(Env::Default(), path, o);
+    ADD_FAILURE() << "opened " << path << " with " << source.size() << " samples";
+  } catch (const InvalidArgumentError& e) {
+    for (const auto& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+// A chunked float dataset of `dims` with nothing written: the file stays
+// small whatever the shape claims.
+void WriteEmptyChunked(const std::string& path, const std::vector<hsize_t>& dims, const std::vector<hsize_t>& chunks) {
+  const hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
+  const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  H5Pset_chunk(dcpl, static_cast<int>(chunks.size()), chunks.data());
+  const hid_t d = H5Dcreate2(f, "data", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  H5Dclose(d);
+  H5Pclose(dcpl);
+  H5Sclose(space);
+  H5Fclose(f);
+}
+
+// Issue 26: what a file claims is checked before anything is allocated for it.
+TEST(Hdf5SourceTest, HugeShapesAndLabelsAreRefusedNamingFileAndDataset) {
+  TempDir dir;
+  WriteEmptyChunked(dir / "rows.h5", {hsize_t{1} << 40, 4}, {1024, 4});
+  ExpectOpenFails(dir / "rows.h5", {}, {"rows.h5", "'data'", "1099511627776 rows"});
+  WriteEmptyChunked(dir / "wide.h5", {4, 100000, 100000}, {1, 100, 100});
+  ExpectOpenFails(dir / "wide.h5", {}, {"wide.h5", "'data'", "float32[100000, 100000]", "40000000000 bytes"});
+  // A label far beyond any class count: refused, not 50M class names.
+  for (int64_t label : {int64_t{50000000}, int64_t{2147483647}}) {
+    const hid_t f = H5Fcreate((dir / "labels.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    testing::WriteFloats(f, "data", {3, 2}, {1, 2, 3, 4, 5, 6});
+    testing::WriteInts(f, "label", {0, label, 1});
+    H5Fclose(f);
+    ExpectOpenFails(dir / "labels.h5", {}, {"labels.h5", "label " + std::to_string(label) + " of sample 1", "1048575"});
+  }
+}
+
+TEST(Hdf5SourceTest, ANamedLabelDatasetThatDoesNotExistIsAnError) {
+  TempDir dir;
+  WriteOneFile(dir / "set.h5");
+  SourceOptions o;
+  o.hdf5_labels = "targets";
+  ExpectOpenFails(dir / "set.h5", o, {"'targets'", "set.h5", "label"});
+  // The default "label" stays optional.
+  const hid_t f = H5Fcreate((dir / "nolabel.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  testing::WriteFloats(f, "data", {3, 2}, {1, 2, 3, 4, 5, 6});
+  H5Fclose(f);
+  EXPECT_EQ(Hdf5Source(Env::Default(), dir / "nolabel.h5").size(), 3);
+}
+
 TEST(Hdf5SourceTest, CorruptDataIsAnErrorNamingFileDatasetAndSample) {
   TempDir dir;
   WriteOneFile(dir / "set.h5");

@@ -244,6 +244,11 @@ TEST_F(JobStateTest, AStateThatDoesNotFitIsRefusedNamingTheDifference) {
   o = Options();
   o.distr_scheme = "local";
   EXPECT_NE(Refusal(o, state).find("its distr_scheme is 'uniform', this job's is 'local'"), std::string::npos);
+  JobState bogus = state;  // issue 26: never "give distr_scheme='bogus'"
+  bogus.distr_scheme = "bogus";
+  const std::string why = Refusal(Options(), bogus);
+  EXPECT_NE(why.find("its distr_scheme 'bogus' is none hdmlp has"), std::string::npos) << why;
+  EXPECT_EQ(why.find("give distr_scheme"), std::string::npos) << why;
   o = Options();
   o.seed = 6;
   EXPECT_NE(Refusal(o, state).find("its seed is 5, but this job was given seed=6"), std::string::npos);

@@ -234,6 +234,16 @@ TEST(StagingBufferTest, WaitForReturnsWhenTheLastItemIsDoneOrAtTheDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   finisher.join();
   EXPECT_TRUE(buffer.WaitFor(2, std::chrono::steady_clock::now()));  // already done: no wait
+  // Issue 26: a failed item in the batch ends the wait at once, not after the
+  // batch's other (perhaps stuck) items.
+  const auto early = std::chrono::steady_clock::now();
+  EXPECT_TRUE(buffer.WaitFor(7, early + 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - early, 5s);
+  for (int64_t item = 0; item <= 4; ++item) {
+    SampleBuffer out;
+    CapturedError error;
+    buffer.Take(item, std::chrono::steady_clock::now() + 1s, &out, &error);
+  }
   std::thread closer([&] {
     std::this_thread::sleep_for(20ms);
     buffer.Close();

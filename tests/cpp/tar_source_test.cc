@@ -3,7 +3,11 @@
 #include "hdmlp/source/tar_source.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "hdmlp/errors.h"
@@ -86,25 +90,120 @@ TEST(TarSourceTest, IndexIsCachedUntilAShardChanges) {
   EXPECT_EQ(rescanned.labels()[4], 3);
 }
 
-TEST(TarSourceTest, MemberCutShortFailsItsReadNamingFileAndOffset) {
-  TempDir dir;
-  const std::string tar = MakeTar(
-      {{"a.jpg", std::string(3000, 'a')}, {"a.cls", "1"}, {"b.cls", "2"}, {"b.jpg", std::string(5000, 'b')}});
-  // Cut inside b.jpg's data, which starts after 4 headers, a.jpg's 3072 bytes and two 512-byte labels.
-  const int64_t b_data = 512 * 6 + 3072;
-  testing::WriteFile(dir / "cut.tar", tar.substr(0, b_data + 1000));
-  TarSource source(Env::Default(), dir / "cut.tar", {}, NoCache());
-  ASSERT_EQ(source.size(), 2);
-  EXPECT_EQ(AsString(source.Read(0)), std::string(3000, 'a'));
+// Expects opening `path` to fail with InvalidArgumentError containing each of `parts`.
+void ExpectOpenFails(const std::string& path, const std::vector<std::string>& parts) {
   try {
-    source.Read(1);
-    FAIL() << "read a member that was cut short";
+    TarSource source(Env::Default(), path, {}, NoCache());
+    ADD_FAILURE() << "opened " << path << " with " << source.size() << " samples";
   } catch (const InvalidArgumentError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("cut.tar"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("b.jpg"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("offset " + std::to_string(b_data)), std::string::npos) << msg;
+    for (const auto& part : parts) EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
+}
+
+// Four samples of a.jpg + a.cls: member k's header is at 1024 * k (each
+// member is one 512-byte block of data).
+std::string FourSamples() {
+  std::vector<std::pair<std::string, std::string>> members;
+  for (const char* key : {"a", "b", "c", "d"}) {
+    members.push_back({std::string(key) + ".jpg", std::string(500, key[0])});
+    members.push_back({std::string(key) + ".cls", "1"});
+  }
+  return MakeTar(members);
+}
+
+// A shard cut short anywhere (at a member boundary, inside a header, inside
+// a member, to 0 bytes, or just before its end-of-archive blocks) is an
+// error naming the shard and the offset, never fewer samples in silence.
+TEST(TarSourceTest, ShardCutShortIsAnErrorNamingShardAndOffset) {
+  TempDir dir;
+  const std::string tar = FourSamples();
+  ASSERT_EQ(tar.size(), 8u * 1024 + 1024);
+  struct Cut {
+    int64_t at;
+    std::string offset;
+    int whole;  // samples kept with keep_damaged
+  };
+  const std::vector<Cut> cuts = {
+      {4 * 1024, "offset 4096", 1},        // at a member boundary (b may have had more members)
+      {5 * 1024 + 100, "offset 5120", 2},  // inside c.cls's header
+      {2 * 1024 + 700, "offset 2048", 1},  // inside b.jpg's data
+      {0, "offset 0", 0},                  // 0 bytes
+      {8 * 1024, "offset 8192", 3},        // every member, no end-of-archive blocks
+  };
+  for (const auto& c : cuts) {
+    SCOPED_TRACE(c.at);
+    const std::string path = dir / ("cut-" + std::to_string(c.at) + ".tar");
+    testing::WriteFile(path, tar.substr(0, static_cast<size_t>(c.at)));
+    ExpectOpenFails(path, {"'" + path + "'", "cut short at " + c.offset});
+    // on_error="skip": the whole samples before the cut, and a message.
+    ScanOptions keep = NoCache();
+    keep.keep_damaged = true;
+    if (c.whole == 0) {
+      EXPECT_THROW(TarSource(Env::Default(), path, {}, keep), InvalidArgumentError);  // no sample at all
+      continue;
+    }
+    TarSource source(Env::Default(), path, {}, keep);
+    EXPECT_EQ(source.size(), c.whole);
+    ASSERT_EQ(source.damage().size(), 1u);
+    EXPECT_NE(source.damage()[0].find(path), std::string::npos) << source.damage()[0];
+    EXPECT_NE(source.damage()[0].find(c.offset), std::string::npos) << source.damage()[0];
+    for (int i = 0; i < c.whole; ++i) EXPECT_EQ(AsString(source.Read(i)), std::string(500, "abcd"[i]));
+    EXPECT_EQ(source.labels(), std::vector<int32_t>(static_cast<size_t>(c.whole), 1));
+  }
+  // A damaged shard's listing is not cached: without skip it fails again.
+  TempDir cache;
+  const std::string path = dir / "cut-8192.tar";
+  std::filesystem::last_write_time(path, std::filesystem::last_write_time(path) - std::chrono::seconds(60));
+  ScanOptions keep;
+  keep.cache_dir = cache.path();
+  keep.keep_damaged = true;
+  EXPECT_EQ(TarSource(Env::Default(), path, {}, keep).size(), 3);
+  ScanOptions strict;
+  strict.cache_dir = cache.path();
+  EXPECT_THROW(TarSource(Env::Default(), path, {}, strict), InvalidArgumentError);
+  // One zero block is end enough (a cut between the two loses nothing).
+  testing::WriteFile(dir / "one-zero.tar", tar.substr(0, 8 * 1024 + 512));
+  EXPECT_EQ(TarSource(Env::Default(), dir / "one-zero.tar", {}, NoCache()).size(), 4);
+}
+
+// A header may claim any size: 8 GB in a 2 KB file is refused before
+// anything is allocated, naming the shard and the offset.
+TEST(TarSourceTest, MemberLargerThanItsShardIsRefused) {
+  TempDir dir;
+  std::string tar = MakeTar({{"a.jpg", "x"}, {"b.jpg", "y"}});
+  char* h = tar.data() + 1024;  // b.jpg's header
+  std::snprintf(h + 124, 12, "%011llo", (8ULL << 30) - 1);  // the largest 11 octal digits hold
+  std::memset(h + 148, ' ', 8);
+  unsigned sum = 0;
+  for (int i = 0; i < 512; ++i) sum += static_cast<unsigned char>(h[i]);
+  std::snprintf(h + 148, 8, "%06o", sum);
+  testing::WriteFile(dir / "huge.tar", tar);
+  ExpectOpenFails(dir / "huge.tar", {"huge.tar", "offset 1024", "b.jpg", "claims 8589934591 bytes"});
+}
+
+// A label far beyond any class count is refused naming the shard and the
+// sample, instead of a class list of 50M names (or a bad_alloc at 2^31).
+TEST(TarSourceTest, HugeLabelIsRefusedNamingShardAndSample) {
+  TempDir dir;
+  for (const std::string label : {"50000000", "2147483647", "99999999999999999999"}) {
+    testing::WriteFile(dir / "big.tar", MakeTar({{"a.jpg", "x"}, {"a.cls", "1"}, {"b.jpg", "y"}, {"b.cls", label}}));
+    ExpectOpenFails(dir / "big.tar", {"big.tar", "'b.cls'", "sample 'b'", "1048575"});
+  }
+}
+
+TEST(TarSourceTest, AFifoInPlaceOfAShardIsNamedAsSuch) {
+  TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / "pipe.tar").c_str(), 0600), 0);
+  ExpectOpenFails(dir / "pipe.tar", {"pipe.tar", "FIFO", "not a regular file"});
+}
+
+TEST(TarSourceTest, KeyWithTwoMembersOfOneExtensionIsAnError) {
+  TempDir dir;
+  testing::WriteFile(dir / "twice.tar",
+                     MakeTar({{"k/a.jpg", "x"}, {"k/a.cls", "1"}, {"k/b.jpg", "1"}, {"k/b.JPG", "2"}}));
+  ExpectOpenFails(dir / "twice.tar", {"twice.tar", "'k/b'", "two 'jpg' members", "offset 2560", "offset 3584"});
+  testing::WriteFile(dir / "labels.tar", MakeTar({{"a.jpg", "x"}, {"a.cls", "1"}, {"a.cls", "2"}}));
+  ExpectOpenFails(dir / "labels.tar", {"labels.tar", "'a'", "two 'cls' members"});
 }
 
 TEST(TarSourceTest, BadShardsAreRefusedWithTheirName) {

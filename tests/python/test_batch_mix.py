@@ -101,5 +101,58 @@ def test_label_smoothing_and_bad_input():
         T.CutMix(num_classes=5)(images, labels[:3], epoch=0, batch=0)
     with pytest.raises(ValueError, match=r"\[B, C, H, W\]"):
         T.CutMix(num_classes=5)(images[0], labels, epoch=0, batch=0)
-    with pytest.raises(ValueError, match="alpha must be positive"):
+    with pytest.raises(ValueError, match=r"alpha must be a number in \(0, 1e\+06\]"):
         T.MixUp(alpha=0)
+
+
+def test_mixup_refuses_integer_images_naming_the_dtype():
+    images, labels = batch()
+    as_uint8 = (images * 255).to(torch.uint8)
+    with pytest.raises(TypeError, match="MixUp mixes float images, got dtype torch.uint8"):
+        T.MixUp(num_classes=5)(as_uint8, labels, epoch=0, batch=0)
+    with pytest.raises(TypeError, match="got dtype uint8"):
+        T.MixUp(num_classes=5)(as_uint8.numpy(), labels.numpy(), epoch=0, batch=0)
+    # CutMix pastes pixels, which any dtype holds exactly.
+    out, _ = T.CutMix(num_classes=5, seed=1)(as_uint8, labels, epoch=0, batch=0)
+    assert out.dtype == torch.uint8 and out.sum() > 0
+
+
+@pytest.mark.parametrize("cls", [T.MixUp, T.CutMix])
+@pytest.mark.parametrize("alpha", [math.inf, 1e308, math.nan, -1.0, 1e7, "1"])
+def test_absurd_alpha_is_refused_before_any_call(cls, alpha):
+    with pytest.raises(ValueError, match=rf"{cls.__name__}: alpha must be a number in \(0, 1e\+06\]"):
+        cls(alpha=alpha, num_classes=5)
+
+
+def test_the_largest_alpha_returns():
+    images, labels = batch()
+    for cls in (T.MixUp, T.CutMix):
+        out, _ = cls(alpha=1e6, num_classes=5)(images, labels, epoch=0, batch=0)
+        assert out.shape == images.shape
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"num_classes": True}, "num_classes must be an int from 1 to 16777216"),
+    ({"num_classes": 2**40}, "num_classes must be an int from 1 to 16777216"),
+    ({"num_classes": 5, "seed": math.nan}, "seed must be a whole number, got nan"),
+    ({"num_classes": 5, "seed": 1.5}, "seed must be a whole number"),
+    ({"num_classes": 5, "label_smoothing": math.nan}, "label_smoothing must be in"),
+])
+def test_bad_arguments_name_themselves(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        T.MixUp(**kwargs)
+
+
+def test_bad_epoch_or_label_names_the_argument():
+    images, labels = batch()
+    mix = T.MixUp(num_classes=5)
+    with pytest.raises(ValueError, match="MixUp: epoch must be a whole number, got nan"):
+        mix(images, labels, epoch=math.nan, batch=0)
+    with pytest.raises(ValueError, match="CutMix: batch must be a whole number"):
+        T.CutMix(num_classes=5)(images, labels, epoch=0, batch=math.inf)
+    too_big = labels.clone()
+    too_big[2] = 5
+    with pytest.raises(ValueError, match=r"label 5 is outside \[0, num_classes\) with num_classes=5"):
+        mix(images, too_big, epoch=0, batch=0)
+    with pytest.raises(ValueError, match="label -1 is outside"):
+        mix(images.numpy(), np.where(labels.numpy() == labels.numpy()[0], -1, labels.numpy()), epoch=0, batch=0)

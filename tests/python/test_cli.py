@@ -75,3 +75,11 @@ def test_every_option_has_help_and_says_its_default(verb):
             assert "default" in action.help, f"hdmlp {verb} {action.option_strings[0]}: say the default"
     if verb == "pack":  # points at what a wheel carries, not only at the source tree's docs/
         assert "pydoc hdmlp.pack" in sub.description
+
+
+def test_pack_shard_size_must_be_a_finite_positive_number(tmp_path):
+    """Issue 26: inf gave a traceback, nan "cannot convert float NaN to integer" without the option."""
+    for value in ("inf", "nan", "-1", "0", "abc"):
+        out = run("pack", str(tmp_path / "src"), str(tmp_path / "dst"), "--shard-size-mb", value)
+        assert out.returncode == 2, out
+        assert "--shard-size-mb" in out.stderr and "Traceback" not in out.stderr, out.stderr

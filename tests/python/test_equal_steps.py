@@ -127,6 +127,35 @@ def test_skip_keeps_every_step_on_every_rank(monkeypatch, tmp_path):
         j.close()
 
 
+def bad_at_positions(tmp_path, positions, n=12):
+    """One class of n images; the files at these positions of index order are not images."""
+    from hdmlp.datasets import make_image_folder
+    root = make_image_folder(tmp_path / "data", num_images=n, num_classes=1, seed=4, min_side=40, max_side=60)
+    files = sorted(root.rglob("*.JPEG"))
+    assert len(files) == n
+    for k in positions:
+        files[k].write_bytes(b"not an image")
+    return root, files
+
+
+def test_skip_pads_a_batch_of_only_bad_samples_by_repeating_a_good_one(tmp_path):
+    """Issue 26: batch 1 is all bad and so are the samples that could fill it: instead of raising, the batch
+    gets a good sample of the epoch again (as DistributedSampler pads), counted in padded_samples."""
+    import hdmlp.transforms as T
+    root, files = bad_at_positions(tmp_path, [4, 5, 6, 7, 9, 10, 11])
+    chain = [T.ImgDecode(), T.Resize(16), T.CenterCrop(16), T.ToTensor()]
+    with hdmlp.Job(root, batch_size=4, epochs=2, seed=1, shuffle=False, index_cache=False, transforms=chain,
+                   on_error="skip") as job:
+        for epoch in range(2):
+            ids = [list(b.ids) for b in job.batches(epoch)]
+            assert [len(b) for b in ids] == [4, 1, 1], ids
+            assert ids[1] == [ids[0][-1]]  # the last good sample delivered, again
+            flat = [i for b in ids for i in b]
+            assert sorted(set(flat)) == [0, 1, 2, 3, 8]  # every good sample, once but for the repeat
+        m = job.metrics()
+        assert m["padded_samples"] == 2 and m["skipped_samples"] == 14
+
+
 def test_dataloader_surface_and_set_epoch(uneven, tmp_path):
     root, digests = uneven
     # A small staging buffer and slow storage: the workers cannot have read ahead into the

@@ -184,6 +184,22 @@ def test_a_stuck_read_times_out_naming_the_file_and_close_is_quick(folder, tmp_p
     assert time.monotonic() - start < 3  # it waited for the slow reads (7 s here) before
 
 
+def test_read_timeout_s_fires_after_read_timeout_s_not_a_multiple(folder, tmp_path):
+    """Issue 26: read_timeout_s=5 fired after up to 10.1 s: the consumer waited for the batch's other (stuck)
+    reads before raising the first one's error. 8 samples on 2 workers would have taken 4 rounds."""
+    root, _ = folder
+    # Staging only; and the default config, whose prefetch threads read the same samples (a staging worker
+    # waited for a prefetcher's stuck read, then read again).
+    for config in (staging_only(tmp_path), None):
+        job = hdmlp.Job(root, 8, 1, seed=0, config_path=config, read_timeout_s=2, num_workers=2,
+                        index_cache=False, storage=hdmlp.ThrottledStorage(latency_s=30))
+        start = time.monotonic()
+        with pytest.raises(OSError, match=r"read_timeout_s = 2 s"):
+            next(job.epoch_batches(0))
+        assert time.monotonic() - start < 3.5, config
+        job.close()
+
+
 def test_closing_during_slow_reads_is_quick(folder):
     root, _ = folder
     job = hdmlp.Job(root, 4, 2, seed=0, storage=hdmlp.ThrottledStorage(latency_s=8))  # with cache classes

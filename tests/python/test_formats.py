@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 
 import numpy as np
 import pytest
@@ -265,3 +266,92 @@ def test_unrecognised_paths_and_options_say_what_is_supported(tmp_path):
         hdmlp.Job(tmp_path / "x.h5", 4, 1, source_options={"hdf5_samples": "images"})
     with pytest.raises(ValueError, match="holds arrays"):
         hdmlp.Job(tmp_path / "x.h5", 4, 1, transforms=[T.ImgDecode(), T.CenterCrop(2), T.ToTensor()])
+
+
+# -- issue 26: cut shards, odd names, packs in odd places ------------------------------
+
+def test_a_tar_shard_cut_short_is_an_error_or_counted_under_skip(images, tmp_path, capfd):
+    """200 samples in 4 shards, one cut at a member boundary, inside a header or to 0 bytes: never fewer
+    samples in silence. Under on_error="skip" the job starts with the whole samples before the cut."""
+    make_tar_shards(images, tmp_path / "tars", shards=4)
+    shard = tmp_path / "tars" / "shard-001.tar"
+    whole = shard.read_bytes()
+    chain = [T.ImgDecode(), T.CenterCrop(32), T.ToTensor()]
+    # Member k's header: after the PAX headers tarfile writes, find the third sample's header.
+    for cut in (0, 512 * 7, 512 * 7 + 100, len(whole) - 1024 * 10):
+        shard.write_bytes(whole[:cut])
+        with pytest.raises(ValueError, match=rf"tar shard '.*shard-001.tar' is cut short at offset \d+"):
+            hdmlp.Job(str(tmp_path / "tars"), 4, 1, seed=0, index_cache=False)
+        with hdmlp.Job(str(tmp_path / "tars"), 4, 1, seed=0, index_cache=False, transforms=chain,
+                       on_error="skip") as job:
+            assert len(job) < 24
+            ids = [i for b, _, _ in job.epoch_batches(0) for i in b]
+            assert sorted(ids) == list(range(len(job)))
+            m = job.metrics()
+            assert m["skipped_samples"] == 1 and "shard-001.tar' is cut short at offset" in m["skipped"][0]
+        assert "skipping the rest of a damaged shard" in capfd.readouterr().err
+    shard.write_bytes(whole)
+
+
+def test_a_key_with_two_jpg_members_is_an_error_naming_shard_and_key(tmp_path):
+    path = tmp_path / "two.tar"
+    with tarfile.open(path, "w") as tar:
+        for member, payload in (("a.jpg", b"1"), ("a.cls", b"0"), ("b.jpg", b"2"), ("b.jpg", b"3")):
+            info = tarfile.TarInfo(member)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+    with pytest.raises(ValueError, match=r"sample 'b' in tar shard '.*two.tar' has two 'jpg' members"):
+        hdmlp.Job(str(path), 1, 1, seed=0, index_cache=False)
+
+
+def test_non_utf8_names_pack_and_read(images, tmp_path):
+    src = tmp_path / "src"
+    os.makedirs(src / "cls")
+    jpeg = next(p for p in images.rglob("*.JPEG"))
+    bad_name = os.fsdecode(b"caf\xff.jpg")
+    (src / "cls" / bad_name).write_bytes(jpeg.read_bytes())
+    (src / "cls" / "plain.jpg").write_bytes(jpeg.read_bytes())
+    assert any(bad_name in n for n in core.Source(str(src), use_index_cache=False).names)
+    pack(src, tmp_path / "p", progress=False)
+    assert sorted(core.Source(str(tmp_path / "p")).names) == sorted(core.Source(str(src)).names)
+    # A tar member with such a name.
+    with tarfile.open(tmp_path / "odd.tar", "w", format=tarfile.GNU_FORMAT, encoding="utf-8",
+                      errors="surrogateescape") as tar:
+        info = tarfile.TarInfo(os.fsdecode(b"k\xfe.jpg"))
+        info.size = 3
+        tar.addfile(info, io.BytesIO(b"abc"))
+    odd = core.Source(str(tmp_path / "odd.tar"), use_index_cache=False)
+    assert os.fsencode(odd.names[0]).endswith(b"k\xfe.jpg")
+    pack(str(tmp_path / "odd.tar"), tmp_path / "p2", progress=False)
+
+
+def test_pack_destinations_and_raw_errors_are_named(images, tmp_path):
+    src = tmp_path / "src"
+    make_image_folder(src, num_images=6, num_classes=2, seed=3)
+    with pytest.raises(ValueError, match=r"is inside the source"):
+        pack(src, src / "packed", progress=False)
+    with pytest.raises(ValueError, match=r"already holds files that are not a pack's"):
+        pack(images, src, progress=False)
+    victim = sorted(src.rglob("*.JPEG"))[2]
+    victim.write_bytes(victim.read_bytes()[:400])  # a truncated JPEG
+    with pytest.raises(ValueError, match=rf"{victim.name}.*cannot decode the image to store its pixels \(--raw\)"):
+        pack(src, tmp_path / "raw", raw=True, progress=False)
+    # An interrupted pack (shards, no index) opened without source= says it is unfinished.
+    os.makedirs(tmp_path / "half")
+    (tmp_path / "half" / "shard-00000.hdmlp-shard").write_bytes(b"x" * 100)
+    with pytest.raises(FileNotFoundError, match="the pack was not finished"):
+        hdmlp.Job(str(tmp_path / "half"), 1, 1, seed=0)
+
+
+def test_one_pass_has_one_consumer(images):
+    """Two threads on one pass: the second is told a pass has one consumer (not a bogus "batch 50 is bad")."""
+    import threading
+    slow = hdmlp.ThrottledStorage(latency_s=0.3)
+    with hdmlp.Job(images, 24, 1, seed=0, index_cache=False, storage=slow, num_workers=1) as job:
+        it = job.epoch_batches(0)
+        first = threading.Thread(target=lambda: next(it))
+        first.start()
+        time.sleep(0.1)  # the first thread is inside next(), waiting for the slow reads
+        with pytest.raises(RuntimeError, match="two threads iterate one pass over epoch 0 .* has one consumer"):
+            next(it)
+        first.join()

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -372,6 +373,42 @@ def test_an_uncaught_exception_on_one_rank_ends_the_whole_job(dataset, tmp_path)
     proc = mpirun(2, "raise", root, tmp_path, timeout=60, epochs=3, job={"seed": 2})
     assert proc.returncode != 0
     assert "KeyError" in proc.stderr and "aborting the MPI job" in proc.stderr
+
+
+def test_python_transforms_without_a_main_guard_exit_in_bounded_time(dataset, tmp_path):
+    """Issue 26: both ranks printed the clear error, then hung at exit until killed."""
+    root, _, _ = dataset
+    script = tmp_path / "noguard.py"
+    script.write_text(f"""import sys
+sys.path.insert(0, {os.path.dirname(__file__)!r})
+import hdmlp, transform_fns
+job = hdmlp.Job({str(root)!r}, batch_size=4, epochs=1, seed=1, index_cache=False,
+                transforms=transform_fns.identity, python_workers=1, timeout_s=20)
+for b in job.batches():
+    pass
+""")
+    cmd = [MPIRUN, "--oversubscribe", "-np", "2"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
+    proc = subprocess.run(cmd + [sys.executable, str(script)], capture_output=True, text=True, timeout=90,
+                          env=dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1"))
+    assert proc.returncode != 0
+    assert "if __name__ == '__main__':" in proc.stderr
+
+
+def test_the_exit_after_a_start_up_failure_is_bounded(tmp_path):
+    """Whatever MPI's finalisation waits for, a rank whose Job failed to start leaves within the bound."""
+    script = tmp_path / "stuck_exit.py"
+    script.write_text("""import time
+import hdmlp.job as J
+J._startup_failed = True
+J._EXIT_AFTER_STARTUP_FAILURE_S = 1.0
+J._core = type("Core", (), {"in_mpi_job": staticmethod(lambda: True),
+                            "finalize_mpi": staticmethod(lambda: time.sleep(3600)),
+                            "abort_mpi": staticmethod(lambda code: time.sleep(3600))})
+""")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 1 and "leaving without it" in proc.stderr, proc.stderr
 
 
 DDP_RUNS = [

@@ -169,6 +169,37 @@ def test_skip_keeps_every_step_on_every_rank_with_a_failing_python_callable(monk
             j.close()
 
 
+def test_skip_pads_a_batch_of_only_bad_samples_with_a_python_callable(tmp_path):
+    """Issue 26's padding rule in the Python stage: a batch with no good sample left repeats a good one."""
+    root = make_image_folder(tmp_path / "data", num_images=12, num_classes=1, seed=4, min_side=40, max_side=60)
+    files = sorted(root.rglob("*.JPEG"))
+    for k in (0, 1, 2, 3, 9, 10, 11):  # batch 0 is all bad, and so is all but position 8 of the last
+        files[k].write_bytes(b"not an image")
+    with hdmlp.Job(root, batch_size=4, epochs=1, seed=1, shuffle=False, index_cache=False,
+                   transforms=[T.ToPIL(), F.pil_mean], on_error="skip", python_workers=1) as job:
+        ids = [list(b.ids) for b in job.batches(0)]
+        # No sample was delivered before batch 0: a later good one (position 4, the first) is repeated.
+        assert [len(b) for b in ids] == [1, 4, 1], ids
+        flat = [i for b in ids for i in b]
+        assert sorted(set(flat)) == [4, 5, 6, 7, 8] and len(flat) == 6
+        assert job.metrics()["padded_samples"] == 1
+
+
+def test_skip_with_a_python_chain_keeps_the_samples_of_a_cut_tar_shard(tmp_path):
+    """Issue 26: on_error="skip" counts and names a cut shard with Python transforms too."""
+    from conftest import make_tar_shards
+    root = make_image_folder(tmp_path / "data", num_images=12, num_classes=2, seed=4, min_side=40, max_side=60)
+    make_tar_shards(root, tmp_path / "tars", shards=2)
+    shard = tmp_path / "tars" / "shard-001.tar"
+    shard.write_bytes(shard.read_bytes()[:512 * 5])
+    with hdmlp.Job(str(tmp_path / "tars"), batch_size=4, epochs=1, seed=1, index_cache=False,
+                   transforms=[T.ToPIL(), F.pil_mean], on_error="skip", python_workers=1) as job:
+        assert 6 <= len(job) < 12
+        assert sum(len(b) for b in job.batches(0)) == len(job)
+        m = job.metrics()
+        assert m["skipped_samples"] == 1 and "shard-001.tar' is cut short" in m["skipped"][0]
+
+
 def seed_like_a_worker(seed, epoch, sample):
     """What a worker does before each call (the documented derivation, plan/random.h's DeriveKey)."""
     import torch
@@ -350,6 +381,52 @@ def test_workers_stop_on_close_break_exit_and_ctrl_c(raw, tmp_path):
             assert proc.returncode == 0, err
         assert wait_gone(child) == [], f"workers of the {mode} run outlived it"
     assert not [f for f in os.listdir("/dev/shm") if "hdmlp" in f]  # memfd segments have no name to leak
+
+
+def test_a_transform_that_never_returns_is_ended_after_timeout_s(raw):
+    """Issue 26: the wait for a worker's result has a per-sample deadline (the Job's timeout_s)."""
+    root, _ = raw
+    job = hdmlp.Job(root, batch_size=4, epochs=1, seed=3, index_cache=False, transforms=F.hang_on_odd_first_byte,
+                    python_workers=2, timeout_s=1.5)
+    pids = job._python.pids
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"hang_on_odd_first_byte did not return within 1.5 s \(timeout_s\) "
+                                           r"on '.*'") as info:
+        for _ in job.batches():
+            pass
+    assert time.monotonic() - started < 30
+    path = str(info.value).split(" on '")[1].split("'")[0]
+    with open(path, "rb") as f:
+        assert f.read(1)[0] % 2 == 1  # the file it hung on
+    assert len(wait_gone(pids, 5.0)) == 1  # that worker was ended; the other lives until close
+    job.close()
+    assert wait_gone(pids, 5.0) == []
+
+
+def test_sys_exit_in_a_transform_is_a_transform_error_not_a_missing_main_guard(raw):
+    root, _ = raw
+    for fn, exc_type in ((F.exit_on_odd_first_byte, "SystemExit"), (F.interrupt_on_odd_first_byte,
+                                                                    "KeyboardInterrupt")):
+        with hdmlp.Job(root, batch_size=4, epochs=1, seed=3, index_cache=False, transforms=fn,
+                       python_workers=1) as job:
+            with pytest.raises(TransformError) as info:
+                for _ in job.batches():
+                    pass
+            assert info.value.exc_type == exc_type and "__main__" not in str(info.value)
+            assert all(alive(p) for p in job._python.pids)  # the worker goes on
+
+
+def test_a_worker_killed_from_outside_is_named_never_a_bare_broken_pipe(raw):
+    """Issue 26: 3 of 12 runs gave BrokenPipeError (the task was sent to the dead worker's pipe)."""
+    root, _ = raw
+    for _ in range(3):
+        job = hdmlp.Job(root, batch_size=4, epochs=1, seed=3, index_cache=False, transforms=F.slow, python_workers=2)
+        os.kill(job._python.pids[0], signal.SIGKILL)
+        time.sleep(0.3)  # dead before the first task is sent to it
+        with pytest.raises(RuntimeError, match=r"worker 0 .*killed by signal 9"):
+            for _ in job.batches():
+                pass
+        job.close()
 
 
 def test_resume_with_a_python_transform_goes_on_bit_for_bit(raw):

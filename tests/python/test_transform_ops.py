@@ -442,3 +442,22 @@ def test_a_job_delivers_the_timm_chain_and_one_channel_batches(tmp_path):
         with open(path, "rb") as f:
             assert torch.equal(x[0], T.apply(gray, f.read(), seed=2, epoch=0, sample=plan[0]))
     assert pipeline.output_shape["shape"] == (3, 40, 40)
+
+
+@pytest.mark.parametrize("make, name", [
+    (lambda v: T.TrivialAugmentWide(num_magnitude_bins=v), "TrivialAugmentWide: num_magnitude_bins"),
+    (lambda v: T.RandAugment(num_ops=v), "RandAugment: num_ops"),
+    (lambda v: T.RandAugment(magnitude=v), "RandAugment: magnitude"),
+    (lambda v: T.RandAugment(num_magnitude_bins=v), "RandAugment: num_magnitude_bins"),
+])
+@pytest.mark.parametrize("value", [math.nan, math.inf, 2.5])
+def test_augment_counts_that_are_not_whole_numbers_name_the_argument(make, name, value):
+    """Issue 26: nan gave "cannot convert float NaN to integer", inf an OverflowError."""
+    with pytest.raises(ValueError, match=f"{name} must be a whole number"):
+        make(value)
+
+
+def test_a_pad_too_large_for_memory_names_the_op():
+    """Issue 26: Pad(1000000) after a fixed size made every image 2000016x2000016: a bare bad_alloc."""
+    with pytest.raises(ValueError, match=r"Pad.*would make every image 2000016x2000016"):
+        T.compile_pipeline([T.ImgDecode(), T.Resize((16, 16)), T.Pad(1000000), T.ToTensor()])

@@ -66,3 +66,25 @@ def slow(data):
     import time
     time.sleep(0.05)
     return np.zeros(4, np.uint8)
+
+
+def hang_on_odd_first_byte(data):
+    """Never returns for a file whose first byte is odd (a transform stuck on a lock or a network call)."""
+    import time
+    while len(data) and data[0] % 2:
+        time.sleep(3600)
+    return np.zeros(2, np.int16)
+
+
+def exit_on_odd_first_byte(data):
+    """sys.exit() inside a transform (as a careless script might call it)."""
+    if len(data) and data[0] % 2:
+        sys.exit(3)
+    return np.zeros(2, np.int16)
+
+
+def interrupt_on_odd_first_byte(data):
+    """A KeyboardInterrupt raised by a transform itself (the workers ignore Ctrl-C)."""
+    if len(data) and data[0] % 2:
+        raise KeyboardInterrupt
+    return np.zeros(2, np.int16)

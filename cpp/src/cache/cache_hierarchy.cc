@@ -176,6 +176,14 @@ const std::string& CacheHierarchy::ReadUncached(int64_t sample, SampleBuffer* ou
   return pfs_name_;
 }
 
+void CacheHierarchy::FailFill(int64_t slot, const CapturedError& error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error.IsInvalidArgument()) fill_errors_[slot] = error;
+  }
+  SetState(slot, kFailed);
+}
+
 void CacheHierarchy::SetState(int64_t slot, State state) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -190,7 +198,7 @@ const std::string& CacheHierarchy::FillSlot(int level, int64_t slot, int64_t sam
   try {
     source = &ReadUncached(sample, out, client, may_ask_peers, stop);
   } catch (...) {
-    SetState(slot, kFailed);
+    FailFill(slot, CapturedError::FromCurrentException());
     throw;
   }
   StoreFilled(level, slot, sample, *out);
@@ -269,10 +277,19 @@ const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out, int 
           return FillSlot(level, slot, sample, out, client, true, &closed_);
         }
         continue;
-      case kFilling:
-        // Another thread is reading it: wait rather than read twice.
+      case kFilling: {
+        // Another thread is reading it: wait rather than read twice; when
+        // the storage failed that read, its error is this one too.
         if (!WaitWhileFilling(state, closed_)) throw ClosedError("the job was closed");
+        CapturedError failed;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          const auto it = fill_errors_.find(slot);
+          if (it != fill_errors_.end()) failed = it->second;
+        }
+        if (failed) failed.Throw();
         continue;
+      }
       default:
         return ReadUncached(sample, out, client, true, &closed_);
     }
@@ -325,6 +342,13 @@ void CacheHierarchy::PrefetchLoop(int level, int client) {
         many = reader_->ReadRun(sample, static_cast<int64_t>(run.size()), &closed_);
         pfs_reads_.fetch_add(static_cast<int64_t>(run.size()));
       } catch (const Error&) {
+        const CapturedError error = CapturedError::FromCurrentException();
+        if (!error.IsInvalidArgument()) {
+          // The storage failed (a stuck read past its deadline): reading
+          // each again would cost a deadline per sample.
+          for (const auto& entry : run) FailFill(entry.second, error);
+          continue;
+        }
         many.clear();  // one bad sample among them: read each on its own below
       }
     }

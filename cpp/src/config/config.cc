@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -499,6 +500,79 @@ const char* KindOf(mode_t mode) {
   return "not a regular file";
 }
 
+// libconfig 1.5 reads an integer literal without the L suffix into 32 bits
+// and silently wraps it (capacity = 4294967296 became 0, threads =
+// 4294967297 became 1). So the text is scanned first, skipping strings and
+// comments, and a bare integer outside the 32-bit range is a ConfigError
+// naming the key before it and the line.
+void CheckIntegerLiterals(const std::string& text, const std::string& origin) {
+  auto ident_start = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '*'; };
+  auto ident_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '*';
+  };
+  std::string key;
+  int line = 1;
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      ++i;
+    } else if (c == '#' || (c == '/' && i + 1 < n && text[i + 1] == '/')) {
+      while (i < n && text[i] != '\n') ++i;
+    } else if (c == '/' && i + 1 < n && text[i + 1] == '*') {
+      for (i += 2; i < n && !(text[i] == '*' && i + 1 < n && text[i + 1] == '/'); ++i) line += text[i] == '\n';
+      i += 2;
+    } else if (c == '"') {
+      for (++i; i < n && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+        else if (text[i] == '\n') ++line;
+      }
+      ++i;
+    } else if (ident_start(c)) {
+      const size_t start = i;
+      while (i < n && ident_char(text[i])) ++i;
+      key = text.substr(start, i - start);
+    } else if (std::isdigit(static_cast<unsigned char>(c)) ||
+               ((c == '-' || c == '+') && i + 1 < n && std::isdigit(static_cast<unsigned char>(text[i + 1])))) {
+      const size_t start = i;
+      if (c == '-' || c == '+') ++i;
+      const bool hex = text.compare(i, 2, "0x") == 0 || text.compare(i, 2, "0X") == 0;
+      if (hex) i += 2;
+      while (i < n && (hex ? std::isxdigit(static_cast<unsigned char>(text[i])) != 0
+                           : std::isdigit(static_cast<unsigned char>(text[i])) != 0)) {
+        ++i;
+      }
+      if (!hex && i < n && (text[i] == '.' || text[i] == 'e' || text[i] == 'E')) {
+        // A float: the rest of it (digits, exponent) cannot wrap.
+        while (i < n && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.' || text[i] == 'e' ||
+                         text[i] == 'E' || text[i] == '+' || text[i] == '-')) {
+          ++i;
+        }
+        continue;
+      }
+      if (i < n && text[i] == 'L') {  // a 64-bit literal: libconfig reads it whole
+        ++i;
+        continue;
+      }
+      const std::string literal = text.substr(start, i - start);
+      errno = 0;
+      const long long v = hex ? static_cast<long long>(std::strtoull(literal.c_str(), nullptr, 16))
+                              : std::strtoll(literal.c_str(), nullptr, 10);
+      if (errno == ERANGE || (!hex && (v > std::numeric_limits<int>::max() || v < std::numeric_limits<int>::min())) ||
+          (hex && static_cast<unsigned long long>(v) > 0xffffffffULL)) {
+        throw ConfigError(origin + ":" + std::to_string(line) + ": " + (key.empty() ? "a value" : key) + ": " +
+                          literal + " is out of range: an integer here holds at most " +
+                          std::to_string(std::numeric_limits<int>::max()) +
+                          " (libconfig would wrap it silently); the key's own range is in docs/config.md, and a "
+                          "number of MB this large is written as a float (" + literal + ".0)");
+      }
+    } else {
+      ++i;
+    }
+  }
+}
+
 // libconfig opens @include'd files itself with fopen: a FIFO or a device
 // there would block the load forever, or never end. So every @include line
 // is checked first (recursively, as deep as libconfig follows them), and a
@@ -506,6 +580,7 @@ const char* KindOf(mode_t mode) {
 // to libconfig, which reports it.
 void CheckIncludes(const std::string& text, const std::string& include_dir, const std::string& origin, int depth) {
   constexpr int kMaxDepth = 10;
+  CheckIntegerLiterals(text, origin);
   std::istringstream lines(text);
   std::string line;
   for (int number = 1; std::getline(lines, line); ++number) {
@@ -550,13 +625,19 @@ Config Config::LoadFile(const std::string& path) {
   std::string dir = fs::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   parsed.setIncludeDir(dir.c_str());
-  {
-    std::ifstream in(path, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    CheckIncludes(text, dir, path, 1);
-  }
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Some editors start a UTF-8 file with a byte-order mark, which libconfig
+  // reads as a syntax error; it says nothing, so it is dropped.
+  const bool bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0;
+  if (bom) text.erase(0, 3);
+  CheckIncludes(text, dir, path, 1);
   try {
-    parsed.readFile(path.c_str());
+    if (bom) {
+      parsed.readString(text);
+    } else {
+      parsed.readFile(path.c_str());
+    }
   } catch (const libconfig::ParseException& e) {
     ThrowParseError(e, path);
   } catch (const libconfig::FileIOException&) {

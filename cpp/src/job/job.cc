@@ -205,7 +205,15 @@ Job::Job(const JobOptions& options)
     if (!config_.checkpoint) scan.use_cache = false;
     if (scan.cache_dir.empty()) scan.cache_dir = JoinPath(config_.checkpoint_path, "index");
     scan.interrupt = options.interrupt;
+    scan.keep_damaged = scan.keep_damaged || options.skip_bad_samples;
     source_ = OpenSource(env_, options.dataset_path, options.source, scan);
+    // on_error="skip": a shard cut short gave what it had; each is counted
+    // as one skipped entry and named, as a bad sample is.
+    for (const auto& damage : source_->damage()) {
+      skipped_.fetch_add(1);
+      skipped_files_.push_back(damage);
+      std::fprintf(stderr, "hdmlp: skipping the rest of a damaged shard (on_error=\"skip\"): %s\n", damage.c_str());
+    }
     arrays_ = source_->format() == SampleFormat::kArray;
     if (arrays_ && pipeline_) {
       throw InvalidArgumentError("'" + options.dataset_path + "' holds arrays (" + source_->sample_array()->ToString() +
@@ -603,6 +611,7 @@ void Job::BeginEpoch(int epoch) {
   batch_ = epoch == start.epoch ? plan_->StartBatch() : 0;
   next_j_ = batch_start_[static_cast<size_t>(batch_)];
   epoch_end_ = epoch_size_;
+  last_good_sample_ = -1;
   moved_from_item_.store(INT64_MAX);
   pending_ = Batch();
   pending_bad_.clear();
@@ -706,6 +715,26 @@ bool Job::FillFromEpochEnd(int64_t min_position) {
       const std::string why = "cannot hold sample " + source_->Describe(sample) + " in memory: an allocation for it failed";
       RecordSkip(why);
       pending_bad_.push_back(why);
+    }
+  }
+  return false;
+}
+
+bool Job::PadWithRepeat(int64_t from) {
+  std::vector<int64_t> candidates;
+  if (last_good_sample_ >= 0) candidates.push_back(last_good_sample_);
+  for (int64_t t = from; t < epoch_end_; ++t) candidates.push_back(epoch_order_->At(t));
+  for (const int64_t sample : candidates) {
+    try {
+      const SampleBuffer bytes = ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
+      TransformInto(epoch_, sample, bytes, pending_.images.get(), 0);
+      pending_.ids.push_back(sample);
+      pending_.labels.push_back(source_->labels()[static_cast<size_t>(sample)]);
+      padded_.fetch_add(1);
+      return true;
+    } catch (const InvalidArgumentError&) {
+      // Bad too: it is skipped (and counted) when its own turn comes.
+    } catch (const std::bad_alloc&) {
     }
   }
   return false;
@@ -833,23 +862,26 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
     if (!rows()) pending_.samples.push_back(std::move(bytes));
     ++next_j_;
   }
+  // Every sample of this batch was bad, and taking one from a later batch
+  // would have emptied that one: an empty step would desynchronise the
+  // ranks' collectives, so a good sample of the epoch is delivered again.
+  if (pending_.ids.empty() && rows() && options_.skip_bad_samples) PadWithRepeat(start + nominal);
   const int64_t size = static_cast<int64_t>(pending_.ids.size());
+  if (size > 0) last_good_sample_ = pending_.ids.back();
   metrics_.AddDelivered(epoch_, size, pending_stall_);
   ++batch_;
   SetPosition(epoch_, batch_);
   if (rows()) DropBatchesBelow(epoch_, batch_);  // the memory now belongs to *out alone
   pending_stall_ = 0;
   if (size == 0) {
-    // Every sample of this batch was bad, and taking one from a later batch
-    // would have emptied that one: an empty step would desynchronise the
-    // ranks' collectives, so this is an error, as without skip.
+    // Not one sample of this rank's epoch is good: nothing can fill a step.
     std::string files;
     for (const auto& why : pending_bad_) files += (files.empty() ? "" : "; ") + why;
     const std::string message =
         "rank " + std::to_string(rank()) + ": every sample of batch " + std::to_string(batch_ - 1) + " of epoch " +
-        std::to_string(epoch_) + " is bad, and no later sample of the epoch can take their place without "
-        "emptying a later batch (on_error=\"skip\" keeps every step non-empty so that the ranks stay in step): " +
-        files + "; remove or fix these files, or use a larger batch size";
+        std::to_string(epoch_) + " is bad, and this rank's epoch has no good sample to repeat in its place "
+        "(on_error=\"skip\" keeps every step non-empty so that the ranks stay in step): " +
+        files + "; remove or fix these files";
     pending_ = Batch();
     pending_bad_.clear();
     try {

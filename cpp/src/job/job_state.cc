@@ -35,6 +35,10 @@ std::string ResumeMismatch(const JobState& state, const JobState& job, const std
            "; the global batches can only go on with the same size: give batch_size=" +
            std::to_string(state.batch_size) + " (the global batch, whatever the number of ranks)";
   }
+  if (state.distr_scheme != "uniform" && state.distr_scheme != "local" && state.distr_scheme != "partial_local") {
+    return refused + "its distr_scheme '" + state.distr_scheme +
+           "' is none hdmlp has (uniform, local, partial_local): the state is damaged or not an hdmlp state";
+  }
   if (state.distr_scheme != job.distr_scheme) {
     return refused + "its distr_scheme is '" + state.distr_scheme + "', this job's is '" + job.distr_scheme +
            "'; give distr_scheme='" + state.distr_scheme + "'";

@@ -219,6 +219,11 @@ std::string DatasetNames(hid_t file) {
   return s.empty() ? "none" : s;
 }
 
+// Limits of what one source indexes: a row costs its name in memory, a
+// class its name (classes are "0".."max label"), a sample one buffer.
+constexpr int64_t kMaxRows = int64_t{1} << 32;
+constexpr int64_t kMaxSampleBytes = int64_t{4} << 30;
+
 bool HasLink(hid_t file, const std::string& name) {
   // H5Lexists checks one level at a time.
   size_t pos = 0;
@@ -390,7 +395,9 @@ Hdf5Source::Hdf5Source(Env* env, const std::string& path, const SourceOptions& o
   files_opened_.fetch_add(1);
   try {
     samples_ = OpenDataset(file_id_, options.hdf5_samples, first);
-    const bool has_labels = !options.hdf5_labels.empty() && HasLink(file_id_, options.hdf5_labels);
+    // The default "label" is optional; a label dataset the user named must exist.
+    const bool named = options.hdf5_labels != SourceOptions().hdf5_labels;
+    const bool has_labels = !options.hdf5_labels.empty() && (named || HasLink(file_id_, options.hdf5_labels));
     if (has_labels) labels_ = OpenDataset(file_id_, options.hdf5_labels, first);
     int64_t n;
     if (folder_) {
@@ -411,6 +418,12 @@ Hdf5Source::Hdf5Source(Env* env, const std::string& path, const SourceOptions& o
       n = static_cast<int64_t>(samples_->dims[0]);
       sample_spec_ = samples_->spec;
       sample_spec_.shape = Dims(samples_->dims, 1);
+      if (samples_->dims[0] > static_cast<hsize_t>(kMaxRows)) {
+        // Each row costs its name and label in memory before anything is read.
+        throw InvalidArgumentError("dataset '" + options.hdf5_samples + "' of '" + path + "' has " +
+                                   std::to_string(samples_->dims[0]) + " rows, more than the " +
+                                   std::to_string(kMaxRows) + " (2^32) samples hdmlp indexes");
+      }
       if (labels_) {
         if (labels_->dims.empty() || static_cast<int64_t>(labels_->dims[0]) != n) {
           throw InvalidArgumentError("label dataset '" + options.hdf5_labels + "' of '" + path + "' has shape " +
@@ -426,10 +439,11 @@ Hdf5Source::Hdf5Source(Env* env, const std::string& path, const SourceOptions& o
           }
           int64_t max_label = 0;
           for (size_t i = 0; i < values.size(); ++i) {
-            if (values[i] < 0 || values[i] > INT32_MAX) {
+            if (values[i] < 0 || values[i] > kMaxLabel) {
               throw InvalidArgumentError("label " + std::to_string(values[i]) + " of sample " + std::to_string(i) +
                                          " in '" + options.hdf5_labels + "' of '" + path +
-                                         "' is not a class index (0 to 2^31-1)");
+                                         "' is not a class index (0 to " + std::to_string(kMaxLabel) +
+                                         "; the classes are \"0\" to the largest label, listed densely)");
             }
             max_label = std::max(max_label, values[i]);
           }
@@ -446,6 +460,22 @@ Hdf5Source::Hdf5Source(Env* env, const std::string& path, const SourceOptions& o
       for (int64_t i = 0; i < n; ++i) index_.names.push_back(path + ":" + options.hdf5_samples + "[" + std::to_string(i) + "]");
     }
     if (n == 0) throw InvalidArgumentError("dataset '" + options.hdf5_samples + "' of '" + path + "' holds no sample");
+    // A sample is one buffer in memory: refused here, naming the dataset,
+    // rather than a bare bad_alloc at its first read.
+    double sample_bytes = static_cast<double>(sample_spec_.element_size);
+    for (int64_t d : sample_spec_.shape) sample_bytes *= static_cast<double>(d);
+    if (has_label_array_) {
+      double label_bytes = static_cast<double>(label_spec_.element_size);
+      for (int64_t d : label_spec_.shape) label_bytes *= static_cast<double>(d);
+      sample_bytes += label_bytes;
+    }
+    if (sample_bytes > static_cast<double>(kMaxSampleBytes)) {
+      throw InvalidArgumentError("dataset '" + options.hdf5_samples + "' of '" + path + "' has samples of " +
+                                 sample_spec_.ToString() + ", " + std::to_string(static_cast<int64_t>(sample_bytes)) +
+                                 " bytes each: more than the " + std::to_string(kMaxSampleBytes >> 30) +
+                                 " GiB a sample may have (each is read whole into memory); is the sample "
+                                 "dimension the first?");
+    }
     if (sample_spec_.bytes() == 0) {
       throw InvalidArgumentError("dataset '" + options.hdf5_samples + "' of '" + path + "' has empty samples (shape " +
                                  sample_spec_.ToString() + ")");

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "hdmlp/errors.h"
@@ -76,7 +77,8 @@ PackSource::PackSource(Env* env, const std::string& path) : Source("pack", env, 
   for (auto& shard : shards_) {
     std::string name;
     uint64_t size;
-    if (!r.Str(&name) || !r.U64(&size) || name.empty() || name.find('/') != std::string::npos) {
+    if (!r.Str(&name) || !r.U64(&size) || name.empty() || name.find('/') != std::string::npos ||
+        size > static_cast<uint64_t>(INT64_MAX)) {
       throw InvalidArgumentError(corrupt + " (shards)" + remake);
     }
     shard.path = JoinPath(dir_, name);
@@ -96,8 +98,10 @@ PackSource::PackSource(Env* env, const std::string& path) : Source("pack", env, 
     }
     e.offset = static_cast<int64_t>(offset);
     index_.sizes[i] = static_cast<int64_t>(size);
+    // offset + size is not computed: two huge values would wrap past the check.
     if (e.shard >= shards_.size() || offset < static_cast<uint64_t>(kShardHeaderBytes) ||
-        offset + size > static_cast<uint64_t>(shards_[e.shard].indexed_size) || index_.labels[i] < 0 ||
+        size > static_cast<uint64_t>(shards_[e.shard].indexed_size) ||
+        offset > static_cast<uint64_t>(shards_[e.shard].indexed_size) - size || index_.labels[i] < 0 ||
         (!index_.classes.empty() && static_cast<size_t>(index_.labels[i]) >= index_.classes.size())) {
       throw InvalidArgumentError(corrupt + ": sample " + std::to_string(i) + " ('" + index_.names[i] +
                                  "') lies outside its shard or has no class" + remake);

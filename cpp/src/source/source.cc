@@ -63,18 +63,21 @@ std::string Detect(Env* env, const std::string& path) {
     if (head.size() >= 262 && head.compare(257, 5, "ustar") == 0) return "tar";
     return "";
   }
-  bool has_dir = false, has_h5 = false, has_tar = false;
+  bool has_dir = false, has_h5 = false, has_tar = false, has_shard = false;
   for (const auto& e : env->ListDir(path)) {
     if (e.is_dir) {
       has_dir = true;
     } else if (e.name == kPackIndexName) {
       return "pack";
+    } else if (EndsWith(e.name, ".hdmlp-shard") || e.name == ".hdmlp-pack-progress") {
+      has_shard = true;  // an unfinished pack (no index yet): PackSource says so
     } else if (IsHdf5Name(e.name)) {
       has_h5 = true;
     } else if (EndsWith(e.name, ".tar")) {
       has_tar = true;
     }
   }
+  if (has_shard && !has_dir) return "pack";
   if (has_dir) return "folder";
   if (has_h5) return "hdf5";
   if (has_tar) return "tar";

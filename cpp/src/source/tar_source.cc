@@ -19,7 +19,7 @@ namespace hdmlp {
 namespace {
 
 constexpr char kCacheMagic[8] = {'H', 'D', 'M', 'L', 'P', 'T', 'A', 'R'};
-constexpr uint32_t kCacheVersion = 1;
+constexpr uint32_t kCacheVersion = 2;  // 2: shards cut short are refused, not indexed
 constexpr int64_t kBlock = 512;
 constexpr int64_t kWindow = 64 * 1024;  // header reads fetch this much, so small members come along
 constexpr int64_t kMaxLabelBytes = 64;
@@ -125,7 +125,8 @@ std::string PaxPath(const std::string& data) {
 
 class ShardScanner {
  public:
-  ShardScanner(const std::string& path, const SourceOptions& options) : path_(path), options_(options) {
+  ShardScanner(const std::string& path, const SourceOptions& options, bool keep_damaged)
+      : path_(path), options_(options), keep_damaged_(keep_damaged) {
     size_t start = 0;
     const std::string exts = Lower(options.tar_sample_ext);
     while (!exts.empty() && start <= exts.size()) {
@@ -139,6 +140,12 @@ class ShardScanner {
     if (!label_ext_.empty() && label_ext_[0] == '.') label_ext_ = label_ext_.substr(1);
   }
 
+  // The shard's samples. A shard cut short (the file ends inside a header
+  // or a member, or where the next header or the end-of-archive blocks
+  // should be) throws InvalidArgumentError naming the shard and the offset;
+  // with keep_damaged the samples before the cut are kept, the one the cut
+  // falls in is dropped (its members may go on past the cut), and damage()
+  // says so.
   std::vector<Record> Scan(Env* env) {
     auto file = env->OpenForRead(path_);
     const int64_t size = file->Size();
@@ -146,7 +153,13 @@ class ShardScanner {
     std::string long_name;
     int64_t pos = 0;
     uint8_t h[kBlock];
-    while (pos + kBlock <= size) {
+    while (true) {
+      if (pos + kBlock > size) {
+        Cut(pos, pos == size  ? "the file ends where the next header or the end-of-archive blocks should be"
+                 : pos > size ? "the file ends inside the padding of the member before"
+                              : "the file ends inside a header, " + std::to_string(size - pos) + " of its 512 bytes");
+        return std::move(records_);
+      }
       reader.Read(pos, kBlock, h);
       if (std::all_of(h, h + kBlock, [](uint8_t b) { return b == 0; })) break;  // end of archive
       int64_t stored_sum = 0, member_size = 0;
@@ -159,6 +172,20 @@ class ShardScanner {
       }
       const char type = static_cast<char>(h[156]);
       const int64_t data = pos + kBlock;
+      std::string name = long_name;
+      if (name.empty()) {
+        name = Field(h, 100);
+        const std::string prefix = std::memcmp(h + 257, "ustar", 5) == 0 ? Field(h + 345, 155) : "";
+        if (!prefix.empty()) name = prefix + "/" + name;
+      }
+      if (member_size > size - data) {
+        // Checked before anything is allocated for the member: a header
+        // may claim any size. The sample before this member's is whole.
+        if (KeyOf(name) != key_) Flush();
+        Cut(pos, "the member '" + name + "' there claims " + std::to_string(member_size) +
+                     " bytes and the file ends " + std::to_string(size - data) + " bytes into it");
+        return std::move(records_);
+      }
       const int64_t next = data + (member_size + kBlock - 1) / kBlock * kBlock;
       if (type == 'L' || type == 'x') {
         if (member_size > (1 << 20) || data + member_size > size) {
@@ -174,12 +201,6 @@ class ShardScanner {
           if (!p.empty()) long_name = p;
         }
       } else if (type == '0' || type == '\0' || type == '7') {
-        std::string name = long_name;
-        if (name.empty()) {
-          name = Field(h, 100);
-          const std::string prefix = std::memcmp(h + 257, "ustar", 5) == 0 ? Field(h + 345, 155) : "";
-          if (!prefix.empty()) name = prefix + "/" + name;
-        }
         long_name.clear();
         Member(&reader, size, name, data, member_size);
       } else {
@@ -191,6 +212,8 @@ class ShardScanner {
     return std::move(records_);
   }
 
+  const std::string& damage() const { return damage_; }
+
  private:
   struct Candidate {
     std::string ext;
@@ -198,16 +221,41 @@ class ShardScanner {
     int64_t offset, size;
   };
 
-  void Member(WindowReader* reader, int64_t file_size, const std::string& name, int64_t offset, int64_t size) {
+  void Cut(int64_t offset, const std::string& why) {
+    const std::string what = "tar shard '" + path_ + "' is cut short at offset " + std::to_string(offset) + ": " +
+                             why + " (a truncated or partly copied shard)";
+    if (!keep_damaged_) {
+      throw InvalidArgumentError(what + "; copy the shard again, or open with on_error=\"skip\" to use the " +
+                                 std::to_string(records_.size()) + " whole samples before the cut");
+    }
+    // The sample the cut falls in may have lost members: it is dropped too.
+    damage_ = what + "; its " + std::to_string(records_.size()) + " whole samples before the cut are used" +
+              (key_.empty() ? std::string() : ", sample '" + key_ + "' and everything after it are left out");
+  }
+
+  // The sample key of a member name ("a/n0153.jpg" -> "a/n0153"), or ""
+  // when the name has no key.ext form.
+  static std::string KeyOf(const std::string& name) {
     const size_t slash = name.find_last_of('/');
     const size_t dot = name.find('.', slash == std::string::npos ? 0 : slash + 1);
-    if (dot == std::string::npos || dot == 0 || name[dot - 1] == '/') return;  // no key.ext: not part of a sample
-    const std::string key = name.substr(0, dot);
+    if (dot == std::string::npos || dot == 0 || name[dot - 1] == '/') return "";
+    return name.substr(0, dot);
+  }
+
+  void Member(WindowReader* reader, int64_t file_size, const std::string& name, int64_t offset, int64_t size) {
+    const std::string key = KeyOf(name);
+    if (key.empty()) return;  // no key.ext: not part of a sample
+    const size_t dot = key.size();
     const std::string ext = Lower(name.substr(dot + 1));
     if (key != key_) {
       Flush();
       key_ = key;
     }
+    // Two members with one extension: keeping either would be a guess.
+    for (const auto& c : candidates_) {
+      if (c.ext == ext) Duplicate(key, ext, c.name, c.offset, name, offset);
+    }
+    if (has_label_ && ext == label_ext_) Duplicate(key, ext, label_name_, label_offset_, name, offset);
     if (!label_ext_.empty() && ext == label_ext_) {
       if (size > kMaxLabelBytes || offset + size > file_size) {
         throw InvalidArgumentError("label member '" + name + "' at offset " + std::to_string(offset) + " of '" +
@@ -219,7 +267,13 @@ class ShardScanner {
       char* end = nullptr;
       const long long v = std::strtoll(text, &end, 10);
       while (end != nullptr && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t')) ++end;
-      if (end == text || end == nullptr || *end != '\0' || v < 0 || v > INT32_MAX) {
+      if (end != text && end != nullptr && *end == '\0' && v > kMaxLabel) {
+        throw InvalidArgumentError("label member '" + name + "' at offset " + std::to_string(offset) + " of '" +
+                                   path_ + "' (sample '" + key + "') holds " + std::to_string(v) +
+                                   ", more than the largest label hdmlp takes, " + std::to_string(kMaxLabel) +
+                                   " (the classes are \"0\" to the largest label, listed densely)");
+      }
+      if (end == text || end == nullptr || *end != '\0' || v < 0) {
         throw InvalidArgumentError("label member '" + name + "' at offset " + std::to_string(offset) + " of '" +
                                    path_ + "' holds '" + std::string(text) +
                                    "', not a non-negative decimal integer; choose the label member with "
@@ -227,9 +281,19 @@ class ShardScanner {
       }
       label_ = static_cast<int32_t>(v);
       has_label_ = true;
+      label_name_ = name;
+      label_offset_ = offset;
       return;
     }
     candidates_.push_back({ext, name, offset, size});
+  }
+
+  [[noreturn]] void Duplicate(const std::string& key, const std::string& ext, const std::string& first,
+                              int64_t first_offset, const std::string& second, int64_t second_offset) {
+    throw InvalidArgumentError("sample '" + key + "' in tar shard '" + path_ + "' has two '" + ext + "' members ('" +
+                               first + "' at offset " + std::to_string(first_offset) + " and '" + second +
+                               "' at offset " + std::to_string(second_offset) +
+                               "): a key names one sample with one member per extension; rename one of them");
   }
 
   void Flush() {
@@ -264,6 +328,10 @@ class ShardScanner {
 
   std::string path_;
   const SourceOptions& options_;
+  bool keep_damaged_;
+  std::string damage_;
+  std::string label_name_;
+  int64_t label_offset_ = 0;
   std::vector<std::string> sample_exts_;
   std::string label_ext_;
   std::vector<Record> records_;
@@ -307,6 +375,11 @@ std::vector<std::string> TarSource::ListShards(Env* env, const std::string& spec
     const FileInfo info = env->Stat(p);
     if (!info.exists) throw NotFoundError("tar shard '" + p + "' (from '" + spec + "') does not exist");
     if (info.is_dir) throw InvalidArgumentError("tar shard '" + p + "' (from '" + spec + "') is a directory");
+    if (info.kind != FileKind::kRegular) {
+      // A FIFO would be read as a shard of size 0, i.e. "cut short".
+      throw InvalidArgumentError("tar shard '" + p + "' (from '" + spec + "') is " + FileKindName(info.kind) +
+                                 ", not a regular file");
+    }
   }
   return paths;
 }
@@ -380,9 +453,15 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
   int threads = scan.threads > 0 ? scan.threads
                                  : static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
   std::vector<std::vector<Record>> per_shard(paths_.size());
+  std::vector<std::string> damage(paths_.size());
   ParallelFor(static_cast<int64_t>(paths_.size()), threads, [&](int64_t s) {
-    per_shard[static_cast<size_t>(s)] = ShardScanner(paths_[static_cast<size_t>(s)], options).Scan(env);
+    ShardScanner scanner(paths_[static_cast<size_t>(s)], options, scan.keep_damaged);
+    per_shard[static_cast<size_t>(s)] = scanner.Scan(env);
+    damage[static_cast<size_t>(s)] = scanner.damage();
   });
+  for (auto& d : damage) {
+    if (!d.empty()) damage_.push_back(std::move(d));
+  }
   bool any_label = false, all_labels = true;
   int32_t max_label = -1;
   for (size_t s = 0; s < per_shard.size(); ++s) {
@@ -410,7 +489,9 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
   for (int32_t c = 0; c <= std::max(max_label, 0); ++c) index_.classes.push_back(std::to_string(c));
   files_.resize(paths_.size());
 
-  if (scan.use_cache && !racy) {
+  // A damaged shard's listing is not kept: opened again without
+  // keep_damaged it must fail, and with it say again what was lost.
+  if (scan.use_cache && !racy && damage_.empty()) {
     BinaryWriter w;
     w.Raw(kCacheMagic, sizeof kCacheMagic);
     w.U32(kCacheVersion);

@@ -66,7 +66,20 @@ void StagingBuffer::Fail(int64_t item, CapturedError error) {
   if (item < consumer_next_ || slot.item != item) return;
   slot.error = std::move(error);
   slot.state = State::kFailed;
-  if (item == consumer_waits_for_) consumer_cv_.notify_one();
+  // A consumer waiting for a whole batch that holds this item wakes now: the
+  // error is raised (or skipped) without waiting for the batch's other reads,
+  // each of which may take up to its own deadline.
+  if (item == consumer_waits_for_ || (consumer_waits_for_batch_ && item <= consumer_waits_for_)) {
+    consumer_cv_.notify_one();
+  }
+}
+
+bool StagingBuffer::AnyFailed(int64_t first, int64_t last) {
+  for (int64_t item = first; item <= last; ++item) {
+    const Slot& slot = SlotFor(item);
+    if (slot.item == item && slot.state == State::kFailed) return true;
+  }
+  return false;
 }
 
 bool StagingBuffer::Done(int64_t item) {
@@ -83,7 +96,7 @@ bool StagingBuffer::WaitFor(int64_t last, std::chrono::steady_clock::time_point 
   for (;;) {
     if (closed_) break;
     // A blocked worker waits for this consumer: waiting longer would stall.
-    if (Done(last) || producers_waiting_ > 0) {
+    if (Done(last) || producers_waiting_ > 0 || AnyFailed(consumer_next_, last)) {
       done = true;
       break;
     }

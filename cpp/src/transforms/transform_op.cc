@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/transforms/decode.h"
 
 namespace hdmlp {
 
@@ -51,6 +52,12 @@ RandomDraw& RandomDraw::Text(const std::string& name, const std::string& v) {
 // ---- ChainState ----------------------------------------------------------------
 
 void ChainState::SetExact(int h, int w, const TransformOp& op) {
+  // Every sample would be this size: refused now, naming the op, rather
+  // than a bare bad_alloc for the first batch.
+  if (h < 1 || w < 1 || int64_t{h} * w > kMaxImagePixels) {
+    op.Fail("would make every image " + std::to_string(w) + "x" + std::to_string(h) + " (w x h), outside 1.." +
+            std::to_string(kMaxImagePixels) + " pixels");
+  }
   known = Known::kExact;
   known_h = h;
   known_w = w;

@@ -56,6 +56,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -171,6 +172,8 @@ class CacheHierarchy {
   const std::string& ReadUncached(int64_t sample, SampleBuffer* out, int client, bool may_ask_peers,
                                   const std::atomic<bool>* stop);
   void SetState(int64_t slot, State state);
+  // Marks a fill failed, keeping its error when the storage failed (fill_errors_).
+  void FailFill(int64_t slot, const CapturedError& error);
   // Waits until another thread has filled (or failed) a slot; false if `stop` was set meanwhile.
   bool WaitWhileFilling(const std::atomic<uint8_t>& state, const std::atomic<bool>& stop);
   void PrefetchLoop(int level, int client);
@@ -211,6 +214,11 @@ class CacheHierarchy {
 
   std::mutex mu_;
   std::condition_variable filled_cv_;
+  // Why a slot's fill failed, when the storage failed (a read past its
+  // deadline, a missing file): a thread that waited for that fill raises it
+  // instead of reading again, so a stuck read costs one read_timeout_s, not
+  // two. Guarded by mu_.
+  std::map<int64_t, CapturedError> fill_errors_;
   std::atomic<bool> closed_{false};        // Stop() was called
   std::atomic<bool> close_started_{false};
   std::atomic<bool> serving_stopped_{false};  // after the linger: serving threads' reads give up

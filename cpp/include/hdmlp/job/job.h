@@ -49,11 +49,14 @@
 // epoch not yet delivered, as long as every later batch of the epoch keeps
 // at least one sample (so only the epoch's last batch gets shorter, down to
 // one sample); after that, a batch with a bad sample is delivered shorter.
-// A batch none of whose samples is good raises InvalidArgumentError naming
-// the rank, epoch and files, and the other ranks are told, as for a bad
-// sample without skip_bad_samples. Every other sample is still delivered
-// exactly once. Storage errors (missing file, failing reads) are raised in
-// both modes.
+// A batch none of whose samples is good, and that no later sample can fill,
+// gets one good sample of this rank's epoch again (the last one delivered,
+// else a later one), as DistributedSampler pads, counted in
+// padded_samples(); only when the rank's whole epoch holds no good sample
+// does it raise InvalidArgumentError naming the rank, epoch and files (the
+// other ranks are told). Every other sample is still delivered exactly
+// once. Storage errors (missing file, failing reads) are raised in both
+// modes.
 //
 // Resuming (job/job_state.h): State() is the job's global position (the
 // epoch, the global batches of it delivered) with what the order depends on.
@@ -204,6 +207,9 @@ class Job {
   const OutputShape& sample_shape() const { return sample_shape_; }
   // Samples left out by skip_bad_samples, over the job, and their files (each once).
   int64_t skipped_samples() const { return skipped_.load(); }
+  // Samples delivered a second time in an epoch to fill a batch that had no
+  // good sample left (skip_bad_samples; see PadWithRepeat).
+  int64_t padded_samples() const { return padded_.load(); }
   std::vector<std::string> SkippedFiles() const;
   // Batch buffers allocated so far (reused ones are not counted again).
   int64_t batch_allocations() const { return pool_ ? pool_->allocations() : 0; }
@@ -273,6 +279,11 @@ class Job {
   // undelivered sample of the epoch, at a position >= min_position; false
   // when none is left.
   bool FillFromEpochEnd(int64_t min_position);
+  // skip_bad_samples: a batch left with no good sample gets one good sample
+  // of this rank's epoch again (the last one delivered, else one of the
+  // positions from `from` on), as DistributedSampler pads; false when the
+  // epoch has none.
+  bool PadWithRepeat(int64_t from);
   void RecordSkip(const std::string& message);
   [[noreturn]] void ThrowAndTellPeers(const CapturedError& error);
   // Every rank's view of the job must agree; throws the same error on every rank.
@@ -330,6 +341,7 @@ class Job {
   // (skip_bad_samples); workers need not transform them. A hint only.
   std::atomic<int64_t> moved_from_item_{INT64_MAX};
   std::atomic<int64_t> skipped_{0};
+  std::atomic<int64_t> padded_{0};
   mutable std::mutex skipped_mu_;
   std::vector<std::string> skipped_files_;
 
@@ -339,6 +351,7 @@ class Job {
   int64_t batch_ = 0;          // next batch in the epoch
   int64_t next_j_ = 0;         // next sample of the epoch
   int64_t epoch_end_ = 0;      // positions from here on were moved into holes
+  int64_t last_good_sample_ = -1;  // the epoch's last sample delivered, for PadWithRepeat
   Batch pending_;              // the batch being assembled across timeouts
   std::vector<std::string> pending_bad_;  // skip_bad_samples: why each of its samples was left out
   double pending_stall_ = 0;

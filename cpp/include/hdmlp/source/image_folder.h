@@ -62,6 +62,11 @@ struct ScanOptions {
   std::string cache_dir;        // empty: UserCacheDir()/index
   Env* cache_env = nullptr;     // the cache lives on local disk: nullptr is Env::Default()
   InterruptCheck interrupt;     // polled between folders, on the calling thread
+  // on_error="skip" (the Job sets it with skip_bad_samples, Python's skip
+  // with a Python chain sets it alone): a container cut short (a tar shard without its end)
+  // keeps the samples before the cut and reports the rest in
+  // Source::damage() instead of failing the open.
+  bool keep_damaged = false;
 };
 
 ImageFolderIndex ScanImageFolder(Env* env, const std::string& root, const ScanOptions& options = {});

@@ -82,6 +82,12 @@ struct SampleIdentity {
   int64_t mtime_ns = 0;
 };
 
+// The largest label a source accepts where classes are "0".."max label"
+// (tar .cls members, HDF5 integer labels): the class list is dense, so a
+// label of 2^31 would cost gigabytes of class names. A larger one is an
+// InvalidArgumentError naming the file and the sample.
+constexpr int32_t kMaxLabel = (1 << 20) - 1;
+
 // The listing every source fills when it opens.
 struct SampleIndex {
   std::vector<std::string> classes;  // label = position
@@ -157,6 +163,10 @@ class Source {
   // excluded): O(samples) for a folder, O(shards) for a pack or tars.
   int64_t files_opened() const { return files_opened_.load(std::memory_order_relaxed); }
 
+  // With ScanOptions::keep_damaged: one message per damaged container the
+  // open left (partly) out, naming the file, the offset and what was lost.
+  const std::vector<std::string>& damage() const { return damage_; }
+
  protected:
   Source(std::string kind, Env* env, std::string root) : kind_(std::move(kind)), env_(env), root_(std::move(root)) {}
   std::unique_ptr<ReadableFile> Open(const std::string& path);
@@ -168,6 +178,7 @@ class Source {
   std::string root_;
   SampleIndex index_;
   bool from_cache_ = false;
+  std::vector<std::string> damage_;
   std::atomic<int64_t> files_opened_{0};
 };
 

@@ -20,13 +20,22 @@
 // ("" picks the first member with an image extension; "jpg;png" tries each
 // in turn), and tar_label_ext ("cls"), a member holding the label as a
 // decimal integer. Without label members every label is 0. Classes are
-// "0".."max label".
+// "0".."max label", the largest label being at most kMaxLabel (source.h).
 //
-// Errors: a sample without a sample member, or a label member that is not
-// an integer, fails the index with InvalidArgumentError naming the shard
-// and the key; a member cut short (the file ends inside it) makes that
-// sample's read fail with InvalidArgumentError naming the shard, the
-// member and the offset, never a short or wrong read.
+// Errors: a sample without a sample member, a key with two members of one
+// extension, or a label member that is not an integer up to kMaxLabel,
+// fails the index with InvalidArgumentError naming the shard and the key.
+// A shard must end with the end-of-archive zero blocks: one cut short (the
+// file ends inside a header or a member, or where the next header or the
+// end should be, 0 bytes included) or whose header claims more bytes than
+// the file holds fails the index with InvalidArgumentError naming the
+// shard and the offset; with ScanOptions::keep_damaged (on_error="skip")
+// the whole samples before the cut are indexed instead, the sample the cut
+// falls in is left out, and damage() says so (such a listing is never
+// cached). A shard truncated after indexing makes the reads past its end
+// fail with InvalidArgumentError naming the shard, the member and the
+// offset, never a short or wrong read. A shard that is not a regular file
+// (a FIFO) is refused when the source opens.
 //
 // Thread-safety: as Source. Non-copyable.
 #ifndef HDMLP_SOURCE_TAR_SOURCE_H_

@@ -72,6 +72,8 @@ class StagingBuffer {
   // full), so that waiting for a batch larger than the buffer cannot stall.
   // false at the deadline or when the buffer is closed. Nothing is taken.
   bool WaitFor(int64_t last, std::chrono::steady_clock::time_point deadline);
+  // (Also early when an item up to `last` failed: its error is not held
+  // back until the batch's slowest read ends.)
   void SkipTo(int64_t item);
 
   void Close();
@@ -95,6 +97,7 @@ class StagingBuffer {
   };
   Slot& SlotFor(int64_t item) { return slots_[static_cast<size_t>(item % window_)]; }
   bool Done(int64_t item);  // ready or failed
+  bool AnyFailed(int64_t first, int64_t last);  // an item of [first, last] failed (guarded by mu_)
   void Release(int64_t bytes);
   void SkipToLocked(int64_t item);
 
