@@ -67,6 +67,20 @@ def _sample_tensor(x: Any) -> Any:
     return torch.from_dlpack(x)
 
 
+def host_tensors(buffers: Any, labels: Any) -> tuple[Any, torch.Tensor]:
+    """A batch's samples and labels as the job hands them over, as tensors viewing their memory."""
+    samples: Any
+    if isinstance(buffers, list):
+        samples = [_sample_tensor(b) for b in buffers]
+    else:  # one batch: transformed images, arrays, or a Python transform's results
+        samples = _as_batch_tensor(buffers)
+    if isinstance(labels, torch.Tensor):
+        return samples, labels
+    if len(labels.shape) > 1 or memoryview(labels).format not in ("q", "l"):  # label arrays
+        return samples, _as_batch_tensor(labels)
+    return samples, _as_tensor(labels, torch.int64)
+
+
 class HDMLPImageFolder:
     """The dataset a Job reads, with torchvision ImageFolder's attributes.
 
@@ -166,14 +180,30 @@ class HDMLPDataLoader:
     state["batches"]`` batches). ``state_dict()`` / ``load_state_dict()`` are
     the job's (torchdata's ``StatefulDataLoader`` names). One pass at a time:
     a second iterator while one is open raises RuntimeError.
+
+    With a ``device`` (default: the job's, ``hdmlp.Job(..., device=...)``) batches are tensors on
+    it, copied from the batch memory on a side CUDA stream ``ahead`` batches ahead; the training
+    stream waits on an event, not the host. A job made without a device takes this one before its
+    first pass, so the 8-bit hand-off and the spare core apply (see :mod:`hdmlp.device` and
+    docs/gpu.md). ``channels_last=True`` gives the images that memory format on the device.
     """
 
-    def __init__(self, dataset: HDMLPImageFolder) -> None:
+    def __init__(self, dataset: HDMLPImageFolder, device: Any = None, *, channels_last: bool = False,
+                 ahead: int = 2) -> None:
         if not isinstance(dataset, HDMLPImageFolder):
             raise TypeError(f"dataset must be an HDMLPImageFolder, got {type(dataset).__name__}")
         self.dataset = dataset
         self.job = dataset.job
         self.sampler = HDMLPSampler(self)
+        from hdmlp.device import check_ahead, check_channels_last
+        self.channels_last = check_channels_last(channels_last)
+        self.ahead = check_ahead(ahead)
+        self._device = self.job._delivery(device)[0] if device is not None else None
+
+    @property
+    def device(self) -> Any:
+        """The ``torch.device`` batches arrive on, or None (host memory, as the job hands them over)."""
+        return self._device if self._device is not None else self.job.device
 
     def __len__(self) -> int:
         return self.job.batches_per_epoch
@@ -224,7 +254,18 @@ class HDMLPDataLoader:
         self.job.load_state_dict(state)
 
     def __iter__(self) -> Iterator[tuple[Any, torch.Tensor]]:
-        return self._deliver(self.job._open_pass())
+        target, tail = self.job._delivery(self._device)
+        if target is None and self.channels_last:
+            raise ValueError("channels_last=True needs a device: HDMLPDataLoader(dataset, device=...) (device='cpu' "
+                             "for tensors in host memory)")
+        opened = self.job._open_pass()
+        if target is None:
+            return self._deliver(opened)
+        from hdmlp.device import feed_pass
+        first = self.job._position().batches
+        batches = feed_pass(self.job, opened, first, self._deliver(opened), target, tail, self.channels_last,
+                            self.ahead)
+        return ((samples, labels) for samples, labels, _ in batches)
 
     def _deliver(self, opened: Any) -> Iterator[tuple[Any, torch.Tensor]]:
         transform = self.dataset.transform
@@ -242,15 +283,7 @@ class HDMLPDataLoader:
             if batch is None:
                 return
             _, labels, buffers = batch
-            samples: Any
-            if isinstance(buffers, list):
-                samples = [_sample_tensor(b) for b in buffers]
-            else:  # one batch: transformed images, arrays, or a Python transform's results
-                samples = _as_batch_tensor(buffers)
-            if len(labels.shape) > 1 or memoryview(labels).format not in ("q", "l"):  # label arrays
-                label_tensor = _as_batch_tensor(labels)
-            else:
-                label_tensor = _as_tensor(labels, torch.int64)
+            samples, label_tensor = host_tensors(buffers, labels)
             if transform is not None:
                 samples = [transform(s) for s in samples]  # per sample, as torchvision's Dataset does
                 if samples and all(isinstance(s, torch.Tensor) for s in samples) and \

@@ -301,7 +301,7 @@ void BindJob(py::module_& m) {
                        bool shuffle, int staging_threads, int launcher_rank, int launcher_world_size,
                        int launcher_local_world_size, const std::string& launcher_name, py::object gather,
                        const std::string& source, const std::map<std::string, std::string>& source_options,
-                       double read_timeout_s, std::optional<JobState> resume, int start_epoch) {
+                       double read_timeout_s, std::optional<JobState> resume, int start_epoch, int spare_cores) {
              JobOptions o;
              o.source.kind = source;
              for (const auto& [key, value] : source_options) SetSourceOption(&o.source, key, value);
@@ -310,6 +310,7 @@ void BindJob(py::module_& m) {
              o.batch_size_per_rank = batch_size_per_rank;
              o.shuffle = shuffle;
              o.staging_threads = staging_threads;
+             o.spare_cores = spare_cores;
              o.launcher_rank = launcher_rank;
              o.launcher_world_size = launcher_world_size;
              o.launcher_local_world_size = launcher_local_world_size;
@@ -361,7 +362,8 @@ void BindJob(py::module_& m) {
            py::arg("launcher_world_size") = 0, py::arg("launcher_local_world_size") = 0,
            py::arg("launcher_name") = "the launcher", py::arg("gather") = py::none(), py::arg("source") = "",
            py::arg("source_options") = std::map<std::string, std::string>{}, py::arg("read_timeout_s") = 0.0,
-           py::arg("resume") = std::optional<JobState>(), py::arg("start_epoch") = 0)
+           py::arg("resume") = std::optional<JobState>(), py::arg("start_epoch") = 0,
+           py::arg("spare_cores") = 0)
       .def("state", [](PyJob& j) { return j.job().State(); })
       .def("state_at", [](PyJob& j, int epoch, int64_t batches) { return j.job().StateAt(epoch, batches); },
            py::arg("epoch"), py::arg("batches"))
