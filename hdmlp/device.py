@@ -31,7 +31,11 @@ import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-import torch
+try:
+    import torch
+except ImportError as e:
+    raise ImportError("batches on a device (device=...) need PyTorch, which is not installed: pip install "
+                      "'hdmlp[torch]' (or leave device unset)") from e
 
 __all__ = ["CudaStreams", "DeviceFeeder", "FloatTail", "Streams", "plan_hand_off", "resolve_device"]
 
@@ -317,7 +321,12 @@ def check_ahead(ahead: Any) -> int:
     return ahead
 
 
-def check_channels_last(channels_last: Any) -> bool:
+def check_channels_last(channels_last: Any, specs: Sequence[tuple[str, dict]] = ()) -> bool:
+    """``channels_last`` checked against the chain the workers run (an HWC output has no channel dim 1)."""
     if not isinstance(channels_last, bool):
         raise TypeError(f"channels_last must be a bool, got {channels_last!r}")
+    if channels_last and specs and specs[-1][0] == "ToUint8" and specs[-1][1].get("layout") == [1.0]:
+        raise ValueError("channels_last=True with a chain ending in ToUint8('HWC'): its [B, H, W, C] batches are "
+                         "already channels-last in memory (images.permute(0, 3, 1, 2) is an NCHW view in "
+                         "torch.channels_last); use ToUint8() (CHW) with channels_last=True, or the permute")
     return channels_last

@@ -863,7 +863,7 @@ class Job:
         if target is not None:
             from hdmlp.device import check_ahead, check_channels_last
             check_ahead(ahead)
-            check_channels_last(channels_last)
+            check_channels_last(channels_last, self._specs)
         elif channels_last is not False:
             raise ValueError("channels_last needs a device (device='cpu' for tensors in host memory)")
         opened = self._open_pass(epoch)

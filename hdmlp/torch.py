@@ -196,9 +196,10 @@ class HDMLPDataLoader:
         self.job = dataset.job
         self.sampler = HDMLPSampler(self)
         from hdmlp.device import check_ahead, check_channels_last
-        self.channels_last = check_channels_last(channels_last)
         self.ahead = check_ahead(ahead)
+        check_channels_last(channels_last)
         self._device = self.job._delivery(device)[0] if device is not None else None
+        self.channels_last = check_channels_last(channels_last, self.job._specs)  # the chain the job now runs
 
     @property
     def device(self) -> Any:

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import hdmlp
+import hdmlp.numpy
 import hdmlp.transforms as T
 from hdmlp.datasets import make_image_folder
 from hdmlp.device import DeviceFeeder, FloatTail, Streams
@@ -113,6 +114,10 @@ def test_channels_last_layout(images):
             assert x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
             got.append((x.clone(), y.clone()))
         assert_same_batches(got, expected, atol=1e-6)
+    hwc = chain()[:3] + [T.ToUint8("HWC")]
+    with pytest.raises(ValueError, match="already channels-last"):
+        HDMLPDataLoader(HDMLPImageFolder(images, hdmlp.Job(images, 4, 1, transforms=hwc)), device="cpu",
+                        channels_last=True)
     job = hdmlp.Job(images, 4, 1, transforms=chain(), seed=9)
     with pytest.raises(ValueError, match="channels_last needs a device"):
         next(job.batches(channels_last=True))
@@ -202,6 +207,8 @@ def test_bad_device_arguments_say_what_to_do(images):
         HDMLPDataLoader(HDMLPImageFolder(images, job), device="cpu", ahead=-1)
     with pytest.raises(TypeError, match="channels_last must be a bool"):
         HDMLPDataLoader(HDMLPImageFolder(images, job), device="cpu", channels_last="yes")
+    with pytest.raises(ValueError, match="delivers its batches on cpu"):
+        next(hdmlp.numpy.batches(job))
 
 
 class ManualStreams(Streams):
