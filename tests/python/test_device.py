@@ -207,8 +207,9 @@ def test_bad_device_arguments_say_what_to_do(images):
         HDMLPDataLoader(HDMLPImageFolder(images, job), device="cpu", ahead=-1)
     with pytest.raises(TypeError, match="channels_last must be a bool"):
         HDMLPDataLoader(HDMLPImageFolder(images, job), device="cpu", channels_last="yes")
+    assert job.device is None  # refused before the job took the device
     with pytest.raises(ValueError, match="delivers its batches on cpu"):
-        next(hdmlp.numpy.batches(job))
+        next(hdmlp.numpy.batches(hdmlp.Job(images, 4, 1, transforms=chain(), device="cpu")))
 
 
 class ManualStreams(Streams):
