@@ -20,7 +20,8 @@ shapes differ). An array source (HDF5) gives ``(arrays, labels)``: ``arrays`` on
 label dataset holds arrays, one ``[B, ...]`` tensor of them. The tensors
 view the memory the workers wrote (no copy); that memory
 lives as long as any tensor on it does, and is reused for a later batch
-only after every tensor on it is gone.
+only after every tensor on it is gone. ``HDMLPDataLoader(dataset, device="cuda:0")``
+delivers the batches as device tensors instead (:mod:`hdmlp.device`, docs/gpu.md).
 """
 from __future__ import annotations
 
@@ -200,6 +201,9 @@ class HDMLPDataLoader:
         check_channels_last(channels_last)
         self._device = self.job._delivery(device)[0] if device is not None else None
         self.channels_last = check_channels_last(channels_last, self.job._specs)  # the chain the job now runs
+        if channels_last and self.device is None:
+            raise ValueError("channels_last=True needs a device: HDMLPDataLoader(dataset, device=...) (device='cpu' "
+                             "for tensors in host memory)")
 
     @property
     def device(self) -> Any:
@@ -256,9 +260,6 @@ class HDMLPDataLoader:
 
     def __iter__(self) -> Iterator[tuple[Any, torch.Tensor]]:
         target, tail = self.job._delivery(self._device)
-        if target is None and self.channels_last:
-            raise ValueError("channels_last=True needs a device: HDMLPDataLoader(dataset, device=...) (device='cpu' "
-                             "for tensors in host memory)")
         opened = self.job._open_pass()
         if target is None:
             return self._deliver(opened)

@@ -122,7 +122,7 @@ def test_channels_last_layout(images):
     with pytest.raises(ValueError, match="channels_last needs a device"):
         next(job.batches(channels_last=True))
     with pytest.raises(ValueError, match="channels_last=True needs a device"):
-        iter(HDMLPDataLoader(HDMLPImageFolder(images, job), channels_last=True))
+        HDMLPDataLoader(HDMLPImageFolder(images, job), channels_last=True)
 
 
 @pytest.mark.parametrize("handoff", ["uint8", "float"])
