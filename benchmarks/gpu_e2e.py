@@ -191,7 +191,8 @@ def run(args) -> dict:
         if not os.path.isdir(args.data):
             make_image_folder(args.data, num_images=args.images, num_classes=args.classes, seed=0,
                               min_side=args.min_side, max_side=args.max_side)
-    n = len(hdmlp.Job(args.data, args.batch, 1, index_cache=False))
+    import torchvision
+    n = len(torchvision.datasets.ImageFolder(args.data))  # no hdmlp job (and its threads) before the forks below
     steps = max(1, n // args.batch)
     rows: list[dict] = []
 
