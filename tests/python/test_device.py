@@ -271,3 +271,20 @@ def test_batches_on_a_cuda_device(images):
         got.append((x.clone(), y.clone()))
     torch.cuda.synchronize()
     assert_same_batches(got, expected, atol=1e-5)
+
+
+def test_python_transforms_and_arrays_are_copied_as_they_are(images, tmp_path):
+    import transform_fns as F
+    from conftest import make_h5
+    kw = dict(transforms=[T.ImgDecode(), T.Resize((8, 8)), F.mean_pixel], python_workers=1, seed=4)
+    with hdmlp.Job(images, 4, 1, **kw) as job:
+        expected = [(torch.from_dlpack(b.samples).clone(), b.ids) for b in job.batches()]
+    with hdmlp.Job(images, 4, 1, device="cpu", **kw) as job:
+        got = [(b.samples.clone(), b.ids) for b in job.batches()]
+    assert [ids for _, ids in got] == [ids for _, ids in expected]
+    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(got, expected))
+    make_h5(tmp_path / "a.h5", n=9)
+    with hdmlp.Job(tmp_path / "a.h5", 4, 1, seed=1) as job:
+        arrays = [(torch.from_dlpack(b.samples).clone(), torch.from_dlpack(b.labels).clone()) for b in job.batches()]
+    with hdmlp.Job(tmp_path / "a.h5", 4, 1, seed=1, device="cpu") as job:
+        assert_same_batches([(b.samples, b.labels) for b in job.batches()], arrays)
