@@ -115,13 +115,13 @@ def plan_hand_off(specs: Sequence[tuple[str, dict]], device: torch.device, hando
         elif len(specs) >= 2 and specs[-2][0] == "ToTensor" and specs[-1][0] == "Normalize":
             args = specs[-1][1]
             specs, tail = specs[:-2], FloatTail(tuple(args["mean"]), tuple(args["std"]))
-        elif handoff == "uint8":
-            ends = specs[-1][0]
-            raise ValueError(f"handoff='uint8': the chain ends in {ends}, and only a chain ending in ToTensor() "
-                             "or ToTensor(), Normalize(mean, std) can stop at 8-bit images with the rest on the "
-                             "device (RandomErasing works on the float tensor); leave handoff unset or 'float'")
         if tail is not None:
             specs.append(("ToUint8", {"layout": [0.0]}))
+    if handoff == "uint8" and tail is None and not (specs and specs[-1][0] == "ToUint8"):
+        ends = f"the chain ends in {specs[-1][0]}" if specs else "the job has no C++ transform chain"
+        raise ValueError(f"handoff='uint8': {ends}, and only a chain of hdmlp.transforms ending in ToTensor() or "
+                         "ToTensor(), Normalize(mean, std) can stop at 8-bit images with the rest on the device "
+                         "(RandomErasing works on the float tensor); leave handoff unset or 'float'")
     if pin_memory is None:
         pin_memory = device.type == "cuda" and bool(specs)
     return HandOff(specs=specs, tail=tail, spare_cores=1 if specs else 0, pin_memory=pin_memory)

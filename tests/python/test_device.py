@@ -195,6 +195,9 @@ def test_staging_threads_leave_the_training_process_a_core(images):
 def test_bad_device_arguments_say_what_to_do(images):
     with pytest.raises(ValueError, match="handoff='float' needs a device"):
         hdmlp.Job(images, 4, 1, transforms=chain(), handoff="float")
+    with pytest.raises(ValueError, match="handoff='uint8': the job has no C.. transform chain"):
+        hdmlp.Job(images, 4, 1, device="cpu", handoff="uint8")
+    hdmlp.Job(images, 4, 1, transforms=chain(("ToUint8",)), device="cpu", handoff="uint8").close()  # uint8 already
     with pytest.raises(ValueError, match="handoff must be"):
         hdmlp.Job(images, 4, 1, transforms=chain(), device="cpu", handoff="half")
     with pytest.raises(ValueError, match="not a device torch knows"):
