@@ -405,7 +405,18 @@ class Job:
             the cut are used, and the cut is counted and logged once.
         pin_memory: allocate the batch buffers page-locked (CUDA pinned memory) so that
             ``.cuda(non_blocking=True)`` copies asynchronously; needs torch with a CUDA
-            device (otherwise a warning, and ordinary memory).
+            device (otherwise a warning, and ordinary memory). None (default): on with a CUDA
+            ``device`` and a C++ chain, else off.
+        device: deliver batches as tensors on this device (``"cuda:0"``, ``"cuda"``, or ``"cpu"``
+            for the same code path without a GPU): :meth:`batches` and
+            :class:`hdmlp.torch.HDMLPDataLoader` copy each batch on a side CUDA stream ahead of
+            the training loop (see :mod:`hdmlp.device` and docs/gpu.md). A C++ chain that ends
+            in ``ToTensor()`` or ``ToTensor(), Normalize(mean, std)`` then stops at 8-bit images
+            in the workers and the device computes the rest (the same values within float32
+            rounding); with ``threads = "auto"`` the staging workers leave one core to the
+            training process. Needs torch.
+        handoff: with a device, what the workers hand over: ``"uint8"`` (the default where the
+            chain allows it, see ``device``) or ``"float"`` (the chain as written, run on the CPU).
         seed: the seed of the access order; None draws one (see ``job.seed``).
         config_path: a libconfig++ file describing the storage classes; None uses
             :func:`default_config_path`.
@@ -484,13 +495,15 @@ class Job:
                  config_path: str | os.PathLike[str] | None = None, *,
                  exchange_fraction: float = 0.1, timeout_s: float = 300.0, read_timeout_s: float | None = None,
                  storage: ThrottledStorage | None = None, index_cache: bool = True,
-                 on_error: str = "raise", pin_memory: bool = False, batch_size_per_rank: int | None = None,
+                 on_error: str = "raise", pin_memory: bool | None = None, batch_size_per_rank: int | None = None,
                  shuffle: bool = True, num_workers: int | None = None, source: str | None = None,
                  source_options: dict[str, str] | None = None, python_workers: int | None = None,
                  python_start_method: str = "forkserver", resume: Mapping[str, Any] | None = None,
-                 start_epoch: int = 0, single_process: bool = False) -> None:
+                 start_epoch: int = 0, single_process: bool = False, device: Any = None,
+                 handoff: str | None = None) -> None:
         self._core: Any = None
         self._python: Any = None
+        self._handed_out: tuple[int, int] | None = None  # (epoch, batches) a device feeder handed out
         self._final_state: dict[str, Any] | None = None
         self._forked_from: int | None = None
         world, use_mpi = None, False
@@ -504,6 +517,7 @@ class Job:
                                   config_path, exchange_fraction, timeout_s, read_timeout_s, storage, index_cache,
                                   on_error, pin_memory, batch_size_per_rank, shuffle, num_workers, source,
                                   source_options, python_workers, python_start_method, resume, start_epoch, world)
+            pin_memory = self._plan_device(device, handoff, pin_memory)
         except (TypeError, ValueError, OSError) as e:
             # The other ranks are already waiting in their start-up check:
             # they raise this error too, instead of timing out on this rank.
@@ -529,9 +543,9 @@ class Job:
             drop_last_batch,
             seed, os.fsencode(self.config_path), storage.latency_s, storage.mbps,
             [os.fsencode(_path("failing_paths", p)) for p in storage.failing_paths],
-            index_cache, b"", self.exchange_fraction, self.timeout_s, self._specs,
-            on_error == "skip" and python_chain is None, cuda_host_alloc, cuda_free_host,
-            batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
+            index_cache, b"", self.exchange_fraction, self.timeout_s, transforms=self._specs,
+            skip_bad_samples=on_error == "skip" and python_chain is None, cuda_host_alloc=cuda_host_alloc,
+            cuda_free_host=cuda_free_host, spare_cores=self._spare_cores, batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
             staging_threads=num_workers or 0,
             launcher_rank=world.rank if world else 0,
             launcher_world_size=world.world_size if world else 0,
@@ -656,8 +670,8 @@ class Job:
                 raise ValueError(f"unknown source option {key!r}: the options are {', '.join(_SOURCE_OPTIONS)}")
             if not isinstance(value, str):
                 raise TypeError(f"source option {key} must be a str, got {type(value).__name__} {value!r}")
-        if not isinstance(pin_memory, bool):
-            raise TypeError(f"pin_memory must be a bool, got {pin_memory!r}")
+        if pin_memory is not None and not isinstance(pin_memory, bool):
+            raise TypeError(f"pin_memory must be a bool or None, got {pin_memory!r}")
         if seed is not None:
             _int_in("seed", seed, 0, 2**63 - 1, "2**63 - 1")
         self.config_path = _path("config_path", config_path) if config_path is not None else default_config_path()
@@ -681,6 +695,58 @@ class Job:
                              "without MPI or an initialised torch.distributed, so the ranks cannot agree on a drawn "
                              "seed: pass the same seed=... on every rank, or call "
                              "torch.distributed.init_process_group() before creating the Job")
+
+    # -- batches on a device (hdmlp.device) ----------------------------------
+    def _plan_device(self, device: Any, handoff: Any, pin_memory: bool | None) -> bool:
+        """Sets ``device``, the chain the workers run and the device's tail; returns pin_memory resolved."""
+        self.device: Any = None
+        self._tail: Any = None
+        self._spare_cores = 0
+        self._pin_memory_arg = pin_memory
+        if device is None:
+            if handoff is not None:
+                raise ValueError(f"handoff={handoff!r} needs a device: it says what the workers hand to the device")
+            return bool(pin_memory)
+        from hdmlp.device import plan_hand_off, resolve_device
+        self.device = resolve_device(device)
+        plan = plan_hand_off(self._specs, self.device, handoff, pin_memory)
+        self._specs, self._tail, self._spare_cores = plan.specs, plan.tail, plan.spare_cores
+        return plan.pin_memory
+
+    def _delivery(self, device: Any) -> tuple[Any, Any]:
+        """Where a pass delivers (a ``torch.device`` or None: host buffers) and the tail the device runs.
+
+        A device given to a job created without one becomes the job's: before its first pass the
+        job opens again at its position with the device's chain and staging threads (as
+        :meth:`load_state_dict` does); after it, the chain stays as it runs, copied as it is.
+        """
+        if device is None:
+            return self.device, self._tail
+        from hdmlp.device import plan_hand_off, resolve_device
+        target = resolve_device(device)
+        if self.device is None:
+            plan = plan_hand_off(self._specs, target, None, self._pin_memory_arg)
+            if plan.tail is not None or plan.spare_cores:
+                if self._passes_opened or self._skipped_to is not None:
+                    warnings.warn(f"hdmlp: device={device!r} given after the job's first pass: its chain stays as "
+                                  f"it runs on the CPU (create the Job with device=... for the 8-bit hand-off "
+                                  f"and the training process's spare core)", RuntimeWarning, stacklevel=3)
+                else:
+                    self._specs, self._spare_cores = plan.specs, plan.spare_cores
+                    pinned = _cuda_host_allocator() if plan.pin_memory else (0, 0)
+                    self._open_core = functools.partial(
+                        self._open_core.func, *self._open_core.args,
+                        **{**self._open_core.keywords, "transforms": self._specs, "spare_cores": self._spare_cores,
+                           "cuda_host_alloc": pinned[0], "cuda_free_host": pinned[1]})
+                    self._reopen(self._core.state())
+                    self.pin_memory = pinned[0] != 0
+                    self._tail = plan.tail
+            self.device = target
+        return target, self._tail
+
+    def _hand_out(self, epoch: int, batches: int) -> None:
+        """A device feeder handed out the epoch's batches up to ``batches``: the job's position."""
+        self._handed_out = (epoch, batches)
 
     # -- what the job reads -------------------------------------------------
     @property
@@ -854,7 +920,8 @@ class Job:
         self._skipped_to = epoch
         self._next_epoch = epoch
 
-    def batches(self, epoch: int | None = None) -> Iterator["Batch"]:
+    def batches(self, epoch: int | None = None, *, device: Any = None, channels_last: bool = False,
+                ahead: int = 2) -> Iterator["Batch"]:
         """Starts ``epoch`` (default: the next one) and yields its batches.
 
         Each is a framework-free :class:`hdmlp.batches.Batch`: the pair ``(samples, labels)``
@@ -862,10 +929,24 @@ class Job:
         take them without a copy; see docs/frameworks.md), with ``ids``, ``epoch`` and ``index``
         (the batch's step in the epoch: a resumed epoch starts at its next global batch). The
         epoch starts now. It is a pass like :meth:`epoch_batches`: one at a time.
+
+        With a ``device`` (default: the job's), ``samples`` and ``labels`` are torch tensors on
+        it, copied ``ahead`` batches ahead on a side stream; ``channels_last`` gives 4-D images
+        that memory format (see :mod:`hdmlp.device`).
         """
         from hdmlp.batches import Batch
+        target, tail = self._delivery(device)
+        if target is not None:
+            from hdmlp.device import check_ahead, check_channels_last
+            check_ahead(ahead)
+            check_channels_last(channels_last, self._specs)
+        elif channels_last is not False:
+            raise ValueError("channels_last needs a device (device='cpu' for tensors in host memory)")
         opened = self._open_pass(epoch)
         first = self._position().batches
+        if target is not None:
+            from hdmlp.device import feed_job_pass
+            return feed_job_pass(self, opened, first, target, tail, channels_last, ahead)
 
         def generate() -> Iterator[Batch]:
             try:
@@ -885,6 +966,7 @@ class Job:
                                f"created with epochs={self._epoch_count}; create it with more epochs")
         self._job.begin_epoch(epoch)
         self._started_epoch = epoch
+        self._handed_out = None  # the core's position again, until a device feeder hands out a batch
         if self._python is not None:
             # A resumed epoch begins at its next global batch (the same step on every rank).
             self._python.begin_epoch(epoch, self._job.state().batches)
@@ -939,6 +1021,8 @@ class Job:
         """The consumer's position (a JobState): with a Python transform, the batches its stage
         handed out, since the stage takes the job's batches ahead of them."""
         position = self._python.position if self._python is not None else None
+        if self._handed_out is not None:  # a device feeder takes batches ahead of those it handed out
+            position = self._handed_out
         if position is not None:
             return self._job.state_at(*position)
         return self._job.state()
@@ -954,7 +1038,10 @@ class Job:
         if self._passes_opened or self._skipped_to is not None:
             raise RuntimeError("load_state_dict must come before the job's first pass (and before set_epoch skips "
                                "ahead); or create the Job with resume=state")
-        resume_state = _state.from_dict(state)
+        self._reopen(_state.from_dict(state))
+
+    def _reopen(self, resume_state: Any) -> None:
+        """Opens the job's core (and Python stage) again at ``resume_state``, before the first pass."""
         python, self._python = self._python, None
         if python is not None:
             python.close()

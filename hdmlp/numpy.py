@@ -34,7 +34,12 @@ def batches(job: Job, epoch: int | None = None) -> Iterator[tuple[Any, np.ndarra
     """Starts ``epoch`` (default: the one after the last started) and yields ``(samples, labels)`` as NumPy arrays.
 
     ``samples`` is one ``[B, ...]`` array, or a list (raw bytes: one 1-D uint8 array per
-    file; results of varying shapes); ``labels`` is an int64 array.
+    file; results of varying shapes); ``labels`` is an int64 array. A job with a ``device``
+    delivers torch tensors there (its workers may hand over 8-bit images that the device
+    finishes), so it raises ValueError: use ``job.batches()``, or a Job without a device.
     """
+    if getattr(job, "device", None) is not None:
+        raise ValueError(f"this job delivers its batches on {job.device} (hdmlp.Job(..., device=...)): iterate "
+                         "job.batches() for its tensors, or create the Job without device for NumPy arrays")
     for batch in job.batches(epoch):
         yield as_numpy(batch.samples), np.asarray(batch.labels)

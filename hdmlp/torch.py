@@ -20,7 +20,8 @@ shapes differ). An array source (HDF5) gives ``(arrays, labels)``: ``arrays`` on
 label dataset holds arrays, one ``[B, ...]`` tensor of them. The tensors
 view the memory the workers wrote (no copy); that memory
 lives as long as any tensor on it does, and is reused for a later batch
-only after every tensor on it is gone.
+only after every tensor on it is gone. ``HDMLPDataLoader(dataset, device="cuda:0")``
+delivers the batches as device tensors instead (:mod:`hdmlp.device`, docs/gpu.md).
 """
 from __future__ import annotations
 
@@ -65,6 +66,20 @@ def _sample_tensor(x: Any) -> Any:
     if getattr(x, "dtype", None) == "uint8" and len(getattr(x, "shape", ())) == 1:
         return _as_tensor(x, torch.uint8)
     return torch.from_dlpack(x)
+
+
+def host_tensors(buffers: Any, labels: Any) -> tuple[Any, torch.Tensor]:
+    """A batch's samples and labels as the job hands them over, as tensors viewing their memory."""
+    samples: Any
+    if isinstance(buffers, list):
+        samples = [_sample_tensor(b) for b in buffers]
+    else:  # one batch: transformed images, arrays, or a Python transform's results
+        samples = _as_batch_tensor(buffers)
+    if isinstance(labels, torch.Tensor):
+        return samples, labels
+    if len(labels.shape) > 1 or memoryview(labels).format not in ("q", "l"):  # label arrays
+        return samples, _as_batch_tensor(labels)
+    return samples, _as_tensor(labels, torch.int64)
 
 
 class HDMLPImageFolder:
@@ -210,7 +225,13 @@ class HDMLPDataLoader:
     rest of the epoch it was taken in (that first pass yields ``len(loader) -
     state["batches"]`` batches). ``state_dict()`` / ``load_state_dict()`` are
     the job's (torchdata's ``StatefulDataLoader`` names). One pass at a time:
-    starting a second pass while one is open raises RuntimeError.
+    a second iterator while one is open raises RuntimeError.
+
+    With a ``device`` (default: the job's, ``hdmlp.Job(..., device=...)``) batches are tensors on
+    it, copied from the batch memory on a side CUDA stream ``ahead`` batches ahead; the training
+    stream waits on an event, not the host. A job made without a device takes this one before its
+    first pass, so the 8-bit hand-off and the spare core apply (see :mod:`hdmlp.device` and
+    docs/gpu.md). ``channels_last=True`` gives the images that memory format on the device.
     """
 
     # What torch's DataLoader has and hdmlp does not use (its C++ workers are threads, its order the plan's).
@@ -222,13 +243,27 @@ class HDMLPDataLoader:
     timeout = 0
     multiprocessing_context = None
 
-    def __init__(self, dataset: HDMLPImageFolder) -> None:
+    def __init__(self, dataset: HDMLPImageFolder, device: Any = None, *, channels_last: bool = False,
+                 ahead: int = 2) -> None:
         if not isinstance(dataset, HDMLPImageFolder):
             raise TypeError(f"dataset must be an HDMLPImageFolder, got {type(dataset).__name__}")
         self.dataset = dataset
         self.job = dataset.job
         self.sampler = HDMLPSampler(self)
         self.batch_sampler = HDMLPBatchSampler(self)
+        from hdmlp.device import check_ahead, check_channels_last
+        self.ahead = check_ahead(ahead)
+        check_channels_last(channels_last)
+        self._device = self.job._delivery(device)[0] if device is not None else None
+        self.channels_last = check_channels_last(channels_last, self.job._specs)  # the chain the job now runs
+        if channels_last and self.device is None:
+            raise ValueError("channels_last=True needs a device: HDMLPDataLoader(dataset, device=...) (device='cpu' "
+                             "for tensors in host memory)")
+
+    @property
+    def device(self) -> Any:
+        """The ``torch.device`` batches arrive on, or None (host memory, as the job hands them over)."""
+        return self._device if self._device is not None else self.job.device
 
     def __len__(self) -> int:
         return self.job.batches_per_epoch
@@ -291,7 +326,23 @@ class HDMLPDataLoader:
 
     def __iter__(self) -> Iterator[tuple[Any, torch.Tensor]]:
         # A generator: nothing below runs (no pass opens) until the first batch is asked for.
-        return self._deliver(None)
+        return self._iterate()
+
+    def _iterate(self) -> Iterator[tuple[Any, torch.Tensor]]:
+        target, tail = self.job._delivery(self._device)
+        opened = self.job._open_pass()
+        if target is None:
+            yield from self._deliver(opened)
+            return
+        from hdmlp.device import feed_pass
+        first = self.job._position().batches
+        batches = feed_pass(self.job, opened, first, self._deliver(opened), target, tail, self.channels_last,
+                            self.ahead)
+        try:
+            for samples, labels, _ in batches:
+                yield samples, labels
+        finally:  # a break: the feeder waits for the copies in flight before the pass ends
+            batches.close()
 
     def _deliver(self, opened: Any) -> Iterator[tuple[Any, torch.Tensor]]:
         if opened is None:
@@ -311,15 +362,7 @@ class HDMLPDataLoader:
             if batch is None:
                 return
             _, labels, buffers = batch
-            samples: Any
-            if isinstance(buffers, list):
-                samples = [_sample_tensor(b) for b in buffers]
-            else:  # one batch: transformed images, arrays, or a Python transform's results
-                samples = _as_batch_tensor(buffers)
-            if len(labels.shape) > 1 or memoryview(labels).format not in ("q", "l"):  # label arrays
-                label_tensor = _as_batch_tensor(labels)
-            else:
-                label_tensor = _as_tensor(labels, torch.int64)
+            samples, label_tensor = host_tensors(buffers, labels)
             if transform is not None:
                 samples = [transform(s) for s in samples]  # per sample, as torchvision's Dataset does
                 if samples and all(isinstance(s, torch.Tensor) for s in samples) and \

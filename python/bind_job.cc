@@ -305,7 +305,7 @@ void BindJob(py::module_& m) {
                        int launcher_local_world_size, const std::string& launcher_name, py::object gather,
                        const std::string& source, const std::map<std::string, std::string>& source_options,
                        double read_timeout_s, std::optional<JobState> resume, int start_epoch, bool use_mpi,
-                       bool keep_damaged) {
+                       bool keep_damaged, int spare_cores) {
              JobOptions o;
              o.use_mpi = use_mpi;
              o.source.kind = source;
@@ -315,6 +315,7 @@ void BindJob(py::module_& m) {
              o.batch_size_per_rank = batch_size_per_rank;
              o.shuffle = shuffle;
              o.staging_threads = staging_threads;
+             o.spare_cores = spare_cores;
              o.launcher_rank = launcher_rank;
              o.launcher_world_size = launcher_world_size;
              o.launcher_local_world_size = launcher_local_world_size;
@@ -368,7 +369,7 @@ void BindJob(py::module_& m) {
            py::arg("launcher_name") = "the launcher", py::arg("gather") = py::none(), py::arg("source") = "",
            py::arg("source_options") = std::map<std::string, std::string>{}, py::arg("read_timeout_s") = 0.0,
            py::arg("resume") = std::optional<JobState>(), py::arg("start_epoch") = 0, py::arg("use_mpi") = true,
-           py::arg("keep_damaged") = false)
+           py::arg("keep_damaged") = false, py::arg("spare_cores") = 0)
       .def("state", [](PyJob& j) { return j.job().State(); })
       .def("state_at", [](PyJob& j, int epoch, int64_t batches) { return j.job().StateAt(epoch, batches); },
            py::arg("epoch"), py::arg("batches"))

@@ -157,6 +157,9 @@ TEST_F(JobTest, RejectsBadArguments) {
   o.batch_size = 100;
   o.drop_last = true;
   EXPECT_THROW(Job{o}, InvalidArgumentError);
+  o = Options();
+  o.spare_cores = -1;
+  EXPECT_THROW(Job{o}, InvalidArgumentError);
   Job job(Options());
   EXPECT_THROW(job.BeginEpoch(3), InvalidArgumentError);
   job.BeginEpoch(1);

@@ -68,6 +68,10 @@ const JobOptions& Validated(const JobOptions& options) {
     throw InvalidArgumentError("num_workers (the staging threads) must be from 1 to 1024, got " +
                                std::to_string(options.staging_threads));
   }
+  if (options.spare_cores < 0 || options.spare_cores > 1024) {
+    throw InvalidArgumentError("spare_cores (the CPUs the staging workers leave to the training process) must be "
+                               "from 0 to 1024, got " + std::to_string(options.spare_cores));
+  }
   if (options.launcher_world_size < 0 ||
       (options.launcher_world_size > 0 &&
        (options.launcher_rank < 0 || options.launcher_rank >= options.launcher_world_size))) {
@@ -255,6 +259,7 @@ Job::Job(const JobOptions& options)
   // overlap a slow store's latency on any machine.
   if (StorageClassConfig& staging = config_.storage_classes.at(0); staging.threads_auto) {
     staging.threads = ThreadsPerRank(staging.threads, ranks_sharing_cpus_);
+    if (pipeline_) staging.threads = std::max(1, staging.threads - options.spare_cores);
     if (!pipeline_) staging.threads = std::max(staging.threads, 4);
   }
 

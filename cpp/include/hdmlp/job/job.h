@@ -135,6 +135,10 @@ struct JobOptions {
   double read_timeout_s = 0;  // how long one read of the dataset may take; 0: timeout_s
   bool use_mpi = true;      // join the MPI job when there is one
   int staging_threads = 0;  // > 0: the staging workers, instead of the config's class 0 threads
+  // With threads = "auto" and transforms: the staging workers leave this many of the
+  // rank's CPUs to the training process (at least one worker remains). A job that
+  // hands its batches to a GPU sets 1: the training thread launches the kernels.
+  int spare_cores = 0;
   // A launcher without MPI (torchrun's RANK and WORLD_SIZE, or an initialised
   // torch.distributed): this process's rank of launcher_world_size (0: no
   // launcher), its ranks on this node (0: unknown), and where they came from.

@@ -1,0 +1,46 @@
+"""benchmarks/gpu_e2e.py --smoke: the GPU benchmark's whole path (every row, the JSON and its Markdown) on tiny
+settings, on whatever device this machine has. It checks the results' structure and bounds, not speed."""
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_smoke_run_writes_every_row_and_records_the_machine(tmp_path):
+    out = tmp_path / "gpu_e2e.json"
+    # From tmp_path: the checkout's hdmlp/ must not shadow the installed package.
+    done = subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", "gpu_e2e.py"), "--smoke", "--json",
+                           str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(out.read_text())
+    assert result["smoke"] is True
+    gpu = torch.cuda.is_available()
+    assert result["gpu_machine"] is gpu and result["device"].startswith("cuda" if gpu else "cpu")
+    if not gpu:
+        assert result["status"].startswith("no GPU machine was available for this session")
+        assert result["machine"]["gpu"] is None
+    for key in ("cores_usable", "cpu", "memory_gib", "torch", "python", "hdmlp", "date"):
+        assert result["machine"][key], key
+    rows = result["rows"]
+    n, epochs = result["settings"]["images"], result["settings"]["epochs"]
+    resident = {r["model"] for r in rows if r["row"] == "gpu_resident"}
+    assert resident == {"resnet50", "resnet18", "vit_b_16"}
+    supply = [r["system"] for r in rows if r["row"] == "supply"]
+    assert supply == ["DataLoader, 1 workers", "hdmlp, 1 threads", "hdmlp, 2 threads"]
+    fed = [r for r in rows if r["row"] == "fed"]
+    # Per model: the DataLoader, and hdmlp float / uint8 at default and explicit threads.
+    assert len(fed) == 2 * 5
+    assert {(r["model"], r.get("handoff")) for r in fed} >= {("resnet50", "float"), ("resnet50", "uint8"),
+                                                             ("resnet18", "float"), ("resnet18", "uint8")}
+    for r in rows:
+        assert r["images_per_s"] > 0 and len(r["epochs"]) == epochs
+        if r["row"] != "gpu_resident":  # every sample once per epoch
+            assert [e["images"] for e in r["epochs"]] == [n] * epochs, r
+    for r in fed:
+        assert r["share_of_gpu_resident"] > 0
+    markdown = out.with_suffix(".md").read_text()
+    assert result["status"] in markdown and markdown.count("\n| ") == len(rows) + 1
