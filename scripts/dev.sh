@@ -202,7 +202,8 @@ run_wheel_check() {
   fi
   local out=build/ci-wheels minutes=${HDMLP_WHEEL_CHECK_MINUTES:-30} rc=0
   rm -rf "$out"
-  HDMLP_WHEEL_ONLY=3.13 timeout --foreground "${minutes}m" scripts/wheels/build.sh "$out" || rc=$?
+  # Not --foreground: a timeout ends the whole build (its compilers in the chroot too).
+  HDMLP_WHEEL_ONLY=3.13 timeout "${minutes}m" scripts/wheels/build.sh "$out" || rc=$?
   if [[ $rc -eq 124 ]]; then
     log "wheel check SKIPPED: building the wheel took more than $minutes minutes (a cold cache builds the"
     log "dependencies first; the next run reuses them). Run scripts/dev.sh wheels to finish it."

@@ -47,7 +47,8 @@ build_zlib() {
 }
 
 build_jpeg() {  # libjpeg-turbo with its SIMD code (nasm), the libjpeg 6.2 ABI as Debian's
-  cmake -S . -B out "${CMAKE_COMMON[@]}" -DENABLE_SHARED=OFF -DENABLE_STATIC=ON -DWITH_TURBOJPEG=OFF \
+  # (its own GNUInstallDirs takes a relative CMAKE_INSTALL_LIBDIR from the source folder: absolute here)
+  cmake -S . -B out "${CMAKE_COMMON[@]}" -DCMAKE_INSTALL_LIBDIR=$PREFIX/lib -DENABLE_SHARED=OFF -DENABLE_STATIC=ON -DWITH_TURBOJPEG=OFF \
     -DWITH_SIMD=ON -DREQUIRE_SIMD=ON >/dev/null
   cmake --build out -j"$JOBS" >/dev/null
   cmake --install out >/dev/null
@@ -76,11 +77,13 @@ build_tiff() {  # uncompressed, LZW, PackBits, Deflate and JPEG TIFFs; no JBIG, 
   cmake --install out >/dev/null
 }
 
-build_xxhash() {  # libxxhash.a and its headers (the Makefile would also build the CLI and a shared library)
+build_xxhash() {  # libxxhash.a with the x86 dispatch (SSE2/AVX2/AVX-512 chosen at run time, as Debian's), headers
+  # (the Makefile would also build the CLI and a shared library)
   cc $CFLAGS -c xxhash.c -o xxhash.o
-  ar rcsD libxxhash.a xxhash.o
+  cc $CFLAGS -c xxh_x86dispatch.c -o xxh_x86dispatch.o
+  ar rcsD libxxhash.a xxhash.o xxh_x86dispatch.o
   install -m 644 libxxhash.a $PREFIX/lib/
-  install -m 644 xxhash.h xxh3.h $PREFIX/include/
+  install -m 644 xxhash.h xxh3.h xxh_x86dispatch.h $PREFIX/include/
 }
 
 build_libconfig() {  # the C and C++ parsers; no examples, no docs

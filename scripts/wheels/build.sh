@@ -138,6 +138,8 @@ build_modules() {
     cmake -S . -B /build/hdmlp-out -G Ninja -DCMAKE_BUILD_TYPE=Release -DHDMLP_BUILD_TESTS=OFF \
       -DCMAKE_PREFIX_PATH=/opt/hdmlp-deps -DCMAKE_FIND_LIBRARY_SUFFIXES=.a -DHDF5_USE_STATIC_LIBRARIES=ON \
       -DHDF5_ROOT=/opt/hdmlp-deps -DZLIB_ROOT=/opt/hdmlp-deps -DOpenCV_DIR=/opt/hdmlp-deps/lib/cmake/opencv4 \
+      -DJPEG_INCLUDE_DIR=/opt/hdmlp-deps/include -DJPEG_LIBRARY=/opt/hdmlp-deps/lib/libjpeg.a \
+      -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" \
       -DPKG_CONFIG_USE_CMAKE_PREFIX_PATH=ON -DCMAKE_CXX_FLAGS="-ffile-prefix-map=/build/hdmlp-src=." \
       -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" -DCMAKE_C_COMPILER_LAUNCHER="$launcher" \
       "-DHDMLP_PYTHON_HEADERS=$HDMLP_PY_LIST" >/build/hdmlp-configure.log 2>&1 || { tail -60 /build/hdmlp-configure.log; exit 1; }

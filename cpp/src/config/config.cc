@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include <iterator>
 #include <libconfig.h++>
 #include <limits>
+#include <locale>
 #include <map>
 #include <sstream>
 #include <system_error>
@@ -132,10 +132,13 @@ bool ParsePercent(const std::string& text, double* percent) {
     }
   }
   if (dots > 1) return false;
-  // from_chars, unlike strtod, ignores the C locale (a host program may
-  // have set a decimal comma).
-  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), *percent);
-  return ec == std::errc() && end == number.data() + number.size();
+  // A stream in the classic locale, unlike strtod, ignores the C locale (a host
+  // program may have set a decimal comma). (std::from_chars for double would do
+  // too, but GCC 10's libstdc++, which the wheels are built with, lacks it.)
+  std::istringstream in(number);
+  in.imbue(std::locale::classic());
+  in >> *percent;
+  return !in.fail() && in.peek() == std::char_traits<char>::eof();
 }
 
 // The deepest prefix of `path` that exists (`path` itself included): where a
