@@ -6,6 +6,7 @@
 #include <cmath>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -94,7 +95,30 @@ struct NodeCache {
 struct NodePlan {
   std::vector<std::vector<int64_t>> class_lists;
   std::vector<size_t> copies;
+  bool caches_every_read = false;  // every sample the node reads in the job is in its lists
 };
+
+// Sorts (sample, fill position) pairs by sample, a node's samples being
+// distinct: an LSD radix sort in 11-bit digits, a few times faster than a
+// comparison sort for the 10^5 copies of a node of a large job.
+void SortBySample(std::vector<std::pair<uint32_t, uint32_t>>& order) {
+  if (order.size() < 256) {
+    std::sort(order.begin(), order.end());
+    return;
+  }
+  uint32_t largest = 0;
+  for (const auto& p : order) largest = std::max(largest, p.first);
+  std::vector<std::pair<uint32_t, uint32_t>> buffer(order.size());
+  constexpr int kBits = 11;
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  for (int shift = 0; shift < 32 && (largest >> shift) != 0; shift += kBits) {
+    uint32_t count[kMask + 2] = {};
+    for (const auto& p : order) ++count[((p.first >> shift) & kMask) + 1];
+    for (uint32_t d = 1; d <= kMask + 1; ++d) count[d] += count[d - 1];
+    for (const auto& p : order) buffer[count[(p.first >> shift) & kMask]++] = p;
+    order.swap(buffer);
+  }
+}
 
 NodeCache BuildCache(const NodePlan& plan) {
   const auto& class_lists = plan.class_lists;
@@ -108,7 +132,7 @@ NodeCache BuildCache(const NodePlan& plan) {
       c.cls.push_back(static_cast<uint8_t>(j));  // temporarily in fill order
     }
   }
-  std::sort(order.begin(), order.end());
+  SortBySample(order);
   std::vector<uint8_t> cls_by_fill = std::move(c.cls);
   c.samples.resize(order.size());
   c.cls.resize(order.size());
@@ -125,6 +149,22 @@ NodeCache BuildCache(const NodePlan& plan) {
   if (!c.samples.empty()) c.density = static_cast<double>(c.samples.size()) / (static_cast<double>(c.samples.back()) + 1);
   return c;
 }
+
+// Events at the same time run in the order they were pushed, except that a
+// barrier's release of a consumer (seq with kRelease set) runs after every
+// other event at its time. So a node's events run in an order that depends
+// on its own events and the barrier's time alone, never on how another
+// node's events interleave with them: the decomposed loop (RunDecomposed)
+// relies on that to give the event-by-event loop's results exactly.
+constexpr uint64_t kRelease = uint64_t{1} << 63;
+
+struct Event {
+  double time;
+  uint64_t seq;
+  uint32_t node;
+  uint32_t thread;  // staging workers 0..p0-1, then prefetch threads; kConsumer
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
 
 struct InFlight {
   double ready;
@@ -150,15 +190,16 @@ struct NodeState {
   std::vector<uint32_t> fill_cursor;   // per class: next fill entry
   int claim_epoch = -1;
   std::optional<EpochOrder> claim_order;
+  std::vector<int64_t> bytes_by_source;  // consumed bytes, by kFromPfs, kFromPeer, ...
+  int64_t events = 0;                    // events of this node processed
+  // Decomposed loop (RunDecomposed) only: the node's own event heap and
+  // push counter, and its consumer's arrival at the barrier.
+  std::vector<Event> heap;
+  uint64_t seq = 0;
+  bool arrived = false;
+  double arrival = 0;
 };
 
-struct Event {
-  double time;
-  uint64_t seq;
-  uint32_t node;
-  uint32_t thread;  // staging workers 0..p0-1, then prefetch threads; kConsumer
-  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
-};
 
 class Engine {
  public:
@@ -270,6 +311,9 @@ class Engine {
       planning.first_epoch_first = w_.nodes > 1;
       planning.threads = w_.nodes > 1 ? 1 : options_.threads;
       Placement p = PlanPlacement(plan_, node, w_.sizes, capacities, planning);
+      const CountWindow counted = CountedItems(plan_, node, planning);
+      out.caches_every_read = p.cached_samples() == p.rank_samples && p.rank_samples > 0 &&
+                              counted.end_item - counted.first_item == plan_.RankEpochSize(node) * w_.epochs;
       lists = std::move(p.class_samples);
       if (thesis_) {
         // The thesis's FrequencyPrefetcher fills the most-read samples first
@@ -319,6 +363,8 @@ class Engine {
       }
     }
     if (traits_.needs_full_fit && placed < m) lists.assign(static_cast<size_t>(num_classes), {});
+    // A local scheme reads the same shard every epoch.
+    out.caches_every_read = traits_.scheme == DistributionScheme::kLocal && placed == m && m > 0;
     if (thesis_ && traits_.scheme == DistributionScheme::kLocal &&
         options_.artifacts.parallel_staging_copies_lower_shards) {
       // The thesis's parallel staging: then the shards of nodes 0..node-1, in
@@ -346,13 +392,17 @@ class Engine {
     int threads = options_.threads > 0 ? options_.threads
                                        : std::min(8, static_cast<int>(std::thread::hardware_concurrency()));
     threads = std::max(1, std::min(threads, w_.nodes));
+    decompose_threads_ = threads;
+    std::vector<uint8_t> every_read(static_cast<size_t>(w_.nodes), 0);
     std::atomic<int> next{0};
     std::exception_ptr error;
     std::mutex error_mu;
     auto work = [&] {
       for (int i = next++; i < w_.nodes; i = next++) {
         try {
-          caches_[static_cast<size_t>(i)] = BuildCache(PlanNode(i));
+          NodePlan plan = PlanNode(i);
+          every_read[static_cast<size_t>(i)] = plan.caches_every_read ? 1 : 0;
+          caches_[static_cast<size_t>(i)] = BuildCache(plan);
         } catch (...) {
           std::lock_guard<std::mutex> lock(error_mu);
           if (!error) error = std::current_exception();
@@ -373,7 +423,10 @@ class Engine {
       for (const NodeCache& c : caches_) cached += static_cast<int64_t>(c.samples.size());
       for (int i = 0; i < w_.nodes; ++i)
         if (plan_.RankEpochSize(i) > 0 && caches_[static_cast<size_t>(i)].samples.empty()) all_fit = false;
-      if (!all_fit || cached == 0) caches_.assign(static_cast<size_t>(w_.nodes), NodeCache{});
+      if (!all_fit || cached == 0) {
+        caches_.assign(static_cast<size_t>(w_.nodes), NodeCache{});
+        std::fill(every_read.begin(), every_read.end(), 0);
+      }
     }
     if (traits_.peers || traits_.locality_batches) {
       // The designated holder of each sample, as the runtime's PFS read rule:
@@ -392,15 +445,48 @@ class Engine {
         if (holder_[s] >= 0)
           holder_index_[s] = static_cast<uint32_t>(caches_[static_cast<size_t>(holder_[s])].Find(static_cast<int64_t>(s)));
     }
+    for (const NodeCache& c : caches_) unfilled_copies_ += static_cast<int64_t>(c.samples.size());
+    FindWhetherNeverPfs(every_read);
   }
 
   // ---- the event loop ---------------------------------------------------
 
-  void Push(double time, uint32_t node, uint32_t thread) { events_.push(Event{time, seq_++, node, thread}); }
+  void Push(double time, uint32_t node, uint32_t thread) {
+    if (decomposed_) {
+      NodeState& n = nodes_[node];
+      n.heap.push_back(Event{time, n.seq++, node, thread});
+      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+      return;
+    }
+    events_.push(Event{time, seq_++, node, thread});
+  }
+  // A barrier's release of node's consumer at `time`: after every other
+  // event at that time (kRelease).
+  void PushRelease(double time, uint32_t node) {
+    if (decomposed_) {
+      NodeState& n = nodes_[node];
+      n.heap.push_back(Event{time, n.seq++ | kRelease, node, kConsumer});
+      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+      return;
+    }
+    events_.push(Event{time, seq_++ | kRelease, node, kConsumer});
+  }
+
+  // Marks a copy's fill as started, complete at `ready`: every copy goes
+  // from kEmpty to its ready time once, and the decomposed loop needs to
+  // know when none is left to fill and all are complete.
+  void SetReady(NodeCache& cache, size_t idx, double ready) {
+    const float r = RoundUp(ready);
+    cache.ready[idx] = r;
+    --unfilled_copies_;
+    last_ready_ = std::max(last_ready_, static_cast<double>(r));
+  }
 
   // A PFS read by `thread` of `node` starting now; the stream ends at the
   // thread's next event.
   double PfsRead(NodeState& n, uint32_t thread, int64_t size) {
+    if (decomposed_)  // CanDecompose ruled this out: shared state in the decomposed loop
+      throw Error("simulator: a PFS read in the decomposed loop; a bug (run with decompose = false)");
     if (n.pfs_streams++ == 0) ++pfs_nodes_;
     ++pfs_streams_;
     n.on_pfs[thread] = 1;
@@ -428,7 +514,7 @@ class Engine {
           if (ready != kEmpty) return {(ready - now) + link, kFromPeer};
           // The holder fills it on the spot (read from the PFS, stored), then sends it.
           const double read = PfsRead(n, thread, size);
-          peer.ready[static_cast<size_t>(idx)] = RoundUp(now + read + Store(size, j));
+          SetReady(peer, static_cast<size_t>(idx), now + read + Store(size, j));
           return {read + link, kFromPeer};
         }
       }
@@ -452,6 +538,8 @@ class Engine {
   // with each sample moved, where there is room, into the slice of the node
   // caching it; the rest fill the remaining slots in order.
   const std::vector<uint32_t>& Assignment(int epoch) {
+    std::unique_lock<std::mutex> lock(assignments_mu_, std::defer_lock);
+    if (decomposed_) lock.lock();  // nodes run on several threads there
     auto it = assignments_.find(epoch);
     if (it != assignments_.end()) return it->second;
     const IndexPermutation perm = plan_.EpochPermutation(epoch);
@@ -505,7 +593,7 @@ class Engine {
       }
       auto fetched = Remote(node, thread, sample, size, now);
       if (traits_.fill_on_the_way) {
-        cache.ready[static_cast<size_t>(idx)] = RoundUp(now + fetched.first + Store(size, j));
+        SetReady(cache, static_cast<size_t>(idx), now + fetched.first + Store(size, j));
       }
       return fetched;
     }
@@ -589,7 +677,7 @@ class Engine {
     const double fetch = copy ? TransferSeconds(size, model_.PeerClassMbps(j))
                               : Remote(static_cast<int>(node), thread, sample, size, now).first;
     const double seconds = fetch + Store(size, j);
-    cache.ready[idx] = RoundUp(now + seconds);
+    SetReady(cache, idx, now + seconds);
     Push(now + seconds, node, thread);
   }
 
@@ -611,7 +699,7 @@ class Engine {
     }
     n.flight.pop_front();
     n.bytes_in_flight -= item.size;
-    byte_counts_[item.source] += item.size;
+    n.bytes_by_source[item.source] += item.size;
     if (!traits_.on_demand) WakeIdle(n, node, now);
     const double compute = Compute(item.size);
     n.batch_compute += compute;
@@ -622,9 +710,20 @@ class Engine {
 
   // The barrier after every global batch.
   void Arrive(NodeState& n, double now) {
+    if (decomposed_) {  // RunDecomposed completes the barrier once every node arrived
+      n.arrived = true;
+      n.arrival = now;
+      return;
+    }
     barrier_time_ = std::max(barrier_time_, now);
     barrier_compute_ = std::max(barrier_compute_, n.batch_compute);
     if (++barrier_count_ < w_.nodes) return;
+    CompleteBarrier();
+  }
+
+  // Every node arrived: the barrier's time and compute are the maxima over
+  // the nodes (barrier_time_, barrier_compute_); release the consumers.
+  void CompleteBarrier() {
     compute_seconds_ += barrier_compute_;
     const int64_t per_epoch = plan_.BatchesPerEpoch();
     ++global_batch_;
@@ -644,8 +743,113 @@ class Engine {
       nodes_[i].taken_in_batch = 0;
       nodes_[i].batch_compute = 0;
       nodes_[i].local_batch = plan_.LocalBatchSize(static_cast<int>(i), global_batch_ % per_epoch);
-      Push(start, static_cast<uint32_t>(i), kConsumer);
+      PushRelease(start, static_cast<uint32_t>(i));
     }
+    if (!decomposed_ && options_.decompose && CanDecompose(start)) switch_to_decomposed_ = true;
+  }
+
+  void Dispatch(const Event& e) {
+    if (e.thread == kConsumer) {
+      Consumer(e.node, e.time);
+    } else if (e.thread < staging_threads_) {
+      StagingWorker(e.node, e.thread, e.time);
+    } else {
+      PrefetchThread(e.node, e.thread, e.time);
+    }
+  }
+
+  // Whether, from the barrier at `now` on, nodes share nothing between
+  // barriers: no copy is left to fill and every copy is complete (caches
+  // and peers' copies are only read, each read at its class's rate), no PFS
+  // stream is in flight, and no later read can go to the PFS (never_pfs_).
+  bool CanDecompose(double now) const {
+    return never_pfs_ && unfilled_copies_ == 0 && last_ready_ <= now && pfs_streams_ == 0;
+  }
+
+  // No read can ever go to the PFS once every copy is filled: every sample
+  // has a holder whose copy peers read (policies with peers), or every node
+  // caches every sample it reads.
+  void FindWhetherNeverPfs(const std::vector<uint8_t>& caches_every_read) {
+    never_pfs_ = std::all_of(caches_every_read.begin(), caches_every_read.end(), [](uint8_t b) { return b != 0; });
+    if (never_pfs_ || !traits_.peers || holder_.empty()) return;
+    for (size_t s = 0; s < holder_.size(); ++s) {
+      const int h = holder_[s];
+      if (h < 0) return;
+      const int j = caches_[static_cast<size_t>(h)].cls[holder_index_[s]];
+      if (traits_.runtime_sources && !model_.PreferPeer(j)) return;
+    }
+    never_pfs_ = true;
+  }
+
+  // Runs `f(node)` for every node, spread over the planning threads (each
+  // node on one thread); rethrows the first exception after joining.
+  template <typename F>
+  void ForEachNode(F&& f) {
+    const int nodes = w_.nodes;
+    const int workers = std::max(1, std::min(decompose_threads_, nodes / 32));
+    if (workers == 1) {
+      for (int i = 0; i < nodes; ++i) f(static_cast<size_t>(i));
+      return;
+    }
+    std::exception_ptr error;
+    std::mutex error_mu;
+    auto work = [&](int t) {
+      try {
+        for (int i = nodes * t / workers, end = nodes * (t + 1) / workers; i < end; ++i) f(static_cast<size_t>(i));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < workers; ++t) pool.emplace_back(work, t);
+    work(0);
+    for (auto& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+  }
+
+  // The event loop from a barrier where CanDecompose holds on: each node's
+  // events run on their own, from the barrier's release until its consumer
+  // arrives at the next barrier, and the barrier then takes the maxima
+  // over the nodes. A node's events run in the event-by-event loop's order
+  // (kRelease) and touch only its own state, so the results are the same;
+  // but each step is a heap of one node's threads, the node's data stays
+  // in the CPU's caches, and the nodes run on several threads.
+  void RunDecomposed() {
+    decomposed_ = true;
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      NodeState& n = nodes_[e.node];
+      n.heap.push_back(e);
+      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+    }
+    for (NodeState& n : nodes_) n.seq = seq_;  // later pushes follow every earlier one
+    const int64_t total = plan_.BatchesPerEpoch() * w_.epochs;
+    auto run = [&](size_t i, bool until_arrival) {
+      NodeState& n = nodes_[i];
+      while (!n.heap.empty() && !(until_arrival && n.arrived)) {
+        std::pop_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+        const Event e = n.heap.back();
+        n.heap.pop_back();
+        ++n.events;
+        Dispatch(e);
+      }
+    };
+    while (global_batch_ < total) {
+      ForEachNode([&](size_t i) { run(i, true); });
+      barrier_time_ = 0;
+      barrier_compute_ = 0;
+      for (NodeState& n : nodes_) {
+        if (!n.arrived) throw Error("simulator: a node never reached the barrier in the decomposed loop; a bug");
+        n.arrived = false;
+        barrier_time_ = std::max(barrier_time_, n.arrival);
+        barrier_compute_ = std::max(barrier_compute_, n.batch_compute);
+      }
+      CompleteBarrier();
+      ++decomposed_batches_;
+    }
+    ForEachNode([&](size_t i) { run(i, false); });  // the reads still in flight (the event count)
   }
 
   void StartTraining(double now) {
@@ -672,6 +876,7 @@ class Engine {
       n.total_items = n.items_per_epoch * w_.epochs;
       n.local_batch = plan_.LocalBatchSize(i, 0);
       n.on_pfs.assign(thread_class_.size(), 0);
+      n.bytes_by_source.assign(byte_counts_.size(), 0);
       const NodeCache& c = caches_[static_cast<size_t>(i)];
       n.fill_cursor.assign(classes.size(), 0);
       for (size_t j = 0; j + 1 < c.class_begin.size(); ++j) n.fill_cursor[j] = c.class_begin[j];
@@ -684,17 +889,16 @@ class Engine {
       }
     }
     if (!traits_.preload || preloading_threads_ == 0) StartTraining(0);
-    while (!events_.empty()) {
+    while (!events_.empty() && !switch_to_decomposed_) {
       const Event e = events_.top();
       events_.pop();
       ++r.events;
-      if (e.thread == kConsumer) {
-        Consumer(e.node, e.time);
-      } else if (e.thread < staging_threads_) {
-        StagingWorker(e.node, e.thread, e.time);
-      } else {
-        PrefetchThread(e.node, e.thread, e.time);
-      }
+      Dispatch(e);
+    }
+    if (switch_to_decomposed_) RunDecomposed();
+    for (const NodeState& n : nodes_) {
+      r.events += n.events;
+      for (size_t k = 0; k < byte_counts_.size(); ++k) byte_counts_[k] += n.bytes_by_source[k];
     }
     if (global_batch_ != plan_.BatchesPerEpoch() * w_.epochs)
       throw Error("simulator: the job did not finish (" + std::to_string(global_batch_) + " global batches); a bug");
@@ -702,6 +906,7 @@ class Engine {
     r.epoch_seconds = epoch_seconds_;
     r.compute_seconds = compute_seconds_;
     r.startup_seconds = traits_.preload ? startup_ : 0;
+    r.decomposed_batches = decomposed_batches_;
   }
 
   const Workload& w_;
@@ -716,6 +921,14 @@ class Engine {
   std::vector<int32_t> holder_;        // per sample: the node whose copy peers read, or -1
   std::vector<uint32_t> holder_index_; // per sample: its index in the holder's cache
   std::map<int, std::vector<uint32_t>> assignments_;
+  std::mutex assignments_mu_;
+  int64_t unfilled_copies_ = 0;  // cached copies whose fill has not started
+  double last_ready_ = 0;        // the latest ready time of a copy so far
+  bool never_pfs_ = false;       // FindWhetherNeverPfs
+  bool switch_to_decomposed_ = false;
+  bool decomposed_ = false;      // RunDecomposed is running
+  int decompose_threads_ = 1;
+  int64_t decomposed_batches_ = 0;
   std::vector<NodeState> nodes_;
   std::vector<int> thread_class_;  // per thread id: 0 staging, j prefetching class j
   uint32_t staging_threads_ = 0;

@@ -14,6 +14,14 @@
 // and after each local batch waits at a barrier for every node. Rates are
 // fixed when a read starts (the PFS's from the streams reading it then).
 //
+// Nodes meet only at barriers. Once none shares anything with another
+// (every cached copy filled and complete, no PFS stream in flight, no later
+// read that can reach the PFS: typically after the first epoch or two when
+// the caches hold every node's reads), each node's events run on their own
+// from one barrier to the next, the nodes spread over threads; the order of
+// a node's events, and so every result, is the event-by-event loop's
+// (SimulationOptions::decompose, tests/cpp/simulator_decompose_test.cc).
+//
 // Cost: O(E*F) events in a heap of O(N * threads) entries, plus the cache
 // plans (PlanPlacement, O(E*F/N) per node, spread over `threads`). Memory:
 // 13 bytes per cached (node, sample) pair, 8 bytes per sample, the staging
@@ -52,7 +60,13 @@ struct ThesisArtifacts {
 };
 
 struct SimulationOptions {
-  int threads = 0;  // planning threads; <= 0: the hardware's, at most 8
+  int threads = 0;  // planning threads (and the decomposed loop's); <= 0: the hardware's, at most 8
+  // From the first barrier where the nodes share nothing until the next
+  // one (every cached copy filled and complete, no PFS stream in flight,
+  // no later read that can reach the PFS), run each node's events on their
+  // own between barriers, on `threads` threads. The results are the same
+  // as the event-by-event loop's (false), only faster.
+  bool decompose = true;
   Reading reading = Reading::kPhysical;  // model.h: kPhysical (default) or kThesis
   ThesisArtifacts artifacts;             // used only with Reading::kThesis
 };
@@ -77,6 +91,7 @@ struct SimulationResult {
   int64_t pfs_read_bytes = 0;  // everything read from the PFS, prefetching included
   int64_t cached_samples = 0;  // (node, sample) copies the policy planned to cache
   int64_t events = 0;          // events processed (a cost measure)
+  int64_t decomposed_batches = 0;  // global batches run decomposed (SimulationOptions::decompose)
   double planning_seconds = 0; // wall time spent planning caches
   double simulation_seconds = 0;  // wall time of the event loop
 };
