@@ -12,6 +12,8 @@
 #include <mutex>
 #include <optional>
 #include <queue>
+#include <set>
+#include <unordered_map>
 #include <thread>
 
 #include "hdmlp/errors.h"
@@ -166,6 +168,46 @@ struct Event {
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 
+// A copy whose fill waits on a PFS read in flight (physical reading): its
+// ready time is known only when that read ends (PendingCopy).
+constexpr float kPending = std::numeric_limits<float>::max();
+constexpr double kPendingTime = std::numeric_limits<double>::max();
+constexpr uint32_t kPfsDone = 0xfffffffeu;  // Event::thread of a PFS read's end (Event::node: its group)
+
+// Where a fetch got its bytes and when it ends: `seconds` after now, or,
+// with job >= 0, `seconds` after the end of that PFS read in flight.
+struct Fetch {
+  double seconds;
+  uint8_t source;
+  int32_t job = -1;
+};
+
+// What waits for a PFS read in flight, `offset` seconds after it ends.
+struct Dependent {
+  enum Kind : uint8_t { kThreadEvent, kFlightItem, kCopy } kind;
+  uint32_t node;
+  int64_t target;  // the thread, the item (over all epochs), or the copy's index
+  double offset;
+};
+
+// One PFS read in flight (physical reading). All streams of nodes with q
+// streams each read at the same rate, min(b_fs/q, t(g)/g), so they share
+// a virtual clock (PfsGroup): a read ends when its group's clock reaches
+// v_end, and a change of g or q moves no end but the groups' next ones.
+struct PfsJob {
+  double v_end = 0;
+  int group = 0;  // q of its node when it was last put into a group
+  std::vector<Dependent> dependents;
+};
+
+struct PfsGroup {
+  double clock = 0;  // bytes each of its streams has read since the group began
+  double rate = 0;   // bytes/s of each stream now
+  double since = 0;  // simulated time of `clock`
+  std::set<std::pair<double, uint32_t>> ends;  // (v_end, job)
+  uint64_t event_seq = 0;  // the seq of its pending end event (older ones are stale)
+};
+
 struct InFlight {
   double ready;
   int64_t size;
@@ -182,6 +224,7 @@ struct NodeState {
   std::deque<InFlight> flight;  // items [next_take, next_claim)
   std::vector<uint32_t> idle_workers;
   bool consumer_waiting = false;
+  bool consumer_blocked = false;  // waits for the ready time of the next item (a PFS read in flight)
   int pfs_streams = 0;
   int64_t taken_in_batch = 0;
   int64_t local_batch = 0;
@@ -482,25 +525,174 @@ class Engine {
     last_ready_ = std::max(last_ready_, static_cast<double>(r));
   }
 
-  // A PFS read by `thread` of `node` starting now; the stream ends at the
-  // thread's next event.
-  double PfsRead(NodeState& n, uint32_t thread, int64_t size) {
+  // A PFS read by `thread` of `node` starting now. Thesis: its rate is
+  // fixed now, min(b_fs, t(gamma)/gamma) with gamma the nodes reading
+  // (Eq. 3.5), and the stream ends at the thread's next event. Physical:
+  // the streams share t(g) and their node's link at every instant
+  // (processor sharing, PfsJob): the read ends when its bytes are read, at a
+  // time known only then, so the fetch is {0, PFS, job}.
+  Fetch PfsRead(uint32_t node, uint32_t thread, int64_t size, double now) {
     if (decomposed_)  // CanDecompose ruled this out: shared state in the decomposed loop
       throw Error("simulator: a PFS read in the decomposed loop; a bug (run with decompose = false)");
+    NodeState& n = nodes_[node];
+    pfs_read_bytes_ += size;
+    if (thesis_) {
+      if (n.pfs_streams++ == 0) ++pfs_nodes_;
+      ++pfs_streams_;
+      n.on_pfs[thread] = 1;
+      return {TransferSeconds(size, model_.ThesisPfsMbps(pfs_nodes_)), kFromPfs};
+    }
+    if (!(model_.PfsStreamMbps(1, 1) < kInf)) return {0, kFromPfs};  // an unlimited PFS
+    AdvancePfs(now);
+    const uint32_t job = JobId(node, thread);
+    RegroupNode(n, node, n.pfs_streams, n.pfs_streams + 1);
     if (n.pfs_streams++ == 0) ++pfs_nodes_;
     ++pfs_streams_;
     n.on_pfs[thread] = 1;
-    pfs_read_bytes_ += size;
-    // Physical: the streams share t(g) and the node's link. Thesis: gamma
-    // counts nodes, and each thread gets min(b_fs, t(gamma)/gamma) (Eq. 3.5).
-    const double mbps = thesis_ ? model_.ThesisPfsMbps(pfs_nodes_) : model_.PfsStreamMbps(pfs_streams_, n.pfs_streams);
-    return TransferSeconds(size, mbps);
+    PfsGroup& g = PfsGroupOf(n.pfs_streams);
+    jobs_[job].group = n.pfs_streams;
+    jobs_[job].v_end = g.clock + static_cast<double>(size);
+    jobs_[job].dependents.clear();
+    g.ends.emplace(jobs_[job].v_end, job);
+    ReschedulePfs(now);
+    return {0, kFromPfs, static_cast<int32_t>(job)};
+  }
+
+  uint32_t JobId(uint32_t node, uint32_t thread) const {
+    return node * static_cast<uint32_t>(thread_class_.size()) + thread;
+  }
+  PfsGroup& PfsGroupOf(int q) {
+    while (pfs_groups_.size() <= static_cast<size_t>(q)) {
+      pfs_groups_.emplace_back();
+      pfs_groups_.back().since = pfs_now_;
+    }
+    return pfs_groups_[static_cast<size_t>(q)];
+  }
+
+  // Brings every group's clock to `now` at the rates so far.
+  void AdvancePfs(double now) {
+    pfs_now_ = now;
+    for (PfsGroup& g : pfs_groups_) {
+      if (!g.ends.empty()) g.clock += (now - g.since) * g.rate;
+      g.since = now;
+    }
+  }
+
+  // Node's streams move from group `from` to `to` (its stream count
+  // changes), keeping the bytes each has left.
+  void RegroupNode(NodeState& n, uint32_t node, int from, int to) {
+    if (from == 0) return;
+    PfsGroupOf(std::max(from, to));  // grows the groups where needed
+    PfsGroup& src = pfs_groups_[static_cast<size_t>(from)];
+    PfsGroup& b = pfs_groups_[static_cast<size_t>(to)];
+    for (uint32_t t = 0; t < n.on_pfs.size(); ++t) {
+      if (!n.on_pfs[t]) continue;
+      PfsJob& job = jobs_[JobId(node, t)];
+      src.ends.erase({job.v_end, JobId(node, t)});
+      const double left = job.v_end - src.clock;
+      job.v_end = b.clock + left;
+      job.group = to;
+      b.ends.emplace(job.v_end, JobId(node, t));
+    }
+  }
+
+  // New rates for the streams now reading, and each group's next end.
+  void ReschedulePfs(double now) {
+    double aggregate = 0;
+    for (size_t q = 1; q < pfs_groups_.size(); ++q) {
+      PfsGroup& g = pfs_groups_[q];
+      if (g.ends.empty()) continue;
+      g.rate = model_.PfsStreamMbps(pfs_streams_, static_cast<int>(q)) * 1e6;
+      aggregate += g.rate * static_cast<double>(g.ends.size());
+      const double left = std::max(0.0, g.ends.begin()->first - g.clock);
+      g.event_seq = seq_;
+      Push(now + left / g.rate, static_cast<uint32_t>(q), kPfsDone);
+    }
+    if (options_.trace_pfs) trace_.push_back(PfsTracePoint{now, pfs_streams_, aggregate / 1e6});
+  }
+
+  // The end event of group q: its first read is done.
+  void PfsGroupDone(uint32_t q, uint64_t seq, double now) {
+    PfsGroup& g = pfs_groups_[q];
+    if (seq != g.event_seq || g.ends.empty()) return;  // stale: the rates changed since
+    AdvancePfs(now);
+    const uint32_t job = g.ends.begin()->second;
+    g.ends.erase(g.ends.begin());
+    const uint32_t node = job / static_cast<uint32_t>(thread_class_.size());
+    const uint32_t thread = job % static_cast<uint32_t>(thread_class_.size());
+    NodeState& n = nodes_[node];
+    n.on_pfs[thread] = 0;
+    RegroupNode(n, node, n.pfs_streams, n.pfs_streams - 1);
+    if (--n.pfs_streams == 0) --pfs_nodes_;
+    --pfs_streams_;
+    ReschedulePfs(now);
+    std::vector<Dependent> dependents = std::move(jobs_[job].dependents);
+    jobs_[job].dependents.clear();
+    for (const Dependent& d : dependents) Resolve(d, now + d.offset);
+  }
+
+  // What waited for a PFS read: now due at `time`.
+  void Resolve(const Dependent& d, double time) {
+    NodeState& n = nodes_[d.node];
+    switch (d.kind) {
+      case Dependent::kThreadEvent:
+        Push(time, d.node, static_cast<uint32_t>(d.target));
+        break;
+      case Dependent::kFlightItem: {
+        n.flight[static_cast<size_t>(d.target - n.next_take)].ready = time;
+        if (n.consumer_blocked && d.target == n.next_take) {
+          n.consumer_blocked = false;
+          Push(time, d.node, kConsumer);
+        }
+        break;
+      }
+      case Dependent::kCopy: {
+        NodeCache& cache = caches_[d.node];
+        const float r = RoundUp(time);
+        cache.ready[static_cast<size_t>(d.target)] = r;
+        last_ready_ = std::max(last_ready_, static_cast<double>(r));
+        pending_copies_.erase(CopyKey(d.node, static_cast<uint32_t>(d.target)));
+        break;
+      }
+    }
+  }
+
+  static uint64_t CopyKey(uint32_t node, uint32_t idx) { return (uint64_t{node} << 32) | idx; }
+
+  // Copy `idx` of `node` is complete `offset` seconds after `fetch` ends.
+  void SetReadyAfter(uint32_t node, NodeCache& cache, size_t idx, const Fetch& fetch, double offset, double now) {
+    if (fetch.job < 0) {
+      SetReady(cache, idx, now + fetch.seconds + offset);
+      return;
+    }
+    cache.ready[idx] = kPending;
+    --unfilled_copies_;
+    const double after = fetch.seconds + offset;
+    jobs_[static_cast<size_t>(fetch.job)].dependents.push_back(
+        Dependent{Dependent::kCopy, node, static_cast<int64_t>(idx), after});
+    pending_copies_[CopyKey(node, static_cast<uint32_t>(idx))] = {fetch.job, after};
+  }
+
+  // A read of a copy that is not complete: `extra` seconds after it is.
+  Fetch AfterCopy(uint32_t node, uint32_t idx, float ready, double extra, uint8_t source, double now) {
+    if (ready != kPending) return {(ready - now) + extra, source};
+    const auto& [job, after] = pending_copies_.at(CopyKey(node, idx));
+    return {after + extra, source, job};
+  }
+
+  // `d` waits `seconds` after `fetch` (now + seconds when it has no job).
+  void When(const Fetch& fetch, Dependent d, double now) {
+    if (fetch.job < 0) {
+      Resolve(d, now + fetch.seconds + d.offset);
+      return;
+    }
+    d.offset += fetch.seconds;
+    jobs_[static_cast<size_t>(fetch.job)].dependents.push_back(d);
   }
 
   // Fetching a sample the node does not hold: from its holder's class
   // (a peer) where the policy reads peers, else from the PFS.
-  std::pair<double, uint8_t> Remote(int node, uint32_t thread, int64_t sample, int64_t size, double now) {
-    NodeState& n = nodes_[static_cast<size_t>(node)];
+  Fetch Remote(int node, uint32_t thread, int64_t sample, int64_t size, double now) {
     if (traits_.peers) {
       const int h = holder_[static_cast<size_t>(sample)];
       if (h >= 0 && h != node) {
@@ -511,15 +703,17 @@ class Engine {
           const double link = TransferSeconds(size, model_.PeerClassMbps(j));
           const float ready = peer.ready[static_cast<size_t>(idx)];
           if (ready <= now) return {link, kFromPeer};
-          if (ready != kEmpty) return {(ready - now) + link, kFromPeer};
+          if (ready != kEmpty) return AfterCopy(static_cast<uint32_t>(h), idx, ready, link, kFromPeer, now);
           // The holder fills it on the spot (read from the PFS, stored), then sends it.
-          const double read = PfsRead(n, thread, size);
-          SetReady(peer, static_cast<size_t>(idx), now + read + Store(size, j));
-          return {read + link, kFromPeer};
+          Fetch read = PfsRead(static_cast<uint32_t>(node), thread, size, now);
+          SetReadyAfter(static_cast<uint32_t>(h), peer, static_cast<size_t>(idx), read, Store(size, j), now);
+          read.seconds += link;
+          read.source = kFromPeer;
+          return read;
         }
       }
     }
-    return {PfsRead(n, thread, size), kFromPfs};
+    return PfsRead(static_cast<uint32_t>(node), thread, size, now);
   }
 
   int64_t SampleOf(int node, int64_t item) {
@@ -574,8 +768,7 @@ class Engine {
   }
 
   // Where a staging worker gets a sample, and how long it takes.
-  std::pair<double, uint8_t> StagingFetch(int node, uint32_t thread, int64_t item, int64_t sample, int64_t size,
-                                          double now) {
+  Fetch StagingFetch(int node, uint32_t thread, int64_t item, int64_t sample, int64_t size, double now) {
     NodeCache& cache = caches_[static_cast<size_t>(node)];
     const int64_t idx = cache.samples.empty() ? -1 : cache.Find(sample);
     if (idx >= 0) {
@@ -588,13 +781,13 @@ class Engine {
         // fill in flight: it reads the sample from its source itself
         // (StagingPoolPrefetcher with pfs_prefetch, as its HDMLP runs).
         if (!(thesis_ && traits_.prefetch_threads && !traits_.preload))
-          return {(ready - now) + read, FromClass(j)};  // wait for the fill in flight
+          return AfterCopy(static_cast<uint32_t>(node), static_cast<uint32_t>(idx), ready, read, FromClass(j),
+                           now);  // wait for the fill in flight
         return Remote(node, thread, sample, size, now);
       }
-      auto fetched = Remote(node, thread, sample, size, now);
-      if (traits_.fill_on_the_way) {
-        SetReady(cache, static_cast<size_t>(idx), now + fetched.first + Store(size, j));
-      }
+      const Fetch fetched = Remote(node, thread, sample, size, now);
+      if (traits_.fill_on_the_way)
+        SetReadyAfter(static_cast<uint32_t>(node), cache, static_cast<size_t>(idx), fetched, Store(size, j), now);
       return fetched;
     }
     if (traits_.opportunistic && !cache.samples.empty() &&
@@ -607,7 +800,7 @@ class Engine {
   }
 
   void EndRead(NodeState& n, uint32_t thread) {
-    if (!n.on_pfs[thread]) return;
+    if (!thesis_ || !n.on_pfs[thread]) return;  // physical: PfsGroupDone ends the stream
     n.on_pfs[thread] = 0;
     if (--n.pfs_streams == 0) --pfs_nodes_;
     --pfs_streams_;
@@ -643,17 +836,22 @@ class Engine {
       n.idle_workers.push_back(thread);
       return;
     }
-    auto [seconds, source] = StagingFetch(static_cast<int>(node), thread, n.next_claim, n.next_sample, size, now);
-    seconds += AfterFetch(size);
-    n.flight.push_back(InFlight{now + seconds, size, source});
+    Fetch fetch = StagingFetch(static_cast<int>(node), thread, n.next_claim, n.next_sample, size, now);
+    fetch.seconds += AfterFetch(size);
+    n.flight.push_back(InFlight{fetch.job < 0 ? now + fetch.seconds : kPendingTime, size, fetch.source});
     n.bytes_in_flight += size;
     if (n.consumer_waiting && n.next_claim == n.next_take) {
       n.consumer_waiting = false;
-      Push(now + seconds, node, kConsumer);
+      if (fetch.job < 0) {
+        Push(now + fetch.seconds, node, kConsumer);
+      } else {
+        n.consumer_blocked = true;  // woken when the item's ready time is known
+      }
     }
+    if (fetch.job >= 0) When(fetch, Dependent{Dependent::kFlightItem, node, n.next_claim, 0}, now);
+    When(fetch, Dependent{Dependent::kThreadEvent, node, thread, 0}, now);
     ++n.next_claim;
     n.next_sample = -1;
-    Push(now + seconds, node, thread);
     WakeIdle(n, node, now);
   }
 
@@ -674,11 +872,17 @@ class Engine {
     const int64_t sample = cache.samples[idx];
     const int64_t size = w_.sizes[static_cast<size_t>(sample)];
     // A copy of a peer's staged sample comes from its class j over b_c.
-    const double fetch = copy ? TransferSeconds(size, model_.PeerClassMbps(j))
-                              : Remote(static_cast<int>(node), thread, sample, size, now).first;
-    const double seconds = fetch + Store(size, j);
-    SetReady(cache, idx, now + seconds);
-    Push(now + seconds, node, thread);
+    const Fetch fetch = copy ? Fetch{TransferSeconds(size, model_.PeerClassMbps(j)), kFromPeer}
+                             : Remote(static_cast<int>(node), thread, sample, size, now);
+    const double store = Store(size, j);
+    if (fetch.job < 0) {
+      const double seconds = fetch.seconds + store;
+      SetReady(cache, idx, now + seconds);
+      Push(now + seconds, node, thread);
+      return;
+    }
+    SetReadyAfter(node, cache, idx, fetch, store, now);
+    When(fetch, Dependent{Dependent::kThreadEvent, node, thread, store}, now);
   }
 
   void Consumer(uint32_t node, double now) {
@@ -693,6 +897,10 @@ class Engine {
       return;
     }
     const InFlight item = n.flight.front();
+    if (item.ready == kPendingTime) {
+      n.consumer_blocked = true;  // its PFS read is in flight: Resolve wakes the consumer
+      return;
+    }
     if (item.ready > now) {
       Push(item.ready, node, kConsumer);
       return;
@@ -749,7 +957,9 @@ class Engine {
   }
 
   void Dispatch(const Event& e) {
-    if (e.thread == kConsumer) {
+    if (e.thread == kPfsDone) {
+      PfsGroupDone(e.node, e.seq, e.time);
+    } else if (e.thread == kConsumer) {
       Consumer(e.node, e.time);
     } else if (e.thread < staging_threads_) {
       StagingWorker(e.node, e.thread, e.time);
@@ -820,6 +1030,10 @@ class Engine {
     while (!events_.empty()) {
       const Event e = events_.top();
       events_.pop();
+      if (e.thread == kPfsDone) {  // stale: no PFS read is in flight
+        ++dropped_events_;
+        continue;
+      }
       NodeState& n = nodes_[e.node];
       n.heap.push_back(e);
       std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
@@ -870,6 +1084,7 @@ class Engine {
       for (size_t j = 1; j < classes.size(); ++j)
         for (int k = 0; k < classes[j].threads; ++k) thread_class_.push_back(static_cast<int>(j));
     nodes_.resize(static_cast<size_t>(w_.nodes));
+    if (!thesis_) jobs_.resize(static_cast<size_t>(w_.nodes) * thread_class_.size());
     for (int i = 0; i < w_.nodes; ++i) {
       NodeState& n = nodes_[static_cast<size_t>(i)];
       n.items_per_epoch = plan_.RankEpochSize(i);
@@ -896,6 +1111,7 @@ class Engine {
       Dispatch(e);
     }
     if (switch_to_decomposed_) RunDecomposed();
+    r.events += dropped_events_;
     for (const NodeState& n : nodes_) {
       r.events += n.events;
       for (size_t k = 0; k < byte_counts_.size(); ++k) byte_counts_[k] += n.bytes_by_source[k];
@@ -907,6 +1123,7 @@ class Engine {
     r.compute_seconds = compute_seconds_;
     r.startup_seconds = traits_.preload ? startup_ : 0;
     r.decomposed_batches = decomposed_batches_;
+    r.pfs_trace = std::move(trace_);
   }
 
   const Workload& w_;
@@ -922,6 +1139,12 @@ class Engine {
   std::vector<uint32_t> holder_index_; // per sample: its index in the holder's cache
   std::map<int, std::vector<uint32_t>> assignments_;
   std::mutex assignments_mu_;
+  std::vector<PfsJob> jobs_;            // by JobId (physical reading)
+  std::vector<PfsGroup> pfs_groups_;    // by streams per node, q
+  std::unordered_map<uint64_t, std::pair<int32_t, double>> pending_copies_;  // CopyKey -> (job, after)
+  std::vector<PfsTracePoint> trace_;
+  double pfs_now_ = 0;  // the time the groups' clocks were last brought to
+  int64_t dropped_events_ = 0;  // stale PFS end events left when the loop decomposed
   int64_t unfilled_copies_ = 0;  // cached copies whose fill has not started
   double last_ready_ = 0;        // the latest ready time of a copy so far
   bool never_pfs_ = false;       // FindWhetherNeverPfs

@@ -67,6 +67,9 @@ struct SimulationOptions {
   // own between barriers, on `threads` threads. The results are the same
   // as the event-by-event loop's (false), only faster.
   bool decompose = true;
+  // Record the PFS's aggregate rate at every change (physical reading):
+  // SimulationResult::pfs_trace.
+  bool trace_pfs = false;
   Reading reading = Reading::kPhysical;  // model.h: kPhysical (default) or kThesis
   ThesisArtifacts artifacts;             // used only with Reading::kThesis
 };
@@ -76,6 +79,14 @@ struct SimulationOptions {
 // caches with the prefetch threads before training; parallel_staging stages
 // into node-local storage, the non-memory classes).
 PolicyTraits EffectiveTraits(Policy policy, const SimulationOptions& options);
+
+// From `time` until the next point, `streams` PFS reads are in flight and
+// read `aggregate_mbps` MB/s together.
+struct PfsTracePoint {
+  double time = 0;
+  int streams = 0;
+  double aggregate_mbps = 0;
+};
 
 struct SimulationResult {
   std::string policy;
@@ -91,7 +102,8 @@ struct SimulationResult {
   int64_t pfs_read_bytes = 0;  // everything read from the PFS, prefetching included
   int64_t cached_samples = 0;  // (node, sample) copies the policy planned to cache
   int64_t events = 0;          // events processed (a cost measure)
-  int64_t decomposed_batches = 0;  // global batches run decomposed (SimulationOptions::decompose)
+  int64_t decomposed_batches = 0;
+  std::vector<PfsTracePoint> pfs_trace;  // with SimulationOptions::trace_pfs  // global batches run decomposed (SimulationOptions::decompose)
   double planning_seconds = 0; // wall time spent planning caches
   double simulation_seconds = 0;  // wall time of the event loop
 };
