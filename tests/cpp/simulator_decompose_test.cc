@@ -72,7 +72,9 @@ TEST(SimulatorDecomposeTest, SameResultsAsEventByEvent) {
   };
   const Case cases[] = {{4, 3000, 6, false, 64, 256}, {4, 3000, 6, true, 64, 256},
                         {64, 6000, 5, false, 2, 16}, {64, 6000, 5, true, 2, 16},
-                        {16, 4000, 8, false, 8, 8}};
+                        {16, 4000, 8, false, 8, 8},
+                        // every node's reads fit its RAM: one class, no lookups once decomposed
+                        {16, 4000, 8, false, 512, 16}, {16, 4000, 8, true, 512, 16}};
   const Policy policies[] = {Policy::kHdmlp, Policy::kDeepioOrdered, Policy::kDeepioOpportunistic,
                              Policy::kLbannDynamic, Policy::kLbannPreloading, Policy::kParallelStaging};
   int decomposed_runs = 0;

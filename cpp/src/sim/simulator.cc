@@ -12,7 +12,6 @@
 #include <mutex>
 #include <optional>
 #include <queue>
-#include <set>
 #include <unordered_map>
 #include <thread>
 
@@ -196,15 +195,27 @@ struct Dependent {
 // v_end, and a change of g or q moves no end but the groups' next ones.
 struct PfsJob {
   double v_end = 0;
-  int group = 0;  // q of its node when it was last put into a group
+  int group = 0;          // q of its node when it was last put into a group
+  uint32_t version = 0;   // its entry in a group's heap with another version is stale
   std::vector<Dependent> dependents;
+};
+
+// A read's entry in its group's heap of ends (a min-heap on (v_end, job)).
+struct PfsEnd {
+  double v_end;
+  uint32_t job;
+  uint32_t version;
+  bool operator>(const PfsEnd& o) const { return v_end != o.v_end ? v_end > o.v_end : job > o.job; }
 };
 
 struct PfsGroup {
   double clock = 0;  // bytes each of its streams has read since the group began
   double rate = 0;   // bytes/s of each stream now
   double since = 0;  // simulated time of `clock`
-  std::set<std::pair<double, uint32_t>> ends;  // (v_end, job)
+  // Its reads' ends, plus stale entries of reads that moved to another
+  // group or ended (dropped when they reach the top): a regroup is a push.
+  std::vector<PfsEnd> ends;
+  int live = 0;  // reads in the group
   uint64_t event_seq = 0;  // the seq of its pending end event (older ones are stale)
 };
 
@@ -490,6 +501,12 @@ class Engine {
     }
     for (const NodeCache& c : caches_) unfilled_copies_ += static_cast<int64_t>(c.samples.size());
     FindWhetherNeverPfs(every_read);
+    only_class_.assign(static_cast<size_t>(w_.nodes), 0);
+    for (size_t i = 0; i < caches_.size(); ++i) {
+      const std::vector<uint8_t>& cls = caches_[i].cls;
+      if (every_read[i] && !cls.empty() && std::all_of(cls.begin(), cls.end(), [&](uint8_t j) { return j == cls[0]; }))
+        only_class_[i] = cls[0];
+    }
   }
 
   // ---- the event loop ---------------------------------------------------
@@ -553,7 +570,7 @@ class Engine {
     jobs_[job].group = n.pfs_streams;
     jobs_[job].v_end = g.clock + static_cast<double>(size);
     jobs_[job].dependents.clear();
-    g.ends.emplace(jobs_[job].v_end, job);
+    AddEnd(g, job);
     ReschedulePfs(now);
     return {0, kFromPfs, static_cast<int32_t>(job)};
   }
@@ -569,11 +586,30 @@ class Engine {
     return pfs_groups_[static_cast<size_t>(q)];
   }
 
+  void AddEnd(PfsGroup& g, uint32_t job) {
+    g.ends.push_back(PfsEnd{jobs_[job].v_end, job, jobs_[job].version});
+    std::push_heap(g.ends.begin(), g.ends.end(), std::greater<PfsEnd>());
+    ++g.live;
+  }
+  // The job leaves group g: its entry goes stale.
+  void RemoveEnd(PfsGroup& g, uint32_t job) {
+    ++jobs_[job].version;
+    if (--g.live == 0) g.ends.clear();
+  }
+  // The group's first live end (g.live > 0); drops stale entries above it.
+  const PfsEnd& FirstEnd(PfsGroup& g) {
+    while (g.ends.front().version != jobs_[g.ends.front().job].version) {
+      std::pop_heap(g.ends.begin(), g.ends.end(), std::greater<PfsEnd>());
+      g.ends.pop_back();
+    }
+    return g.ends.front();
+  }
+
   // Brings every group's clock to `now` at the rates so far.
   void AdvancePfs(double now) {
     pfs_now_ = now;
     for (PfsGroup& g : pfs_groups_) {
-      if (!g.ends.empty()) g.clock += (now - g.since) * g.rate;
+      if (g.live > 0) g.clock += (now - g.since) * g.rate;
       g.since = now;
     }
   }
@@ -588,11 +624,11 @@ class Engine {
     for (uint32_t t = 0; t < n.on_pfs.size(); ++t) {
       if (!n.on_pfs[t]) continue;
       PfsJob& job = jobs_[JobId(node, t)];
-      src.ends.erase({job.v_end, JobId(node, t)});
+      RemoveEnd(src, JobId(node, t));
       const double left = job.v_end - src.clock;
       job.v_end = b.clock + left;
       job.group = to;
-      b.ends.emplace(job.v_end, JobId(node, t));
+      AddEnd(b, JobId(node, t));
     }
   }
 
@@ -601,10 +637,10 @@ class Engine {
     double aggregate = 0;
     for (size_t q = 1; q < pfs_groups_.size(); ++q) {
       PfsGroup& g = pfs_groups_[q];
-      if (g.ends.empty()) continue;
+      if (g.live == 0) continue;
       g.rate = model_.PfsStreamMbps(pfs_streams_, static_cast<int>(q)) * 1e6;
-      aggregate += g.rate * static_cast<double>(g.ends.size());
-      const double left = std::max(0.0, g.ends.begin()->first - g.clock);
+      aggregate += g.rate * static_cast<double>(g.live);
+      const double left = std::max(0.0, FirstEnd(g).v_end - g.clock);
       g.event_seq = seq_;
       Push(now + left / g.rate, static_cast<uint32_t>(q), kPfsDone);
     }
@@ -614,10 +650,10 @@ class Engine {
   // The end event of group q: its first read is done.
   void PfsGroupDone(uint32_t q, uint64_t seq, double now) {
     PfsGroup& g = pfs_groups_[q];
-    if (seq != g.event_seq || g.ends.empty()) return;  // stale: the rates changed since
+    if (seq != g.event_seq || g.live == 0) return;  // stale: the rates changed since
     AdvancePfs(now);
-    const uint32_t job = g.ends.begin()->second;
-    g.ends.erase(g.ends.begin());
+    const uint32_t job = FirstEnd(g).job;
+    RemoveEnd(g, job);
     const uint32_t node = job / static_cast<uint32_t>(thread_class_.size());
     const uint32_t thread = job % static_cast<uint32_t>(thread_class_.size());
     NodeState& n = nodes_[node];
@@ -769,6 +805,12 @@ class Engine {
 
   // Where a staging worker gets a sample, and how long it takes.
   Fetch StagingFetch(int node, uint32_t thread, int64_t item, int64_t sample, int64_t size, double now) {
+    if (decomposed_ && only_class_[static_cast<size_t>(node)] > 0) {
+      // Every read of this node is in its one class and complete
+      // (CanDecompose): the class's rate, without looking the copy up.
+      const int j = only_class_[static_cast<size_t>(node)];
+      return {TransferSeconds(size, model_.LocalClassMbps(j)), FromClass(j)};
+    }
     NodeCache& cache = caches_[static_cast<size_t>(node)];
     const int64_t idx = cache.samples.empty() ? -1 : cache.Find(sample);
     if (idx >= 0) {
@@ -1145,6 +1187,9 @@ class Engine {
   std::vector<PfsTracePoint> trace_;
   double pfs_now_ = 0;  // the time the groups' clocks were last brought to
   int64_t dropped_events_ = 0;  // stale PFS end events left when the loop decomposed
+  // Per node: the class holding every sample it reads, where one does
+  // (0: none, or reads that need a lookup).
+  std::vector<uint8_t> only_class_;
   int64_t unfilled_copies_ = 0;  // cached copies whose fill has not started
   double last_ready_ = 0;        // the latest ready time of a copy so far
   bool never_pfs_ = false;       // FindWhetherNeverPfs
