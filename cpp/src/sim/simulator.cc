@@ -216,7 +216,6 @@ struct PfsGroup {
   // group or ended (dropped when they reach the top): a regroup is a push.
   std::vector<PfsEnd> ends;
   int live = 0;  // reads in the group
-  uint64_t event_seq = 0;  // the seq of its pending end event (older ones are stale)
 };
 
 struct InFlight {
@@ -632,25 +631,34 @@ class Engine {
     }
   }
 
-  // New rates for the streams now reading, and each group's next end.
+  // New rates for the streams now reading, and one event for the first
+  // read to end (earlier events are stale).
   void ReschedulePfs(double now) {
     double aggregate = 0;
+    double first = kInf;
+    uint32_t first_group = 0;
     for (size_t q = 1; q < pfs_groups_.size(); ++q) {
       PfsGroup& g = pfs_groups_[q];
       if (g.live == 0) continue;
       g.rate = model_.PfsStreamMbps(pfs_streams_, static_cast<int>(q)) * 1e6;
       aggregate += g.rate * static_cast<double>(g.live);
-      const double left = std::max(0.0, FirstEnd(g).v_end - g.clock);
-      g.event_seq = seq_;
-      Push(now + left / g.rate, static_cast<uint32_t>(q), kPfsDone);
+      const double end = now + std::max(0.0, FirstEnd(g).v_end - g.clock) / g.rate;
+      if (end < first) {
+        first = end;
+        first_group = static_cast<uint32_t>(q);
+      }
+    }
+    if (first_group != 0) {
+      pfs_event_seq_ = seq_;
+      Push(first, first_group, kPfsDone);
     }
     if (options_.trace_pfs) trace_.push_back(PfsTracePoint{now, pfs_streams_, aggregate / 1e6});
   }
 
-  // The end event of group q: its first read is done.
+  // The PFS's next end: group q's first read is done.
   void PfsGroupDone(uint32_t q, uint64_t seq, double now) {
     PfsGroup& g = pfs_groups_[q];
-    if (seq != g.event_seq || g.live == 0) return;  // stale: the rates changed since
+    if (seq != pfs_event_seq_ || g.live == 0) return;  // stale: the rates changed since
     AdvancePfs(now);
     const uint32_t job = FirstEnd(g).job;
     RemoveEnd(g, job);
@@ -1185,7 +1193,8 @@ class Engine {
   std::vector<PfsGroup> pfs_groups_;    // by streams per node, q
   std::unordered_map<uint64_t, std::pair<int32_t, double>> pending_copies_;  // CopyKey -> (job, after)
   std::vector<PfsTracePoint> trace_;
-  double pfs_now_ = 0;  // the time the groups' clocks were last brought to
+  double pfs_now_ = 0;
+  uint64_t pfs_event_seq_ = 0;  // the seq of the PFS's pending end event (older ones are stale)  // the time the groups' clocks were last brought to
   int64_t dropped_events_ = 0;  // stale PFS end events left when the loop decomposed
   // Per node: the class holding every sample it reads, where one does
   // (0: none, or reads that need a lookup).
