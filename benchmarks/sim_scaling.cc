@@ -92,12 +92,13 @@ int main(int argc, char** argv) {
     const hdmlp::sim::SimulationResult r = hdmlp::sim::Simulate(config, w, hdmlp::sim::ParsePolicy(policy), options);
     std::printf("policy=%s nodes=%d samples=%lld epochs=%d batch=%lld: predicted %.3f s (stall %.3f s); "
                 "planning %.1f s + events %.1f s wall, %.1f s cpu; %lld events, %lld cached copies, "
-                "%lld global batches decomposed; "
+                "%lld global batches decomposed (%.1f s of the events); "
                 "peak %.0f MB (sizes alone %.0f MB)\n",
                 policy.c_str(), w.nodes, static_cast<long long>(samples), w.epochs,
                 static_cast<long long>(w.batch_size), r.seconds, r.stall_seconds, r.planning_seconds,
                 r.simulation_seconds, CpuSeconds() - cpu0, static_cast<long long>(r.events),
                 static_cast<long long>(r.cached_samples), static_cast<long long>(r.decomposed_batches),
+                r.decomposed_seconds,
                 PeakMb(), base_mb);
   } catch (const hdmlp::Error& e) {
     std::fprintf(stderr, "sim_scaling: %s\n", e.what());

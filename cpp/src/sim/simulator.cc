@@ -1160,7 +1160,11 @@ class Engine {
       ++r.events;
       Dispatch(e);
     }
-    if (switch_to_decomposed_) RunDecomposed();
+    if (switch_to_decomposed_) {
+      const double t0 = Seconds();
+      RunDecomposed();
+      r.decomposed_seconds = Seconds() - t0;
+    }
     r.events += dropped_events_;
     for (const NodeState& n : nodes_) {
       r.events += n.events;

@@ -11,8 +11,12 @@
 // fit in class 0's capacity, and fetch each from the source the policy
 // picks; prefetch threads (p_j per class) that fill class j in first-read
 // order; and a consumer that takes items in order, computes s_k / c on each,
-// and after each local batch waits at a barrier for every node. Rates are
-// fixed when a read starts (the PFS's from the streams reading it then).
+// and after each local batch waits at a barrier for every node. A read from
+// a class or a peer runs at a rate fixed when it starts; PFS reads share the
+// PFS at every instant in the physical reading (each stream's rate, and so
+// its remaining time, follows every change in the streams reading: the
+// aggregate never exceeds t(g)), and keep the rate of their start in the
+// thesis reading, as the thesis's simulator does.
 //
 // Nodes meet only at barriers. Once none shares anything with another
 // (every cached copy filled and complete, no PFS stream in flight, no later
@@ -28,7 +32,7 @@
 // buffers' items in flight (24 bytes each). docs/simulator.md has numbers.
 //
 // Thread-safety: reentrant; Simulate uses worker threads for planning and
-// joins them before the event loop, which runs on the calling thread.
+// for the decomposed loop's nodes, and joins them before it returns.
 #ifndef HDMLP_SIM_SIMULATOR_H_
 #define HDMLP_SIM_SIMULATOR_H_
 
@@ -102,8 +106,9 @@ struct SimulationResult {
   int64_t pfs_read_bytes = 0;  // everything read from the PFS, prefetching included
   int64_t cached_samples = 0;  // (node, sample) copies the policy planned to cache
   int64_t events = 0;          // events processed (a cost measure)
-  int64_t decomposed_batches = 0;
-  std::vector<PfsTracePoint> pfs_trace;  // with SimulationOptions::trace_pfs  // global batches run decomposed (SimulationOptions::decompose)
+  int64_t decomposed_batches = 0;  // global batches run decomposed (SimulationOptions::decompose)
+  double decomposed_seconds = 0;   // wall time of the decomposed loop (part of simulation_seconds)
+  std::vector<PfsTracePoint> pfs_trace;  // with SimulationOptions::trace_pfs
   double planning_seconds = 0; // wall time spent planning caches
   double simulation_seconds = 0;  // wall time of the event loop
 };
