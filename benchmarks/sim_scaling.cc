@@ -10,7 +10,8 @@
 //
 // Every flag: --config, --nodes, --samples, --sample-mb (0.11), --sample-std-mb
 // (0.05), --epochs, --batch-size (global), --compute-mbps (130),
-// --preprocess-mbps (0), --policy (hdmlp), --seed (0), --threads (0: auto).
+// --preprocess-mbps (0), --policy (hdmlp), --seed (0), --threads (0: auto),
+// --decompose (1; 0: the event-by-event loop throughout, the reference).
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   int64_t samples = 1281167;
   double mean_mb = 0.11, std_mb = 0.05;
   int threads = 0;
+  bool decompose = true;
   w.nodes = 16;
   w.epochs = 90;
   w.batch_size = 0;
@@ -72,6 +74,7 @@ int main(int argc, char** argv) {
     else if (flag == "--policy") policy = v;
     else if (flag == "--seed") w.seed = std::strtoull(v, nullptr, 10);
     else if (flag == "--threads") threads = std::atoi(v);
+    else if (flag == "--decompose") decompose = std::atoi(v) != 0;
     else {
       std::fprintf(stderr, "sim_scaling: unknown flag %s (see the comment at the top of the source)\n", argv[i]);
       return 2;
@@ -84,15 +87,19 @@ int main(int argc, char** argv) {
     const double base_mb = PeakMb();
     hdmlp::sim::SimulationOptions options;
     options.threads = threads;
+    options.decompose = decompose;
     const double cpu0 = CpuSeconds();
     const hdmlp::sim::SimulationResult r = hdmlp::sim::Simulate(config, w, hdmlp::sim::ParsePolicy(policy), options);
     std::printf("policy=%s nodes=%d samples=%lld epochs=%d batch=%lld: predicted %.3f s (stall %.3f s); "
-                "planning %.1f s + events %.1f s wall, %.1f s cpu; %lld events, %lld cached copies; "
+                "planning %.1f s + events %.1f s wall, %.1f s cpu; %lld events, %lld cached copies, "
+                "%lld global batches decomposed (%.1f s of the events); "
                 "peak %.0f MB (sizes alone %.0f MB)\n",
                 policy.c_str(), w.nodes, static_cast<long long>(samples), w.epochs,
                 static_cast<long long>(w.batch_size), r.seconds, r.stall_seconds, r.planning_seconds,
                 r.simulation_seconds, CpuSeconds() - cpu0, static_cast<long long>(r.events),
-                static_cast<long long>(r.cached_samples), PeakMb(), base_mb);
+                static_cast<long long>(r.cached_samples), static_cast<long long>(r.decomposed_batches),
+                r.decomposed_seconds,
+                PeakMb(), base_mb);
   } catch (const hdmlp::Error& e) {
     std::fprintf(stderr, "sim_scaling: %s\n", e.what());
     return 1;

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <queue>
+#include <unordered_map>
 #include <thread>
 
 #include "hdmlp/errors.h"
@@ -94,7 +96,30 @@ struct NodeCache {
 struct NodePlan {
   std::vector<std::vector<int64_t>> class_lists;
   std::vector<size_t> copies;
+  bool caches_every_read = false;  // every sample the node reads in the job is in its lists
 };
+
+// Sorts (sample, fill position) pairs by sample, a node's samples being
+// distinct: an LSD radix sort in 11-bit digits, a few times faster than a
+// comparison sort for the 10^5 copies of a node of a large job.
+void SortBySample(std::vector<std::pair<uint32_t, uint32_t>>& order) {
+  if (order.size() < 256) {
+    std::sort(order.begin(), order.end());
+    return;
+  }
+  uint32_t largest = 0;
+  for (const auto& p : order) largest = std::max(largest, p.first);
+  std::vector<std::pair<uint32_t, uint32_t>> buffer(order.size());
+  constexpr int kBits = 11;
+  constexpr uint32_t kMask = (1u << kBits) - 1;
+  for (int shift = 0; shift < 32 && (largest >> shift) != 0; shift += kBits) {
+    uint32_t count[kMask + 2] = {};
+    for (const auto& p : order) ++count[((p.first >> shift) & kMask) + 1];
+    for (uint32_t d = 1; d <= kMask + 1; ++d) count[d] += count[d - 1];
+    for (const auto& p : order) buffer[count[(p.first >> shift) & kMask]++] = p;
+    order.swap(buffer);
+  }
+}
 
 NodeCache BuildCache(const NodePlan& plan) {
   const auto& class_lists = plan.class_lists;
@@ -108,7 +133,7 @@ NodeCache BuildCache(const NodePlan& plan) {
       c.cls.push_back(static_cast<uint8_t>(j));  // temporarily in fill order
     }
   }
-  std::sort(order.begin(), order.end());
+  SortBySample(order);
   std::vector<uint8_t> cls_by_fill = std::move(c.cls);
   c.samples.resize(order.size());
   c.cls.resize(order.size());
@@ -126,6 +151,73 @@ NodeCache BuildCache(const NodePlan& plan) {
   return c;
 }
 
+// Events at the same time run in the order they were pushed, except that a
+// barrier's release of a consumer (seq with kRelease set) runs after every
+// other event at its time. So a node's events run in an order that depends
+// on its own events and the barrier's time alone, never on how another
+// node's events interleave with them: the decomposed loop (RunDecomposed)
+// relies on that to give the event-by-event loop's results exactly.
+constexpr uint64_t kRelease = uint64_t{1} << 63;
+
+struct Event {
+  double time;
+  uint64_t seq;
+  uint32_t node;
+  uint32_t thread;  // staging workers 0..p0-1, then prefetch threads; kConsumer
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+// A copy whose fill waits on a PFS read in flight (physical reading): its
+// ready time is known only when that read ends (PendingCopy).
+constexpr float kPending = std::numeric_limits<float>::max();
+constexpr double kPendingTime = std::numeric_limits<double>::max();
+constexpr uint32_t kPfsDone = 0xfffffffeu;  // Event::thread of a PFS read's end (Event::node: its group)
+
+// Where a fetch got its bytes and when it ends: `seconds` after now, or,
+// with job >= 0, `seconds` after the end of that PFS read in flight.
+struct Fetch {
+  double seconds;
+  uint8_t source;
+  int32_t job = -1;
+};
+
+// What waits for a PFS read in flight, `offset` seconds after it ends.
+struct Dependent {
+  enum Kind : uint8_t { kThreadEvent, kFlightItem, kCopy } kind;
+  uint32_t node;
+  int64_t target;  // the thread, the item (over all epochs), or the copy's index
+  double offset;
+};
+
+// One PFS read in flight (physical reading). All streams of nodes with q
+// streams each read at the same rate, min(b_fs/q, t(g)/g), so they share
+// a virtual clock (PfsGroup): a read ends when its group's clock reaches
+// v_end, and a change of g or q moves no end but the groups' next ones.
+struct PfsJob {
+  double v_end = 0;
+  int group = 0;          // q of its node when it was last put into a group
+  uint32_t version = 0;   // its entry in a group's heap with another version is stale
+  std::vector<Dependent> dependents;
+};
+
+// A read's entry in its group's heap of ends (a min-heap on (v_end, job)).
+struct PfsEnd {
+  double v_end;
+  uint32_t job;
+  uint32_t version;
+  bool operator>(const PfsEnd& o) const { return v_end != o.v_end ? v_end > o.v_end : job > o.job; }
+};
+
+struct PfsGroup {
+  double clock = 0;  // bytes each of its streams has read since the group began
+  double rate = 0;   // bytes/s of each stream now
+  double since = 0;  // simulated time of `clock`
+  // Its reads' ends, plus stale entries of reads that moved to another
+  // group or ended (dropped when they reach the top): a regroup is a push.
+  std::vector<PfsEnd> ends;
+  int live = 0;  // reads in the group
+};
+
 struct InFlight {
   double ready;
   int64_t size;
@@ -142,6 +234,7 @@ struct NodeState {
   std::deque<InFlight> flight;  // items [next_take, next_claim)
   std::vector<uint32_t> idle_workers;
   bool consumer_waiting = false;
+  bool consumer_blocked = false;  // waits for the ready time of the next item (a PFS read in flight)
   int pfs_streams = 0;
   int64_t taken_in_batch = 0;
   int64_t local_batch = 0;
@@ -150,15 +243,16 @@ struct NodeState {
   std::vector<uint32_t> fill_cursor;   // per class: next fill entry
   int claim_epoch = -1;
   std::optional<EpochOrder> claim_order;
+  std::vector<int64_t> bytes_by_source;  // consumed bytes, by kFromPfs, kFromPeer, ...
+  int64_t events = 0;                    // events of this node processed
+  // Decomposed loop (RunDecomposed) only: the node's own event heap and
+  // push counter, and its consumer's arrival at the barrier.
+  std::vector<Event> heap;
+  uint64_t seq = 0;
+  bool arrived = false;
+  double arrival = 0;
 };
 
-struct Event {
-  double time;
-  uint64_t seq;
-  uint32_t node;
-  uint32_t thread;  // staging workers 0..p0-1, then prefetch threads; kConsumer
-  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
-};
 
 class Engine {
  public:
@@ -270,6 +364,9 @@ class Engine {
       planning.first_epoch_first = w_.nodes > 1;
       planning.threads = w_.nodes > 1 ? 1 : options_.threads;
       Placement p = PlanPlacement(plan_, node, w_.sizes, capacities, planning);
+      const CountWindow counted = CountedItems(plan_, node, planning);
+      out.caches_every_read = p.cached_samples() == p.rank_samples && p.rank_samples > 0 &&
+                              counted.end_item - counted.first_item == plan_.RankEpochSize(node) * w_.epochs;
       lists = std::move(p.class_samples);
       if (thesis_) {
         // The thesis's FrequencyPrefetcher fills the most-read samples first
@@ -319,6 +416,8 @@ class Engine {
       }
     }
     if (traits_.needs_full_fit && placed < m) lists.assign(static_cast<size_t>(num_classes), {});
+    // A local scheme reads the same shard every epoch.
+    out.caches_every_read = traits_.scheme == DistributionScheme::kLocal && placed == m && m > 0;
     if (thesis_ && traits_.scheme == DistributionScheme::kLocal &&
         options_.artifacts.parallel_staging_copies_lower_shards) {
       // The thesis's parallel staging: then the shards of nodes 0..node-1, in
@@ -346,13 +445,17 @@ class Engine {
     int threads = options_.threads > 0 ? options_.threads
                                        : std::min(8, static_cast<int>(std::thread::hardware_concurrency()));
     threads = std::max(1, std::min(threads, w_.nodes));
+    decompose_threads_ = threads;
+    std::vector<uint8_t> every_read(static_cast<size_t>(w_.nodes), 0);
     std::atomic<int> next{0};
     std::exception_ptr error;
     std::mutex error_mu;
     auto work = [&] {
       for (int i = next++; i < w_.nodes; i = next++) {
         try {
-          caches_[static_cast<size_t>(i)] = BuildCache(PlanNode(i));
+          NodePlan plan = PlanNode(i);
+          every_read[static_cast<size_t>(i)] = plan.caches_every_read ? 1 : 0;
+          caches_[static_cast<size_t>(i)] = BuildCache(plan);
         } catch (...) {
           std::lock_guard<std::mutex> lock(error_mu);
           if (!error) error = std::current_exception();
@@ -373,7 +476,10 @@ class Engine {
       for (const NodeCache& c : caches_) cached += static_cast<int64_t>(c.samples.size());
       for (int i = 0; i < w_.nodes; ++i)
         if (plan_.RankEpochSize(i) > 0 && caches_[static_cast<size_t>(i)].samples.empty()) all_fit = false;
-      if (!all_fit || cached == 0) caches_.assign(static_cast<size_t>(w_.nodes), NodeCache{});
+      if (!all_fit || cached == 0) {
+        caches_.assign(static_cast<size_t>(w_.nodes), NodeCache{});
+        std::fill(every_read.begin(), every_read.end(), 0);
+      }
     }
     if (traits_.peers || traits_.locality_batches) {
       // The designated holder of each sample, as the runtime's PFS read rule:
@@ -392,29 +498,245 @@ class Engine {
         if (holder_[s] >= 0)
           holder_index_[s] = static_cast<uint32_t>(caches_[static_cast<size_t>(holder_[s])].Find(static_cast<int64_t>(s)));
     }
+    for (const NodeCache& c : caches_) unfilled_copies_ += static_cast<int64_t>(c.samples.size());
+    FindWhetherNeverPfs(every_read);
+    only_class_.assign(static_cast<size_t>(w_.nodes), 0);
+    for (size_t i = 0; i < caches_.size(); ++i) {
+      const std::vector<uint8_t>& cls = caches_[i].cls;
+      if (every_read[i] && !cls.empty() && std::all_of(cls.begin(), cls.end(), [&](uint8_t j) { return j == cls[0]; }))
+        only_class_[i] = cls[0];
+    }
   }
 
   // ---- the event loop ---------------------------------------------------
 
-  void Push(double time, uint32_t node, uint32_t thread) { events_.push(Event{time, seq_++, node, thread}); }
+  void Push(double time, uint32_t node, uint32_t thread) {
+    if (decomposed_) {
+      NodeState& n = nodes_[node];
+      n.heap.push_back(Event{time, n.seq++, node, thread});
+      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+      return;
+    }
+    events_.push(Event{time, seq_++, node, thread});
+  }
+  // A barrier's release of node's consumer at `time`: after every other
+  // event at that time (kRelease).
+  void PushRelease(double time, uint32_t node) {
+    if (decomposed_) {
+      NodeState& n = nodes_[node];
+      n.heap.push_back(Event{time, n.seq++ | kRelease, node, kConsumer});
+      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+      return;
+    }
+    events_.push(Event{time, seq_++ | kRelease, node, kConsumer});
+  }
 
-  // A PFS read by `thread` of `node` starting now; the stream ends at the
-  // thread's next event.
-  double PfsRead(NodeState& n, uint32_t thread, int64_t size) {
+  // Marks a copy's fill as started, complete at `ready`: every copy goes
+  // from kEmpty to its ready time once, and the decomposed loop needs to
+  // know when none is left to fill and all are complete.
+  void SetReady(NodeCache& cache, size_t idx, double ready) {
+    const float r = RoundUp(ready);
+    cache.ready[idx] = r;
+    --unfilled_copies_;
+    last_ready_ = std::max(last_ready_, static_cast<double>(r));
+  }
+
+  // A PFS read by `thread` of `node` starting now. Thesis: its rate is
+  // fixed now, min(b_fs, t(gamma)/gamma) with gamma the nodes reading
+  // (Eq. 3.5), and the stream ends at the thread's next event. Physical:
+  // the streams share t(g) and their node's link at every instant
+  // (processor sharing, PfsJob): the read ends when its bytes are read, at a
+  // time known only then, so the fetch is {0, PFS, job}.
+  Fetch PfsRead(uint32_t node, uint32_t thread, int64_t size, double now) {
+    if (decomposed_)  // CanDecompose ruled this out: shared state in the decomposed loop
+      throw Error("simulator: a PFS read in the decomposed loop; a bug (run with decompose = false)");
+    NodeState& n = nodes_[node];
+    pfs_read_bytes_ += size;
+    if (thesis_) {
+      if (n.pfs_streams++ == 0) ++pfs_nodes_;
+      ++pfs_streams_;
+      n.on_pfs[thread] = 1;
+      return {TransferSeconds(size, model_.ThesisPfsMbps(pfs_nodes_)), kFromPfs};
+    }
+    if (!(model_.PfsStreamMbps(1, 1) < kInf)) return {0, kFromPfs};  // an unlimited PFS
+    AdvancePfs(now);
+    const uint32_t job = JobId(node, thread);
+    RegroupNode(n, node, n.pfs_streams, n.pfs_streams + 1);
     if (n.pfs_streams++ == 0) ++pfs_nodes_;
     ++pfs_streams_;
     n.on_pfs[thread] = 1;
-    pfs_read_bytes_ += size;
-    // Physical: the streams share t(g) and the node's link. Thesis: gamma
-    // counts nodes, and each thread gets min(b_fs, t(gamma)/gamma) (Eq. 3.5).
-    const double mbps = thesis_ ? model_.ThesisPfsMbps(pfs_nodes_) : model_.PfsStreamMbps(pfs_streams_, n.pfs_streams);
-    return TransferSeconds(size, mbps);
+    PfsGroup& g = PfsGroupOf(n.pfs_streams);
+    jobs_[job].group = n.pfs_streams;
+    jobs_[job].v_end = g.clock + static_cast<double>(size);
+    jobs_[job].dependents.clear();
+    AddEnd(g, job);
+    ReschedulePfs(now);
+    return {0, kFromPfs, static_cast<int32_t>(job)};
+  }
+
+  uint32_t JobId(uint32_t node, uint32_t thread) const {
+    return node * static_cast<uint32_t>(thread_class_.size()) + thread;
+  }
+  PfsGroup& PfsGroupOf(int q) {
+    while (pfs_groups_.size() <= static_cast<size_t>(q)) {
+      pfs_groups_.emplace_back();
+      pfs_groups_.back().since = pfs_now_;
+    }
+    return pfs_groups_[static_cast<size_t>(q)];
+  }
+
+  void AddEnd(PfsGroup& g, uint32_t job) {
+    g.ends.push_back(PfsEnd{jobs_[job].v_end, job, jobs_[job].version});
+    std::push_heap(g.ends.begin(), g.ends.end(), std::greater<PfsEnd>());
+    ++g.live;
+  }
+  // The job leaves group g: its entry goes stale.
+  void RemoveEnd(PfsGroup& g, uint32_t job) {
+    ++jobs_[job].version;
+    if (--g.live == 0) g.ends.clear();
+  }
+  // The group's first live end (g.live > 0); drops stale entries above it.
+  const PfsEnd& FirstEnd(PfsGroup& g) {
+    while (g.ends.front().version != jobs_[g.ends.front().job].version) {
+      std::pop_heap(g.ends.begin(), g.ends.end(), std::greater<PfsEnd>());
+      g.ends.pop_back();
+    }
+    return g.ends.front();
+  }
+
+  // Brings every group's clock to `now` at the rates so far.
+  void AdvancePfs(double now) {
+    pfs_now_ = now;
+    for (PfsGroup& g : pfs_groups_) {
+      if (g.live > 0) g.clock += (now - g.since) * g.rate;
+      g.since = now;
+    }
+  }
+
+  // Node's streams move from group `from` to `to` (its stream count
+  // changes), keeping the bytes each has left.
+  void RegroupNode(NodeState& n, uint32_t node, int from, int to) {
+    if (from == 0) return;
+    PfsGroupOf(std::max(from, to));  // grows the groups where needed
+    PfsGroup& src = pfs_groups_[static_cast<size_t>(from)];
+    PfsGroup& b = pfs_groups_[static_cast<size_t>(to)];
+    for (uint32_t t = 0; t < n.on_pfs.size(); ++t) {
+      if (!n.on_pfs[t]) continue;
+      PfsJob& job = jobs_[JobId(node, t)];
+      RemoveEnd(src, JobId(node, t));
+      const double left = job.v_end - src.clock;
+      job.v_end = b.clock + left;
+      job.group = to;
+      AddEnd(b, JobId(node, t));
+    }
+  }
+
+  // New rates for the streams now reading, and one event for the first
+  // read to end (earlier events are stale).
+  void ReschedulePfs(double now) {
+    double aggregate = 0;
+    double first = kInf;
+    uint32_t first_group = 0;
+    for (size_t q = 1; q < pfs_groups_.size(); ++q) {
+      PfsGroup& g = pfs_groups_[q];
+      if (g.live == 0) continue;
+      g.rate = model_.PfsStreamMbps(pfs_streams_, static_cast<int>(q)) * 1e6;
+      aggregate += g.rate * static_cast<double>(g.live);
+      const double end = now + std::max(0.0, FirstEnd(g).v_end - g.clock) / g.rate;
+      if (end < first) {
+        first = end;
+        first_group = static_cast<uint32_t>(q);
+      }
+    }
+    if (first_group != 0) {
+      pfs_event_seq_ = seq_;
+      Push(first, first_group, kPfsDone);
+    }
+    if (options_.trace_pfs) trace_.push_back(PfsTracePoint{now, pfs_streams_, aggregate / 1e6});
+  }
+
+  // The PFS's next end: group q's first read is done.
+  void PfsGroupDone(uint32_t q, uint64_t seq, double now) {
+    PfsGroup& g = pfs_groups_[q];
+    if (seq != pfs_event_seq_ || g.live == 0) return;  // stale: the rates changed since
+    AdvancePfs(now);
+    const uint32_t job = FirstEnd(g).job;
+    RemoveEnd(g, job);
+    const uint32_t node = job / static_cast<uint32_t>(thread_class_.size());
+    const uint32_t thread = job % static_cast<uint32_t>(thread_class_.size());
+    NodeState& n = nodes_[node];
+    n.on_pfs[thread] = 0;
+    RegroupNode(n, node, n.pfs_streams, n.pfs_streams - 1);
+    if (--n.pfs_streams == 0) --pfs_nodes_;
+    --pfs_streams_;
+    ReschedulePfs(now);
+    std::vector<Dependent> dependents = std::move(jobs_[job].dependents);
+    jobs_[job].dependents.clear();
+    for (const Dependent& d : dependents) Resolve(d, now + d.offset);
+  }
+
+  // What waited for a PFS read: now due at `time`.
+  void Resolve(const Dependent& d, double time) {
+    NodeState& n = nodes_[d.node];
+    switch (d.kind) {
+      case Dependent::kThreadEvent:
+        Push(time, d.node, static_cast<uint32_t>(d.target));
+        break;
+      case Dependent::kFlightItem: {
+        n.flight[static_cast<size_t>(d.target - n.next_take)].ready = time;
+        if (n.consumer_blocked && d.target == n.next_take) {
+          n.consumer_blocked = false;
+          Push(time, d.node, kConsumer);
+        }
+        break;
+      }
+      case Dependent::kCopy: {
+        NodeCache& cache = caches_[d.node];
+        const float r = RoundUp(time);
+        cache.ready[static_cast<size_t>(d.target)] = r;
+        last_ready_ = std::max(last_ready_, static_cast<double>(r));
+        pending_copies_.erase(CopyKey(d.node, static_cast<uint32_t>(d.target)));
+        break;
+      }
+    }
+  }
+
+  static uint64_t CopyKey(uint32_t node, uint32_t idx) { return (uint64_t{node} << 32) | idx; }
+
+  // Copy `idx` of `node` is complete `offset` seconds after `fetch` ends.
+  void SetReadyAfter(uint32_t node, NodeCache& cache, size_t idx, const Fetch& fetch, double offset, double now) {
+    if (fetch.job < 0) {
+      SetReady(cache, idx, now + fetch.seconds + offset);
+      return;
+    }
+    cache.ready[idx] = kPending;
+    --unfilled_copies_;
+    const double after = fetch.seconds + offset;
+    jobs_[static_cast<size_t>(fetch.job)].dependents.push_back(
+        Dependent{Dependent::kCopy, node, static_cast<int64_t>(idx), after});
+    pending_copies_[CopyKey(node, static_cast<uint32_t>(idx))] = {fetch.job, after};
+  }
+
+  // A read of a copy that is not complete: `extra` seconds after it is.
+  Fetch AfterCopy(uint32_t node, uint32_t idx, float ready, double extra, uint8_t source, double now) {
+    if (ready != kPending) return {(ready - now) + extra, source};
+    const auto& [job, after] = pending_copies_.at(CopyKey(node, idx));
+    return {after + extra, source, job};
+  }
+
+  // `d` waits `seconds` after `fetch` (now + seconds when it has no job).
+  void When(const Fetch& fetch, Dependent d, double now) {
+    if (fetch.job < 0) {
+      Resolve(d, now + fetch.seconds + d.offset);
+      return;
+    }
+    d.offset += fetch.seconds;
+    jobs_[static_cast<size_t>(fetch.job)].dependents.push_back(d);
   }
 
   // Fetching a sample the node does not hold: from its holder's class
   // (a peer) where the policy reads peers, else from the PFS.
-  std::pair<double, uint8_t> Remote(int node, uint32_t thread, int64_t sample, int64_t size, double now) {
-    NodeState& n = nodes_[static_cast<size_t>(node)];
+  Fetch Remote(int node, uint32_t thread, int64_t sample, int64_t size, double now) {
     if (traits_.peers) {
       const int h = holder_[static_cast<size_t>(sample)];
       if (h >= 0 && h != node) {
@@ -425,15 +747,17 @@ class Engine {
           const double link = TransferSeconds(size, model_.PeerClassMbps(j));
           const float ready = peer.ready[static_cast<size_t>(idx)];
           if (ready <= now) return {link, kFromPeer};
-          if (ready != kEmpty) return {(ready - now) + link, kFromPeer};
+          if (ready != kEmpty) return AfterCopy(static_cast<uint32_t>(h), idx, ready, link, kFromPeer, now);
           // The holder fills it on the spot (read from the PFS, stored), then sends it.
-          const double read = PfsRead(n, thread, size);
-          peer.ready[static_cast<size_t>(idx)] = RoundUp(now + read + Store(size, j));
-          return {read + link, kFromPeer};
+          Fetch read = PfsRead(static_cast<uint32_t>(node), thread, size, now);
+          SetReadyAfter(static_cast<uint32_t>(h), peer, static_cast<size_t>(idx), read, Store(size, j), now);
+          read.seconds += link;
+          read.source = kFromPeer;
+          return read;
         }
       }
     }
-    return {PfsRead(n, thread, size), kFromPfs};
+    return PfsRead(static_cast<uint32_t>(node), thread, size, now);
   }
 
   int64_t SampleOf(int node, int64_t item) {
@@ -452,6 +776,8 @@ class Engine {
   // with each sample moved, where there is room, into the slice of the node
   // caching it; the rest fill the remaining slots in order.
   const std::vector<uint32_t>& Assignment(int epoch) {
+    std::unique_lock<std::mutex> lock(assignments_mu_, std::defer_lock);
+    if (decomposed_) lock.lock();  // nodes run on several threads there
     auto it = assignments_.find(epoch);
     if (it != assignments_.end()) return it->second;
     const IndexPermutation perm = plan_.EpochPermutation(epoch);
@@ -486,8 +812,13 @@ class Engine {
   }
 
   // Where a staging worker gets a sample, and how long it takes.
-  std::pair<double, uint8_t> StagingFetch(int node, uint32_t thread, int64_t item, int64_t sample, int64_t size,
-                                          double now) {
+  Fetch StagingFetch(int node, uint32_t thread, int64_t item, int64_t sample, int64_t size, double now) {
+    if (decomposed_ && only_class_[static_cast<size_t>(node)] > 0) {
+      // Every read of this node is in its one class and complete
+      // (CanDecompose): the class's rate, without looking the copy up.
+      const int j = only_class_[static_cast<size_t>(node)];
+      return {TransferSeconds(size, model_.LocalClassMbps(j)), FromClass(j)};
+    }
     NodeCache& cache = caches_[static_cast<size_t>(node)];
     const int64_t idx = cache.samples.empty() ? -1 : cache.Find(sample);
     if (idx >= 0) {
@@ -500,13 +831,13 @@ class Engine {
         // fill in flight: it reads the sample from its source itself
         // (StagingPoolPrefetcher with pfs_prefetch, as its HDMLP runs).
         if (!(thesis_ && traits_.prefetch_threads && !traits_.preload))
-          return {(ready - now) + read, FromClass(j)};  // wait for the fill in flight
+          return AfterCopy(static_cast<uint32_t>(node), static_cast<uint32_t>(idx), ready, read, FromClass(j),
+                           now);  // wait for the fill in flight
         return Remote(node, thread, sample, size, now);
       }
-      auto fetched = Remote(node, thread, sample, size, now);
-      if (traits_.fill_on_the_way) {
-        cache.ready[static_cast<size_t>(idx)] = RoundUp(now + fetched.first + Store(size, j));
-      }
+      const Fetch fetched = Remote(node, thread, sample, size, now);
+      if (traits_.fill_on_the_way)
+        SetReadyAfter(static_cast<uint32_t>(node), cache, static_cast<size_t>(idx), fetched, Store(size, j), now);
       return fetched;
     }
     if (traits_.opportunistic && !cache.samples.empty() &&
@@ -519,7 +850,7 @@ class Engine {
   }
 
   void EndRead(NodeState& n, uint32_t thread) {
-    if (!n.on_pfs[thread]) return;
+    if (!thesis_ || !n.on_pfs[thread]) return;  // physical: PfsGroupDone ends the stream
     n.on_pfs[thread] = 0;
     if (--n.pfs_streams == 0) --pfs_nodes_;
     --pfs_streams_;
@@ -555,17 +886,22 @@ class Engine {
       n.idle_workers.push_back(thread);
       return;
     }
-    auto [seconds, source] = StagingFetch(static_cast<int>(node), thread, n.next_claim, n.next_sample, size, now);
-    seconds += AfterFetch(size);
-    n.flight.push_back(InFlight{now + seconds, size, source});
+    Fetch fetch = StagingFetch(static_cast<int>(node), thread, n.next_claim, n.next_sample, size, now);
+    fetch.seconds += AfterFetch(size);
+    n.flight.push_back(InFlight{fetch.job < 0 ? now + fetch.seconds : kPendingTime, size, fetch.source});
     n.bytes_in_flight += size;
     if (n.consumer_waiting && n.next_claim == n.next_take) {
       n.consumer_waiting = false;
-      Push(now + seconds, node, kConsumer);
+      if (fetch.job < 0) {
+        Push(now + fetch.seconds, node, kConsumer);
+      } else {
+        n.consumer_blocked = true;  // woken when the item's ready time is known
+      }
     }
+    if (fetch.job >= 0) When(fetch, Dependent{Dependent::kFlightItem, node, n.next_claim, 0}, now);
+    When(fetch, Dependent{Dependent::kThreadEvent, node, thread, 0}, now);
     ++n.next_claim;
     n.next_sample = -1;
-    Push(now + seconds, node, thread);
     WakeIdle(n, node, now);
   }
 
@@ -586,11 +922,17 @@ class Engine {
     const int64_t sample = cache.samples[idx];
     const int64_t size = w_.sizes[static_cast<size_t>(sample)];
     // A copy of a peer's staged sample comes from its class j over b_c.
-    const double fetch = copy ? TransferSeconds(size, model_.PeerClassMbps(j))
-                              : Remote(static_cast<int>(node), thread, sample, size, now).first;
-    const double seconds = fetch + Store(size, j);
-    cache.ready[idx] = RoundUp(now + seconds);
-    Push(now + seconds, node, thread);
+    const Fetch fetch = copy ? Fetch{TransferSeconds(size, model_.PeerClassMbps(j)), kFromPeer}
+                             : Remote(static_cast<int>(node), thread, sample, size, now);
+    const double store = Store(size, j);
+    if (fetch.job < 0) {
+      const double seconds = fetch.seconds + store;
+      SetReady(cache, idx, now + seconds);
+      Push(now + seconds, node, thread);
+      return;
+    }
+    SetReadyAfter(node, cache, idx, fetch, store, now);
+    When(fetch, Dependent{Dependent::kThreadEvent, node, thread, store}, now);
   }
 
   void Consumer(uint32_t node, double now) {
@@ -605,13 +947,17 @@ class Engine {
       return;
     }
     const InFlight item = n.flight.front();
+    if (item.ready == kPendingTime) {
+      n.consumer_blocked = true;  // its PFS read is in flight: Resolve wakes the consumer
+      return;
+    }
     if (item.ready > now) {
       Push(item.ready, node, kConsumer);
       return;
     }
     n.flight.pop_front();
     n.bytes_in_flight -= item.size;
-    byte_counts_[item.source] += item.size;
+    n.bytes_by_source[item.source] += item.size;
     if (!traits_.on_demand) WakeIdle(n, node, now);
     const double compute = Compute(item.size);
     n.batch_compute += compute;
@@ -622,9 +968,20 @@ class Engine {
 
   // The barrier after every global batch.
   void Arrive(NodeState& n, double now) {
+    if (decomposed_) {  // RunDecomposed completes the barrier once every node arrived
+      n.arrived = true;
+      n.arrival = now;
+      return;
+    }
     barrier_time_ = std::max(barrier_time_, now);
     barrier_compute_ = std::max(barrier_compute_, n.batch_compute);
     if (++barrier_count_ < w_.nodes) return;
+    CompleteBarrier();
+  }
+
+  // Every node arrived: the barrier's time and compute are the maxima over
+  // the nodes (barrier_time_, barrier_compute_); release the consumers.
+  void CompleteBarrier() {
     compute_seconds_ += barrier_compute_;
     const int64_t per_epoch = plan_.BatchesPerEpoch();
     ++global_batch_;
@@ -644,8 +1001,119 @@ class Engine {
       nodes_[i].taken_in_batch = 0;
       nodes_[i].batch_compute = 0;
       nodes_[i].local_batch = plan_.LocalBatchSize(static_cast<int>(i), global_batch_ % per_epoch);
-      Push(start, static_cast<uint32_t>(i), kConsumer);
+      PushRelease(start, static_cast<uint32_t>(i));
     }
+    if (!decomposed_ && options_.decompose && CanDecompose(start)) switch_to_decomposed_ = true;
+  }
+
+  void Dispatch(const Event& e) {
+    if (e.thread == kPfsDone) {
+      PfsGroupDone(e.node, e.seq, e.time);
+    } else if (e.thread == kConsumer) {
+      Consumer(e.node, e.time);
+    } else if (e.thread < staging_threads_) {
+      StagingWorker(e.node, e.thread, e.time);
+    } else {
+      PrefetchThread(e.node, e.thread, e.time);
+    }
+  }
+
+  // Whether, from the barrier at `now` on, nodes share nothing between
+  // barriers: no copy is left to fill and every copy is complete (caches
+  // and peers' copies are only read, each read at its class's rate), no PFS
+  // stream is in flight, and no later read can go to the PFS (never_pfs_).
+  bool CanDecompose(double now) const {
+    return never_pfs_ && unfilled_copies_ == 0 && last_ready_ <= now && pfs_streams_ == 0;
+  }
+
+  // No read can ever go to the PFS once every copy is filled: every sample
+  // has a holder whose copy peers read (policies with peers), or every node
+  // caches every sample it reads.
+  void FindWhetherNeverPfs(const std::vector<uint8_t>& caches_every_read) {
+    never_pfs_ = std::all_of(caches_every_read.begin(), caches_every_read.end(), [](uint8_t b) { return b != 0; });
+    if (never_pfs_ || !traits_.peers || holder_.empty()) return;
+    for (size_t s = 0; s < holder_.size(); ++s) {
+      const int h = holder_[s];
+      if (h < 0) return;
+      const int j = caches_[static_cast<size_t>(h)].cls[holder_index_[s]];
+      if (traits_.runtime_sources && !model_.PreferPeer(j)) return;
+    }
+    never_pfs_ = true;
+  }
+
+  // Runs `f(node)` for every node, spread over the planning threads (each
+  // node on one thread); rethrows the first exception after joining.
+  template <typename F>
+  void ForEachNode(F&& f) {
+    const int nodes = w_.nodes;
+    const int workers = std::max(1, std::min(decompose_threads_, nodes / 32));
+    if (workers == 1) {
+      for (int i = 0; i < nodes; ++i) f(static_cast<size_t>(i));
+      return;
+    }
+    std::exception_ptr error;
+    std::mutex error_mu;
+    auto work = [&](int t) {
+      try {
+        for (int i = nodes * t / workers, end = nodes * (t + 1) / workers; i < end; ++i) f(static_cast<size_t>(i));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < workers; ++t) pool.emplace_back(work, t);
+    work(0);
+    for (auto& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+  }
+
+  // The event loop from a barrier where CanDecompose holds on: each node's
+  // events run on their own, from the barrier's release until its consumer
+  // arrives at the next barrier, and the barrier then takes the maxima
+  // over the nodes. A node's events run in the event-by-event loop's order
+  // (kRelease) and touch only its own state, so the results are the same;
+  // but each step is a heap of one node's threads, the node's data stays
+  // in the CPU's caches, and the nodes run on several threads.
+  void RunDecomposed() {
+    decomposed_ = true;
+    while (!events_.empty()) {
+      const Event e = events_.top();
+      events_.pop();
+      if (e.thread == kPfsDone) {  // stale: no PFS read is in flight
+        ++dropped_events_;
+        continue;
+      }
+      NodeState& n = nodes_[e.node];
+      n.heap.push_back(e);
+      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+    }
+    for (NodeState& n : nodes_) n.seq = seq_;  // later pushes follow every earlier one
+    const int64_t total = plan_.BatchesPerEpoch() * w_.epochs;
+    auto run = [&](size_t i, bool until_arrival) {
+      NodeState& n = nodes_[i];
+      while (!n.heap.empty() && !(until_arrival && n.arrived)) {
+        std::pop_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+        const Event e = n.heap.back();
+        n.heap.pop_back();
+        ++n.events;
+        Dispatch(e);
+      }
+    };
+    while (global_batch_ < total) {
+      ForEachNode([&](size_t i) { run(i, true); });
+      barrier_time_ = 0;
+      barrier_compute_ = 0;
+      for (NodeState& n : nodes_) {
+        if (!n.arrived) throw Error("simulator: a node never reached the barrier in the decomposed loop; a bug");
+        n.arrived = false;
+        barrier_time_ = std::max(barrier_time_, n.arrival);
+        barrier_compute_ = std::max(barrier_compute_, n.batch_compute);
+      }
+      CompleteBarrier();
+      ++decomposed_batches_;
+    }
+    ForEachNode([&](size_t i) { run(i, false); });  // the reads still in flight (the event count)
   }
 
   void StartTraining(double now) {
@@ -666,12 +1134,14 @@ class Engine {
       for (size_t j = 1; j < classes.size(); ++j)
         for (int k = 0; k < classes[j].threads; ++k) thread_class_.push_back(static_cast<int>(j));
     nodes_.resize(static_cast<size_t>(w_.nodes));
+    if (!thesis_) jobs_.resize(static_cast<size_t>(w_.nodes) * thread_class_.size());
     for (int i = 0; i < w_.nodes; ++i) {
       NodeState& n = nodes_[static_cast<size_t>(i)];
       n.items_per_epoch = plan_.RankEpochSize(i);
       n.total_items = n.items_per_epoch * w_.epochs;
       n.local_batch = plan_.LocalBatchSize(i, 0);
       n.on_pfs.assign(thread_class_.size(), 0);
+      n.bytes_by_source.assign(byte_counts_.size(), 0);
       const NodeCache& c = caches_[static_cast<size_t>(i)];
       n.fill_cursor.assign(classes.size(), 0);
       for (size_t j = 0; j + 1 < c.class_begin.size(); ++j) n.fill_cursor[j] = c.class_begin[j];
@@ -684,17 +1154,21 @@ class Engine {
       }
     }
     if (!traits_.preload || preloading_threads_ == 0) StartTraining(0);
-    while (!events_.empty()) {
+    while (!events_.empty() && !switch_to_decomposed_) {
       const Event e = events_.top();
       events_.pop();
       ++r.events;
-      if (e.thread == kConsumer) {
-        Consumer(e.node, e.time);
-      } else if (e.thread < staging_threads_) {
-        StagingWorker(e.node, e.thread, e.time);
-      } else {
-        PrefetchThread(e.node, e.thread, e.time);
-      }
+      Dispatch(e);
+    }
+    if (switch_to_decomposed_) {
+      const double t0 = Seconds();
+      RunDecomposed();
+      r.decomposed_seconds = Seconds() - t0;
+    }
+    r.events += dropped_events_;
+    for (const NodeState& n : nodes_) {
+      r.events += n.events;
+      for (size_t k = 0; k < byte_counts_.size(); ++k) byte_counts_[k] += n.bytes_by_source[k];
     }
     if (global_batch_ != plan_.BatchesPerEpoch() * w_.epochs)
       throw Error("simulator: the job did not finish (" + std::to_string(global_batch_) + " global batches); a bug");
@@ -702,6 +1176,8 @@ class Engine {
     r.epoch_seconds = epoch_seconds_;
     r.compute_seconds = compute_seconds_;
     r.startup_seconds = traits_.preload ? startup_ : 0;
+    r.decomposed_batches = decomposed_batches_;
+    r.pfs_trace = std::move(trace_);
   }
 
   const Workload& w_;
@@ -716,6 +1192,24 @@ class Engine {
   std::vector<int32_t> holder_;        // per sample: the node whose copy peers read, or -1
   std::vector<uint32_t> holder_index_; // per sample: its index in the holder's cache
   std::map<int, std::vector<uint32_t>> assignments_;
+  std::mutex assignments_mu_;
+  std::vector<PfsJob> jobs_;            // by JobId (physical reading)
+  std::vector<PfsGroup> pfs_groups_;    // by streams per node, q
+  std::unordered_map<uint64_t, std::pair<int32_t, double>> pending_copies_;  // CopyKey -> (job, after)
+  std::vector<PfsTracePoint> trace_;
+  double pfs_now_ = 0;
+  uint64_t pfs_event_seq_ = 0;  // the seq of the PFS's pending end event (older ones are stale)  // the time the groups' clocks were last brought to
+  int64_t dropped_events_ = 0;  // stale PFS end events left when the loop decomposed
+  // Per node: the class holding every sample it reads, where one does
+  // (0: none, or reads that need a lookup).
+  std::vector<uint8_t> only_class_;
+  int64_t unfilled_copies_ = 0;  // cached copies whose fill has not started
+  double last_ready_ = 0;        // the latest ready time of a copy so far
+  bool never_pfs_ = false;       // FindWhetherNeverPfs
+  bool switch_to_decomposed_ = false;
+  bool decomposed_ = false;      // RunDecomposed is running
+  int decompose_threads_ = 1;
+  int64_t decomposed_batches_ = 0;
   std::vector<NodeState> nodes_;
   std::vector<int> thread_class_;  // per thread id: 0 staging, j prefetching class j
   uint32_t staging_threads_ = 0;

@@ -11,8 +11,20 @@
 // fit in class 0's capacity, and fetch each from the source the policy
 // picks; prefetch threads (p_j per class) that fill class j in first-read
 // order; and a consumer that takes items in order, computes s_k / c on each,
-// and after each local batch waits at a barrier for every node. Rates are
-// fixed when a read starts (the PFS's from the streams reading it then).
+// and after each local batch waits at a barrier for every node. A read from
+// a class or a peer runs at a rate fixed when it starts; PFS reads share the
+// PFS at every instant in the physical reading (each stream's rate, and so
+// its remaining time, follows every change in the streams reading: the
+// aggregate never exceeds t(g)), and keep the rate of their start in the
+// thesis reading, as the thesis's simulator does.
+//
+// Nodes meet only at barriers. Once none shares anything with another
+// (every cached copy filled and complete, no PFS stream in flight, no later
+// read that can reach the PFS: typically after the first epoch or two when
+// the caches hold every node's reads), each node's events run on their own
+// from one barrier to the next, the nodes spread over threads; the order of
+// a node's events, and so every result, is the event-by-event loop's
+// (SimulationOptions::decompose, tests/cpp/simulator_decompose_test.cc).
 //
 // Cost: O(E*F) events in a heap of O(N * threads) entries, plus the cache
 // plans (PlanPlacement, O(E*F/N) per node, spread over `threads`). Memory:
@@ -20,7 +32,7 @@
 // buffers' items in flight (24 bytes each). docs/simulator.md has numbers.
 //
 // Thread-safety: reentrant; Simulate uses worker threads for planning and
-// joins them before the event loop, which runs on the calling thread.
+// for the decomposed loop's nodes, and joins them before it returns.
 #ifndef HDMLP_SIM_SIMULATOR_H_
 #define HDMLP_SIM_SIMULATOR_H_
 
@@ -52,7 +64,16 @@ struct ThesisArtifacts {
 };
 
 struct SimulationOptions {
-  int threads = 0;  // planning threads; <= 0: the hardware's, at most 8
+  int threads = 0;  // planning threads (and the decomposed loop's); <= 0: the hardware's, at most 8
+  // From the first barrier where the nodes share nothing until the next
+  // one (every cached copy filled and complete, no PFS stream in flight,
+  // no later read that can reach the PFS), run each node's events on their
+  // own between barriers, on `threads` threads. The results are the same
+  // as the event-by-event loop's (false), only faster.
+  bool decompose = true;
+  // Record the PFS's aggregate rate at every change (physical reading):
+  // SimulationResult::pfs_trace.
+  bool trace_pfs = false;
   Reading reading = Reading::kPhysical;  // model.h: kPhysical (default) or kThesis
   ThesisArtifacts artifacts;             // used only with Reading::kThesis
 };
@@ -62,6 +83,14 @@ struct SimulationOptions {
 // caches with the prefetch threads before training; parallel_staging stages
 // into node-local storage, the non-memory classes).
 PolicyTraits EffectiveTraits(Policy policy, const SimulationOptions& options);
+
+// From `time` until the next point, `streams` PFS reads are in flight and
+// read `aggregate_mbps` MB/s together.
+struct PfsTracePoint {
+  double time = 0;
+  int streams = 0;
+  double aggregate_mbps = 0;
+};
 
 struct SimulationResult {
   std::string policy;
@@ -77,6 +106,9 @@ struct SimulationResult {
   int64_t pfs_read_bytes = 0;  // everything read from the PFS, prefetching included
   int64_t cached_samples = 0;  // (node, sample) copies the policy planned to cache
   int64_t events = 0;          // events processed (a cost measure)
+  int64_t decomposed_batches = 0;  // global batches run decomposed (SimulationOptions::decompose)
+  double decomposed_seconds = 0;   // wall time of the decomposed loop (part of simulation_seconds)
+  std::vector<PfsTracePoint> pfs_trace;  // with SimulationOptions::trace_pfs
   double planning_seconds = 0; // wall time spent planning caches
   double simulation_seconds = 0;  // wall time of the event loop
 };

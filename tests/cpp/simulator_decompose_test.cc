@@ -1,0 +1,119 @@
+// The decomposed event loop (SimulationOptions::decompose) against the
+// event-by-event loop: once the nodes share nothing between barriers, each
+// node's events run on their own, and every result must be the same.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "hdmlp/config/config.h"
+#include "hdmlp/sim/model.h"
+#include "hdmlp/sim/policy.h"
+#include "hdmlp/sim/simulator.h"
+
+namespace hdmlp::sim {
+namespace {
+
+// A scaled-down configs/sim_fits_all_nodes.cfg: two classes that together
+// hold a node's share, peers faster than the PFS.
+Config FitsConfig(int ram_mb, int ssd_mb) {
+  return Config::LoadString(
+      "b_c = 10000; b_fs = 2000;\n"
+      "storage_classes = ( { capacity = 4; threads = 3; },\n"
+      "  { backend = \"memory\"; capacity = " + std::to_string(ram_mb) + "; threads = 2;\n"
+      "    bandwidth = ( { threads = 1; bw = 16550; }, { threads = 2; bw = 21164; } ); },\n"
+      "  { backend = \"filesystem\"; capacity = " + std::to_string(ssd_mb) + "; threads = 2;\n"
+      "    backend_options = { path = \"/tmp/unused\"; };\n"
+      "    bandwidth = ( { threads = 1; bw = 1800; }, { threads = 2; bw = 3300; } ); } );\n"
+      "pfs_bandwidth = ( { processes = 1; bw = 200; }, { processes = 16; bw = 3000; } );\n",
+      "fits.cfg");
+}
+
+Workload Job(int nodes, int64_t samples, int epochs, bool equal_sizes) {
+  Workload w;
+  w.nodes = nodes;
+  w.sizes = equal_sizes ? std::vector<int64_t>(static_cast<size_t>(samples), 110000)
+                        : NormalSampleSizes(samples, 0.11, 0.05, 3);
+  w.batch_size = 8 * nodes;
+  w.epochs = epochs;
+  w.compute_mbps = 130;
+  w.seed = 11;
+  return w;
+}
+
+void ExpectSame(const SimulationResult& fast, const SimulationResult& slow, const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(fast.seconds, slow.seconds);  // exactly: the same additions in the same order
+  EXPECT_EQ(fast.epoch_seconds, slow.epoch_seconds);
+  EXPECT_EQ(fast.compute_seconds, slow.compute_seconds);
+  EXPECT_EQ(fast.startup_seconds, slow.startup_seconds);
+  EXPECT_EQ(fast.bytes, slow.bytes);
+  EXPECT_EQ(fast.pfs_read_bytes, slow.pfs_read_bytes);
+  EXPECT_EQ(fast.cached_samples, slow.cached_samples);
+  EXPECT_EQ(fast.events, slow.events);
+  EXPECT_EQ(slow.decomposed_batches, 0);
+}
+
+SimulationResult SimulateWith(const Config& c, const Workload& w, Policy p, Reading reading, bool decompose, int threads) {
+  SimulationOptions o;
+  o.reading = reading;
+  o.decompose = decompose;
+  o.threads = threads;
+  return Simulate(c, w, p, o);
+}
+
+TEST(SimulatorDecomposeTest, SameResultsAsEventByEvent) {
+  struct Case {
+    int nodes;
+    int64_t samples;
+    int epochs;
+    bool equal_sizes;  // equal sizes make many events fall on the same instant
+    int ram_mb, ssd_mb;
+  };
+  const Case cases[] = {{4, 3000, 6, false, 64, 256}, {4, 3000, 6, true, 64, 256},
+                        {64, 6000, 5, false, 2, 16}, {64, 6000, 5, true, 2, 16},
+                        {16, 4000, 8, false, 8, 8},
+                        // every node's reads fit its RAM: one class, no lookups once decomposed
+                        {16, 4000, 8, false, 512, 16}, {16, 4000, 8, true, 512, 16}};
+  const Policy policies[] = {Policy::kHdmlp, Policy::kDeepioOrdered, Policy::kDeepioOpportunistic,
+                             Policy::kLbannDynamic, Policy::kLbannPreloading, Policy::kParallelStaging};
+  int decomposed_runs = 0;
+  for (const Case& k : cases) {
+    const Config config = FitsConfig(k.ram_mb, k.ssd_mb);
+    const Workload w = Job(k.nodes, k.samples, k.epochs, k.equal_sizes);
+    for (Policy p : policies) {
+      for (Reading reading : {Reading::kPhysical, Reading::kThesis}) {
+        const std::string what = std::string(PolicyName(p)) + " " + ReadingName(reading) + " N=" +
+                                 std::to_string(k.nodes) + (k.equal_sizes ? " equal sizes" : " normal sizes");
+        const SimulationResult slow = SimulateWith(config, w, p, reading, false, 1);
+        for (int threads : {1, 2}) {
+          const SimulationResult fast = SimulateWith(config, w, p, reading, true, threads);
+          ExpectSame(fast, slow, what + " threads=" + std::to_string(threads));
+          if (fast.decomposed_batches > 0) ++decomposed_runs;
+        }
+      }
+    }
+  }
+  // The comparison means something only where the decomposed loop ran.
+  EXPECT_GE(decomposed_runs, 30);
+}
+
+TEST(SimulatorDecomposeTest, HdmlpDecomposesAfterItsCachesFill) {
+  // Every node's share fits its RAM: from some barrier on, nothing is
+  // shared, and all later global batches run decomposed.
+  const Workload w = Job(64, 6000, 6, false);
+  const SimulationResult r = SimulateWith(FitsConfig(64, 256), w, Policy::kHdmlp, Reading::kPhysical, true, 2);
+  const int64_t batches = 6 * ((6000 + 8 * 64 - 1) / (8 * 64));
+  EXPECT_GT(r.decomposed_batches, batches / 2);
+  EXPECT_LT(r.decomposed_batches, batches);
+}
+
+TEST(SimulatorDecomposeTest, StaysEventByEventWhileThePfsIsShared) {
+  // Nothing cached: every read shares the PFS, so no barrier decomposes.
+  const SimulationResult r = SimulateWith(FitsConfig(64, 256), Job(8, 2000, 3, false), Policy::kStagingPool,
+                                 Reading::kPhysical, true, 2);
+  EXPECT_EQ(r.decomposed_batches, 0);
+}
+
+}  // namespace
+}  // namespace hdmlp::sim

@@ -1,0 +1,133 @@
+// The physical reading's PFS (docs/simulator.md, "Two readings"): reads in
+// flight share t(g) at every instant, whether the g readers are threads of
+// one node or nodes, and a read's remaining time changes whenever g does.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "hdmlp/config/config.h"
+#include "hdmlp/sim/model.h"
+#include "hdmlp/sim/policy.h"
+#include "hdmlp/sim/simulator.h"
+
+namespace hdmlp::sim {
+namespace {
+
+constexpr int64_t kMb = 1000000;
+
+// The thesis's cluster with 4 staging threads: t = 66/86/129/146 MB/s for
+// 1-4 readers (146 beyond), b_fs = 2000, so 8 streams of 4 nodes started at
+// once would each get t(8)/8 only if the rate followed g at every instant.
+Config Cluster(int staging_threads, double ram_mb) {
+  return Config::LoadString(
+      "b_c = 10000; b_fs = 2000;\n"
+      "storage_classes = (\n"
+      "  { capacity = 8; threads = " + std::to_string(staging_threads) + "; },\n"
+      "  { backend = \"memory\"; capacity = " + std::to_string(ram_mb) + "; threads = 2;\n"
+      "    bandwidth = ( { threads = 2; bw = 21164; } ); } );\n"
+      "pfs_bandwidth = ( { processes = 1; bw = 66; }, { processes = 2; bw = 86; }, { processes = 3; bw = 129; },\n"
+      "                  { processes = 4; bw = 146; } );\n",
+      "cluster.cfg");
+}
+
+Workload Job(int nodes, int64_t samples, int epochs, bool equal_sizes) {
+  Workload w;
+  w.nodes = nodes;
+  w.sizes = equal_sizes ? std::vector<int64_t>(static_cast<size_t>(samples), kMb)
+                        : NormalSampleSizes(samples, 1.0, 0.4, 5);
+  w.batch_size = 8 * nodes;
+  w.epochs = epochs;
+  w.compute_mbps = 400;
+  w.seed = 9;
+  return w;
+}
+
+SimulationResult Traced(const Config& c, const Workload& w, Policy p) {
+  SimulationOptions o;
+  o.trace_pfs = true;
+  return Simulate(c, w, p, o);
+}
+
+// At every instant the aggregate is at most t(g) for the g streams then in
+// flight (and each node's streams at most b_fs); the trace's aggregate rate,
+// integrated over time, is every byte read from the PFS, so the rates in the
+// trace are the ones the reads ran at.
+void ExpectNeverAboveTheTable(const Config& config, const SimulationResult& r, const std::string& what) {
+  SCOPED_TRACE(what);
+  ASSERT_GE(r.pfs_trace.size(), 2u);
+  double bytes = 0;
+  double most_over = 0;
+  for (size_t k = 0; k < r.pfs_trace.size(); ++k) {
+    const PfsTracePoint& p = r.pfs_trace[k];
+    if (p.streams == 0) {
+      EXPECT_EQ(p.aggregate_mbps, 0);
+    } else {
+      const double table = InterpolateBandwidth(config.pfs_bandwidth, p.streams);
+      most_over = std::max(most_over, p.aggregate_mbps - table);
+    }
+    if (k + 1 < r.pfs_trace.size()) {
+      const double dt = r.pfs_trace[k + 1].time - p.time;
+      ASSERT_GE(dt, 0);
+      bytes += p.aggregate_mbps * 1e6 * dt;
+    }
+  }
+  EXPECT_LE(most_over, 1e-9);
+  EXPECT_EQ(r.pfs_trace.back().streams, 0);
+  EXPECT_NEAR(bytes, static_cast<double>(r.pfs_read_bytes), 1e-6 * static_cast<double>(r.pfs_read_bytes));
+}
+
+TEST(SimulatorPfsSharingTest, AggregateNeverExceedsTheTable) {
+  const Config config = Cluster(4, 64);
+  for (bool equal : {true, false}) {
+    for (Policy p : {Policy::kNaive, Policy::kStagingPool, Policy::kHdmlp, Policy::kDeepioOrdered,
+                     Policy::kLbannPreloading}) {
+      const Workload w = Job(4, 400, 2, equal);
+      const SimulationResult r = Traced(config, w, p);
+      ExpectNeverAboveTheTable(config, r, std::string(PolicyName(p)) + (equal ? " equal sizes" : " normal sizes"));
+    }
+  }
+}
+
+TEST(SimulatorPfsSharingTest, SimultaneousStartsShareTheTable) {
+  // 4 nodes x 2 staging threads start together: 8 streams. With rates fixed
+  // at each read's start they summed to 66 + 43 + 43 + 36.5 + ... MB/s, far
+  // above t(8) = 146; now the trace's largest aggregate is t(8) itself.
+  const Config config = Cluster(2, 1);
+  const SimulationResult r = Traced(config, Job(4, 80, 1, true), Policy::kStagingPool);
+  double largest = 0;
+  int most_streams = 0;
+  for (const PfsTracePoint& p : r.pfs_trace) {
+    largest = std::max(largest, p.aggregate_mbps);
+    most_streams = std::max(most_streams, p.streams);
+  }
+  EXPECT_EQ(most_streams, 8);
+  EXPECT_NEAR(largest, 146, 1e-9);
+  ExpectNeverAboveTheTable(config, r, "staging pool");
+}
+
+TEST(SimulatorPfsSharingTest, ReadsSlowDownWhenOthersStart) {
+  // One node, two threads on a PFS of t(1) = 10, t(2) = 10 MB/s, b_fs = 100,
+  // samples of 1 MB and 3 MB, compute instant: thread 0 reads 1 MB, thread 1
+  // reads 3 MB. Shared: both at 5 MB/s until the 1 MB read ends at 0.2 s,
+  // then the 3 MB read alone at 10 MB/s for its last 2 MB: it ends at 0.4 s.
+  // (With rates fixed at the start it would end at 0.6 s.)
+  const Config config = Config::LoadString(
+      "b_c = 100; b_fs = 100;\n"
+      "storage_classes = ( { capacity = 10; threads = 2; } );\n"
+      "pfs_bandwidth = ( { processes = 1; bw = 10; }, { processes = 2; bw = 10; } );\n",
+      "two.cfg");
+  Workload w;
+  w.nodes = 1;
+  w.sizes = {kMb, 3 * kMb};
+  w.batch_size = 2;
+  w.epochs = 1;
+  w.compute_mbps = 1e9;
+  w.seed = 1;
+  const SimulationResult r = Traced(config, w, Policy::kStagingPool);
+  EXPECT_NEAR(r.seconds, 0.4, 1e-6);
+  ExpectNeverAboveTheTable(config, r, "two reads");
+}
+
+}  // namespace
+}  // namespace hdmlp::sim
