@@ -128,7 +128,10 @@ build_modules() {
   # The sources are copied to a fixed path so that the build does not depend on where the
   # checkout is (paths end up in the objects' debug sections before strip and in assertions).
   in_build_chroot env HDMLP_PY_LIST="$list" JOBS="${HDMLP_BUILD_JOBS:-$(nproc)}" SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" bash -euc '
-    rm -rf /build/hdmlp-src && mkdir -p /build/hdmlp-src
+    # A fresh build folder every time: cp -a keeps the checkout'"'"'s mtimes, which could be older
+    # than objects of another checkout left here, and ninja would keep those. ccache makes
+    # the rebuild of unchanged files cheap.
+    rm -rf /build/hdmlp-src /build/hdmlp-out && mkdir -p /build/hdmlp-src
     cp -a /hdmlp/cpp /hdmlp/python /hdmlp/cmake /hdmlp/CMakeLists.txt /hdmlp/configs /build/hdmlp-src/
     cd /build/hdmlp-src
     export PKG_CONFIG_PATH=/opt/hdmlp-deps/lib/pkgconfig
