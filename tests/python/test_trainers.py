@@ -174,8 +174,9 @@ def test_a_job_made_before_torch_distributed_started_fails_at_its_first_pass(fil
         dist.destroy_process_group()
     """)
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_VARIABLES}
-    procs = [subprocess.Popen([sys.executable, "-c", script, str(r)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for r in range(2)]
+    # cwd: not the checkout, whose hdmlp/ folder would shadow the installed package.
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(r)], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     assert "ERROR this Job was created for 1 rank" in outs[0][0]
@@ -244,8 +245,9 @@ def test_mpi_initialised_by_the_application_under_torch_distributed_env(files, c
     """)
     env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_VARIABLES and not k.startswith("OMPI_")}
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    procs = [subprocess.Popen([sys.executable, "-W", "ignore", "-c", script], env={**env, "RANK": str(r),
-                              "WORLD_SIZE": "2"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [subprocess.Popen([sys.executable, "-W", "ignore", "-c", script], cwd=tmp_path,
+                              env={**env, "RANK": str(r), "WORLD_SIZE": "2"}, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
              for r in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     if any("NOMPI" in o for o, _ in outs):
