@@ -69,6 +69,12 @@ pip_quiet() {
   .venv/bin/python -m pip -q --disable-pip-version-check "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }
 
+# The requirements of one of pyproject.toml's extras, one per line (the one list of pins).
+extra_requirements() {
+  .venv/bin/python -c 'import sys, tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"][sys.argv[1]]))' "$1"
+}
+
 setup_python() {
   if [[ ! -x .venv/bin/python ]]; then
     log "creating .venv"
@@ -81,12 +87,7 @@ setup_python() {
     log "installing Python dependencies (torch installs from local disk; a few minutes the first time)"
     pip_quiet install "${PY_BUILD[@]}"
     # The test extra's requirements, read from pyproject.toml.
-    mapfile -t extra < <(.venv/bin/python - <<'PY'
-import tomllib
-with open("pyproject.toml", "rb") as f:
-    print("\n".join(tomllib.load(f)["project"]["optional-dependencies"]["test"]))
-PY
-)
+    mapfile -t extra < <(extra_requirements test)
     pip_quiet install "${extra[@]}"
     echo "$deps_want" > .venv/.hdmlp-deps
   fi
@@ -158,12 +159,7 @@ setup_bench() {
     "${sudo[@]}" apt-get update -q
     "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libturbojpeg0-dev
   fi
-  mapfile -t extra < <(.venv/bin/python - <<'PY'
-import tomllib
-with open("pyproject.toml", "rb") as f:
-    print("\n".join(tomllib.load(f)["project"]["optional-dependencies"]["bench"]))
-PY
-)
+  mapfile -t extra < <(extra_requirements bench)
   log "installing the benchmarks' baselines: ${extra[*]}"
   pip_quiet install "${extra[@]}"
 }
@@ -241,7 +237,8 @@ run_pytest() {
 # The source distribution: what `pip install hdmlp-*.tar.gz` builds from (docs/install.md).
 build_sdist() {
   local out=${1:-dist}
-  pip_quiet install -r scripts/wheels/pack-tools.txt
+  mapfile -t tools < <(extra_requirements wheel)
+  pip_quiet install "${tools[@]}"
   log "building the sdist (python -m build --sdist)"
   .venv/bin/python -m build --sdist --no-isolation --outdir "$out" "$ROOT" >/dev/null
   ls -l "$out"/hdmlp-*.tar.gz

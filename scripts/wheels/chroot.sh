@@ -14,7 +14,7 @@
 # The Debian mirror is the one this machine's apt uses (HDMLP_DEBIAN_MIRROR overrides it).
 set -euo pipefail
 
-log() { printf '[hdmlp] %s\n' "$*" >&2; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 debian_mirror() {
   if [[ -n ${HDMLP_DEBIAN_MIRROR:-} ]]; then echo "$HDMLP_DEBIAN_MIRROR"; return; fi

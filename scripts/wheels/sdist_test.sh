@@ -7,11 +7,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 HERE=$PWD/scripts/wheels
-CACHE=${HDMLP_WHEEL_CACHE:-/var/cache/hdmlp-wheels}
+source "$HERE/common.sh"
 [[ $# -ge 1 && -f $1 && $1 == *.tar.gz ]] || { echo "usage: scripts/dev.sh sdist-test SDIST [SUITE]" >&2; exit 2; }
 SDIST=$(realpath "$1")
 SUITE=${2:-bookworm}
-[[ $(id -u) -eq 0 ]] || { echo "sdist-test: needs root (debootstrap, chroot)" >&2; exit 2; }
+need_root sdist-test
 chroot_dir=$CACHE/chroot-$SUITE-test
 "$HERE/chroot.sh" make "$SUITE" "$chroot_dir" python3 python3-venv openmpi-bin ca-certificates
 printf '[hdmlp] pip install %s in a fresh %s with a compiler and no libraries\n' "$(basename "$SDIST")" "$SUITE" >&2

@@ -12,14 +12,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$PWD
 HERE=$ROOT/scripts/wheels
-CACHE=${HDMLP_WHEEL_CACHE:-/var/cache/hdmlp-wheels}
+source "$HERE/common.sh"
 
 usage() { echo "usage: scripts/dev.sh wheel-test WHEEL SUITE   (SUITE: bookworm for cp311, trixie for cp313)" >&2; exit 2; }
 [[ $# -eq 2 ]] || usage
 WHEEL=$(realpath "$1")
 SUITE=$2
 [[ -f $WHEEL && $WHEEL == *.whl ]] || { echo "wheel-test: $1 is not a wheel file" >&2; exit 2; }
-[[ $(id -u) -eq 0 ]] || { echo "wheel-test: needs root (debootstrap, chroot)" >&2; exit 2; }
+need_root wheel-test
 declare -A SUITE_PYTHON=([bookworm]=311 [trixie]=313)
 [[ -n ${SUITE_PYTHON[$SUITE]:-} ]] || { echo "wheel-test: SUITE must be bookworm or trixie, got '$SUITE'" >&2; exit 2; }
 name=$(basename "$WHEEL")
@@ -30,7 +30,6 @@ if [[ $tag != "cp${SUITE_PYTHON[$SUITE]}" ]]; then
   exit 2
 fi
 
-log() { printf '[hdmlp] %s\n' "$*" >&2; }
 start=$SECONDS
 chroot_dir=$CACHE/chroot-$SUITE-test
 "$HERE/chroot.sh" make "$SUITE" "$chroot_dir" python3 python3-venv openmpi-bin ca-certificates
