@@ -3,7 +3,7 @@
 //   netfs serve --root DIR --listen ADDR:PORT [--open-delay-ms X] [--read-delay-ms Y] [--mbit B]
 //               [--stats FILE] [--ready-file FILE] [--owner-pid PID]
 //   netfs mount --server ADDR:PORT --mountpoint DIR [--threads N] [--max-read BYTES]
-//               [--attr-timeout S] [--fsname NAME] [--owner-pid PID]
+//               [--attr-timeout S] [--entry-timeout S] [--fsname NAME] [--owner-pid PID]
 //   netfs cat   --server ADDR:PORT PATH          (reads one file over the protocol, to stdout)
 //
 // Why not sshfs: sshfs's libfuse serves about 10 requests at once, each at most 128 KiB, so
@@ -22,8 +22,10 @@
 // The client mounts read-only in the foreground (the caller owns the process; SIGTERM or
 // SIGINT unmounts and exits). Files are opened with direct I/O: no page cache, so every read
 // crosses the link, and a read(2) of N bytes is one request of N bytes (up to --max-read).
-// Attributes and names are cached for --attr-timeout seconds (1 by default), so repeated
-// opens of one path still pay the server's metadata delay.
+// Attributes are cached for --attr-timeout seconds (1 by default), names for --entry-timeout
+// (60: a PFS's names do not change under a training job); every open still pays the server's
+// metadata delay. Folders are listed with their entries' attributes (readdirplus), so after a
+// listing an open is one request (see FsReaddir).
 //
 // With --owner-pid, either mode exits (and the client unmounts) once that process is gone,
 // so a killed benchmark leaves nothing running.
@@ -422,11 +424,14 @@ class Server {
         if (rc != 0) return Reply(fd, rc, nullptr, 0);
         DIR* dir = opendir(real.c_str());
         if (!dir) return Reply(fd, -errno, nullptr, 0);
+        // Every entry with its attributes (readdirplus): see FsReaddir for why.
         std::string out;
         while (dirent* e = readdir(dir)) {
-          uint32_t mode = e->d_type == DT_DIR ? S_IFDIR : e->d_type == DT_LNK ? S_IFLNK : S_IFREG;
+          struct stat st;
+          if (fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;  // gone meanwhile
+          WireStat w = ToWire(st);
           uint16_t n = static_cast<uint16_t>(strlen(e->d_name));
-          out.append(reinterpret_cast<const char*>(&mode), sizeof mode);
+          out.append(reinterpret_cast<const char*>(&w), sizeof w);
           out.append(reinterpret_cast<const char*>(&n), sizeof n);
           out.append(e->d_name, n);
         }
@@ -608,6 +613,7 @@ struct MountOptions {
   int threads = 64;
   unsigned max_read = 1u << 20;
   double attr_timeout = 1.0;
+  double entry_timeout = 60.0;
   pid_t owner = 0;
 };
 
@@ -659,22 +665,49 @@ int FsRelease(const char*, fuse_file_info* fi) {
   return 0;
 }
 
-int FsReaddir(const char* path, void* buf, fuse_fill_dir_t filler, off_t, fuse_file_info*, fuse_readdir_flags) {
-  std::string list;
-  int rc = g_client->Call(kReaddir, path, 0, 0, 0, nullptr, 0, &list);
-  if (rc < 0) return rc;
+// A folder's listing is fetched once per opendir (one metadata request) and kept in the handle.
+int FsOpendir(const char* path, fuse_file_info* fi) {
+  auto* list = new std::string;
+  int rc = g_client->Call(kReaddir, path, 0, 0, 0, nullptr, 0, list);
+  if (rc < 0) {
+    delete list;
+    return rc;
+  }
+  fi->fh = reinterpret_cast<uint64_t>(list);
+  return 0;
+}
+
+int FsReleasedir(const char*, fuse_file_info* fi) {
+  delete reinterpret_cast<std::string*>(fi->fh);
+  return 0;
+}
+
+int FsReaddir(const char*, void* buf, fuse_fill_dir_t filler, off_t offset, fuse_file_info* fi,
+              fuse_readdir_flags) {
+  const std::string& list = *reinterpret_cast<std::string*>(fi->fh);
+  constexpr size_t kHead = sizeof(WireStat) + sizeof(uint16_t);
   size_t i = 0;
-  while (i + 6 <= list.size()) {
-    uint32_t mode;
+  for (off_t index = 0; i + kHead <= list.size(); ++index) {
+    WireStat w;
     uint16_t n;
-    memcpy(&mode, &list[i], 4);
-    memcpy(&n, &list[i + 4], 2);
-    if (i + 6 + n > list.size()) return -EIO;
-    std::string name = list.substr(i + 6, n);
-    i += 6 + n;
-    struct stat st{};
-    st.st_mode = mode;
-    filler(buf, name.c_str(), &st, 0, static_cast<fuse_fill_dir_flags>(0));
+    memcpy(&w, &list[i], sizeof w);
+    memcpy(&n, &list[i + sizeof w], sizeof n);
+    if (i + kHead + n > list.size()) return -EIO;
+    std::string name = list.substr(i + kHead, n);
+    i += kHead + n;
+    if (index < offset) continue;
+    struct stat st;
+    FromWire(w, &st);
+    // Attributes with every entry (readdirplus), so that once a folder is listed the kernel
+    // knows each name and an open goes straight to an OPEN request. Without them every name
+    // needs a LOOKUP first, and the kernel here sends one LOOKUP per folder at a time (seen
+    // with strace, whatever FUSE_CAP_PARALLEL_DIROPS says), which would serialise a loader's
+    // opens behind the metadata delay. Entries go with offsets: libfuse 3.14's high-level
+    // library registers readdirplus names with the kernel only in that mode. Symlinks and the
+    // dot entries go without attributes, so the server still judges links out of the root.
+    bool plus = !S_ISLNK(w.mode) && name != "." && name != "..";
+    if (filler(buf, name.c_str(), &st, index + 1, plus ? FUSE_FILL_DIR_PLUS : static_cast<fuse_fill_dir_flags>(0)))
+      break;  // the kernel's buffer is full: it asks again from this offset
   }
   return 0;
 }
@@ -705,7 +738,8 @@ int FsTruncate(const char*, off_t, fuse_file_info*) { return FsReadOnly(); }
 int FsChmod(const char*, mode_t, fuse_file_info*) { return FsReadOnly(); }
 
 void* FsInit(fuse_conn_info* conn, fuse_config* cfg) {
-  cfg->entry_timeout = cfg->attr_timeout = g_mount.attr_timeout;
+  cfg->attr_timeout = g_mount.attr_timeout;
+  cfg->entry_timeout = g_mount.entry_timeout;
   cfg->negative_timeout = g_mount.attr_timeout;
   cfg->kernel_cache = 0;
   cfg->direct_io = 1;
@@ -714,6 +748,13 @@ void* FsInit(fuse_conn_info* conn, fuse_config* cfg) {
   conn->max_background = static_cast<unsigned>(g_mount.threads);
   conn->congestion_threshold = static_cast<unsigned>(g_mount.threads) * 3 / 4;
   conn->max_read = g_mount.max_read;
+  // Lookups and readdirs of one folder in parallel: without it the kernel sends one at a time,
+  // and every lookup of a folder of samples would wait for the one before it.
+  if (conn->capable & FUSE_CAP_PARALLEL_DIROPS) conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+  if (conn->capable & FUSE_CAP_READDIRPLUS) {  // always with attributes (see FsReaddir)
+    conn->want |= FUSE_CAP_READDIRPLUS;
+    conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
+  }
   if (g_mount.owner) {
     std::thread([] {
       while (ProcessAlive(g_mount.owner)) std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -737,7 +778,9 @@ int Mount(const MountOptions& o) {
   ops.open = FsOpen;
   ops.read = FsRead;
   ops.release = FsRelease;
+  ops.opendir = FsOpendir;
   ops.readdir = FsReaddir;
+  ops.releasedir = FsReleasedir;
   ops.statfs = FsStatfs;
   ops.mkdir = FsMkdir;
   ops.unlink = FsUnlink;
@@ -804,7 +847,7 @@ int Usage() {
           "usage: netfs serve --root DIR --listen ADDR:PORT [--open-delay-ms X] [--read-delay-ms Y] [--mbit B]\n"
           "                   [--stats FILE] [--ready-file FILE] [--owner-pid PID]\n"
           "       netfs mount --server ADDR:PORT --mountpoint DIR [--threads N] [--max-read BYTES]\n"
-          "                   [--attr-timeout S] [--fsname NAME] [--owner-pid PID]\n"
+          "                   [--attr-timeout S] [--entry-timeout S] [--fsname NAME] [--owner-pid PID]\n"
           "       netfs cat --server ADDR:PORT PATH\n");
   return 2;
 }
@@ -856,6 +899,7 @@ int main(int argc, char** argv) {
     o.threads = atoi(take("--threads", "64").c_str());
     o.max_read = static_cast<unsigned>(strtoul(take("--max-read", "1048576").c_str(), nullptr, 10));
     o.attr_timeout = Seconds(take("--attr-timeout", "1").c_str(), "--attr-timeout");
+    o.entry_timeout = Seconds(take("--entry-timeout", "60").c_str(), "--entry-timeout");
     o.fsname = take("--fsname", "");
     o.owner = static_cast<pid_t>(atoi(take("--owner-pid", "0").c_str()));
     if (!flags.empty()) Die("unknown option " + flags.begin()->first + " for 'mount'");
