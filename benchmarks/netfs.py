@@ -296,6 +296,9 @@ class NetFSServer(_Managed):
         open_delay_ms: added to every metadata request (stat, open, readdir): a busy metadata server.
         read_delay_ms: added to every read request.
         mbit: the server's bandwidth in Mbit/s, shared by all clients (None: unlimited).
+        metadata_slots: metadata requests served at once; the rest queue (None: no limit, the
+            delay is a pure latency). With N slots the server does at most N / open_delay
+            metadata requests a second, as a metadata server busy with other clients would.
         netns: the network namespace to serve from (None: the caller's).
 
     :attr:`address` is where clients connect (the listen address, or for "0.0.0.0" the
@@ -304,7 +307,8 @@ class NetFSServer(_Managed):
     """
 
     def __init__(self, root: str, listen: str = "0.0.0.0", port: int = 0, open_delay_ms: float = 0,
-                 read_delay_ms: float = 0, mbit: float | None = None, netns: str | None = None, log=print) -> None:
+                 read_delay_ms: float = 0, mbit: float | None = None, netns: str | None = None,
+                 metadata_slots: int | None = None, log=print) -> None:
         super().__init__(log)
         self.root = os.path.realpath(root)
         if not os.path.isdir(self.root):
@@ -315,6 +319,7 @@ class NetFSServer(_Managed):
         self.listen, self.port = listen, int(port)
         self.open_delay_ms, self.read_delay_ms, self.mbit = float(open_delay_ms), float(read_delay_ms), mbit
         self.netns = netns
+        self.metadata_slots = int(metadata_slots or 0)
         self.address: str | None = None
         self.final_stats: dict | None = None
 
@@ -323,7 +328,7 @@ class NetFSServer(_Managed):
         cmd = _netns_prefix(self.netns) + [
             binary, "serve", "--root", self.root, "--listen", f"{self.listen}:{self.port}",
             "--open-delay-ms", str(self.open_delay_ms), "--read-delay-ms", str(self.read_delay_ms),
-            "--mbit", str(self.mbit or 0), "--stats", self._stats_path, "--ready-file", ready,
+            "--mbit", str(self.mbit or 0), "--metadata-slots", str(self.metadata_slots), "--stats", self._stats_path, "--ready-file", ready,
             "--owner-pid", str(os.getpid())]
         self._spawn(cmd)
         self._wait_for(lambda: os.path.exists(ready), f"the netfs server for {self.root}")
@@ -331,7 +336,8 @@ class NetFSServer(_Managed):
         self.address = self.listen if self.listen not in ("0.0.0.0", "") else self._reachable_address()
         self.log(f"[netfs] serving {self.root} on {self.address}:{self.port}"
                  f"{f' in namespace {self.netns}' if self.netns else ''}: +{self.open_delay_ms:g} ms per "
-                 f"metadata request, +{self.read_delay_ms:g} ms per read, "
+                 f"metadata request{f' ({self.metadata_slots} at a time)' if self.metadata_slots else ''}, "
+                 f"+{self.read_delay_ms:g} ms per read, "
                  f"{f'{self.mbit:g} Mbit/s' if self.mbit else 'no bandwidth cap'}")
 
     def _reachable_address(self) -> str:

@@ -1,7 +1,7 @@
 // netfs: a small read-only network file system for emulating a parallel file system (PFS).
 //
 //   netfs serve --root DIR --listen ADDR:PORT [--open-delay-ms X] [--read-delay-ms Y] [--mbit B]
-//               [--stats FILE] [--ready-file FILE] [--owner-pid PID]
+//               [--metadata-slots N] [--stats FILE] [--ready-file FILE] [--owner-pid PID]
 //   netfs mount --server ADDR:PORT --mountpoint DIR [--threads N] [--max-read BYTES]
 //               [--attr-timeout S] [--entry-timeout S] [--fsname NAME] [--owner-pid PID]
 //   netfs cat   --server ADDR:PORT PATH          (reads one file over the protocol, to stdout)
@@ -14,7 +14,8 @@
 //
 // The server emulates a busy PFS: every metadata request (stat, open, readdir) waits
 // --open-delay-ms, every read request --read-delay-ms (both concurrently, per request: a
-// latency, not a queue), and all reads together share --mbit of bandwidth (a token bucket
+// latency, not a queue, unless --metadata-slots N lets only N metadata requests be served at
+// once: a metadata server busy with other clients), and all reads together share --mbit of bandwidth (a token bucket
 // over all clients). It refuses paths that leave the root (".." components, symlinks that
 // resolve outside it). Its counters go to --stats as one JSON object, every 200 ms when they
 // changed, at once on SIGUSR1, and at exit (SIGTERM/SIGINT).
@@ -176,6 +177,7 @@ struct ServerOptions {
   std::string root;
   std::string listen;
   double open_delay_ms = 0, read_delay_ms = 0, mbit = 0;
+  int metadata_slots = 0;  // metadata requests served at once (0: no limit)
   std::string stats_path, ready_path;
   pid_t owner = 0;
 };
@@ -317,9 +319,21 @@ class Server {
     return handles_.count(static_cast<int>(handle)) != 0;
   }
 
+  // A metadata server: each request takes open_delay_ms; with metadata_slots, only that many
+  // are served at once and the rest queue (a server busy with other clients' requests too).
   void MetadataDelay() {
+    if (opt_.metadata_slots > 0) {
+      std::unique_lock<std::mutex> lock(slots_mu_);
+      slots_cv_.wait(lock, [this] { return slots_busy_ < opt_.metadata_slots; });
+      ++slots_busy_;
+    }
     if (opt_.open_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opt_.open_delay_ms));
+    if (opt_.metadata_slots > 0) {
+      std::lock_guard<std::mutex> lock(slots_mu_);
+      --slots_busy_;
+      slots_cv_.notify_one();
+    }
   }
 
   static WireStat ToWire(const struct stat& st) {
@@ -472,7 +486,10 @@ class Server {
   TokenBucket bucket_;
   Counters counters_;
   std::mutex handles_mu_;
-  std::unordered_set<int> handles_;  // files opened for clients (the fds are the handles)
+  std::unordered_set<int> handles_;
+  std::mutex slots_mu_;
+  std::condition_variable slots_cv_;
+  int slots_busy_ = 0;  // files opened for clients (the fds are the handles)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -845,7 +862,7 @@ int Cat(const std::string& server, const std::string& path) {
 int Usage() {
   fprintf(stderr,
           "usage: netfs serve --root DIR --listen ADDR:PORT [--open-delay-ms X] [--read-delay-ms Y] [--mbit B]\n"
-          "                   [--stats FILE] [--ready-file FILE] [--owner-pid PID]\n"
+          "                   [--metadata-slots N] [--stats FILE] [--ready-file FILE] [--owner-pid PID]\n"
           "       netfs mount --server ADDR:PORT --mountpoint DIR [--threads N] [--max-read BYTES]\n"
           "                   [--attr-timeout S] [--entry-timeout S] [--fsname NAME] [--owner-pid PID]\n"
           "       netfs cat --server ADDR:PORT PATH\n");
@@ -886,6 +903,7 @@ int main(int argc, char** argv) {
     o.open_delay_ms = Seconds(take("--open-delay-ms", "0").c_str(), "--open-delay-ms");
     o.read_delay_ms = Seconds(take("--read-delay-ms", "0").c_str(), "--read-delay-ms");
     o.mbit = Seconds(take("--mbit", "0").c_str(), "--mbit");
+    o.metadata_slots = atoi(take("--metadata-slots", "0").c_str());
     o.stats_path = take("--stats", "");
     o.ready_path = take("--ready-file", "");
     o.owner = static_cast<pid_t>(atoi(take("--owner-pid", "0").c_str()));

@@ -175,6 +175,17 @@ def test_many_opens_proceed_at_once(served):
     assert server.stats()["peak_concurrent"] >= 24
 
 
+def test_metadata_slots_queue_the_requests(served):
+    server, mount = served(open_delay_ms=50, metadata_slots=2)
+    files = [os.path.join(mount.path, "many", n) for n in sorted(os.listdir(os.path.join(mount.path, "many")))][:8]
+    t = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda p: open(p, "rb").close(), files))
+    took = time.perf_counter() - t
+    # Two at a time: 8 opens need at least 4 rounds of 50 ms (all at once would take one).
+    assert took >= 4 * 0.050, took
+
+
 def test_a_large_read_is_one_request(served, tree):
     server, mount = served()
     # A page-aligned buffer: an unaligned 1 MiB spans 257 pages, one more than a request carries.
@@ -278,3 +289,22 @@ def test_nothing_is_left_when_the_owner_is_interrupted_or_killed(tree, tmp_path,
     if how == "SIGKILL":
         netfs.remove_stale(log=lambda *_: None)  # what the next start does: the work folders go
     assert not any(os.path.exists(w) for w in workdirs)
+
+
+@pytest.mark.parametrize("kind", ["netfs", "sshfs"])
+def test_emulated_pfs_serves_exact_bytes_with_either_server(tree, kind):
+    sys.path.insert(0, REPO)
+    try:
+        from benchmarks import pfs
+    finally:
+        sys.path.remove(REPO)
+    reason = pfs.unavailable_reason(install=False, log=lambda *_: None, kind=kind)
+    if reason:
+        pytest.skip(f"the emulated PFS with {kind} is unavailable: {reason}")
+    with pfs.EmulatedPFS(str(tree), rate_mbit=200, delay_ms=1, kind=kind, **QUIET) as store:
+        got = _digests(store.path)
+        mount, netns = store.path, store.netns
+        assert (kind == "netfs") == (store.netfs_stats() is not None)
+    assert got == _digests(tree)
+    assert not os.path.ismount(mount)
+    assert netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
