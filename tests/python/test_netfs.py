@@ -170,8 +170,9 @@ def test_many_opens_proceed_at_once(served):
         sizes = list(pool.map(read, files))
     took = time.perf_counter() - t
     assert sizes == [1000 + i for i in range(32)]
-    # One at a time: >= 32 x 100 ms = 3.2 s; ten at a time (sshfs's limit): >= 0.4 s.
-    assert took < 0.4, took
+    # One at a time: >= 32 x 100 ms = 3.2 s (here about 0.12 s). The bound leaves room for a
+    # loaded machine; that more than sshfs's ten were in flight is the server's own count.
+    assert took < 0.8, took
     assert server.stats()["peak_concurrent"] >= 24
 
 
