@@ -169,6 +169,13 @@ def mounts() -> list[tuple[str, str]]:
     return out
 
 
+def is_mounted(path: str) -> bool:
+    """Whether a netfs mount is on `path`, also one whose client died (os.path.ismount says no
+    there: stat fails with ENOTCONN)."""
+    path = os.path.abspath(path)
+    return any(m == path for _, m in mounts())
+
+
 def remove_stale(log=print) -> None:
     """Unmounts netfs mounts and removes work folders whose owning process is gone."""
     for fsname, mnt in mounts():
@@ -408,7 +415,7 @@ class NetFSMount(_Managed):
         if not os.path.isdir(self.path):
             os.makedirs(self.path)
             self._made_dir = True
-        if os.path.ismount(self.path):
+        if os.path.ismount(self.path) or is_mounted(self.path):
             raise RuntimeError(f"'{self.path}' is already a mount point")
         fsname = f"netfs-{os.getpid()}@{self.address}:{self.port}"
         cmd = _netns_prefix(self.netns) + [
@@ -422,11 +429,11 @@ class NetFSMount(_Managed):
                  f"{f' (sockets in namespace {self.netns})' if self.netns else ''}")
 
     def _stop(self) -> None:
-        if os.path.ismount(self.path):
+        if is_mounted(self.path):
             if _run(["fusermount3", "-u", self.path], check=False).returncode != 0:
-                _run(["fusermount3", "-uz", self.path], check=False)  # busy: detach it
+                _run(["fusermount3", "-uz", self.path], check=False)  # busy, or its client died: detach it
         _stop_process(self._proc)
-        if os.path.ismount(self.path):  # the client died without unmounting
+        if is_mounted(self.path):
             _run(["fusermount3", "-uz", self.path], check=False)
         if self._made_dir:
             try:

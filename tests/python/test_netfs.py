@@ -107,8 +107,7 @@ def test_bytes_and_listing_equal_the_folder_and_teardown_is_complete(served, tre
     pids, path, workdirs = (server.pid, mount.pid), mount.path, (server.workdir, mount.workdir)
     mount.stop()
     server.stop()
-    assert (netfs.FS_TYPE, path) not in [(netfs.FS_TYPE, m) for _, m in netfs.mounts()]
-    assert not os.path.ismount(path)
+    assert not netfs.is_mounted(path) and not os.path.ismount(path)
     assert all(_gone(p) for p in pids)
     assert not any(os.path.exists(w) for w in workdirs)
 
@@ -249,8 +248,17 @@ def test_server_and_client_in_separate_namespaces(two_namespaces, tree, tmp_path
             with open(os.path.join(mount.path, "a", "deep", "f2.bin"), "rb") as fh:
                 assert fh.read() == (tree / "a" / "deep" / "f2.bin").read_bytes()
             assert server.stats()["connections"] >= 1
-        assert not os.path.ismount(mount.path)
+        assert not netfs.is_mounted(mount.path)
     assert not netfs.mounts() or all(not m.startswith(str(tmp_path)) for _, m in netfs.mounts())
+
+
+def test_a_killed_client_is_unmounted_by_stop(served):
+    _, mount = served()
+    os.kill(mount.pid, signal.SIGKILL)
+    mount._proc.wait(10)
+    assert netfs.is_mounted(mount.path)  # a dead FUSE mount: "Transport endpoint is not connected"
+    mount.stop()
+    assert not netfs.is_mounted(mount.path)
 
 
 def test_an_unreachable_server_is_named(tmp_path):
@@ -282,10 +290,10 @@ def test_nothing_is_left_when_the_owner_is_interrupted_or_killed(tree, tmp_path,
             proc.wait()
     # SIGINT unwinds the with-blocks; after SIGKILL both programs notice their owner is gone.
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and (os.path.ismount(mnt) or not (_gone(int(server_pid))
+    while time.monotonic() < deadline and (netfs.is_mounted(mnt) or not (_gone(int(server_pid))
                                                                          and _gone(int(mount_pid)))):
         time.sleep(0.1)
-    assert not os.path.ismount(mnt)
+    assert not netfs.is_mounted(mnt)
     assert _gone(int(server_pid)) and _gone(int(mount_pid))
     if how == "SIGKILL":
         netfs.remove_stale(log=lambda *_: None)  # what the next start does: the work folders go
@@ -307,5 +315,5 @@ def test_emulated_pfs_serves_exact_bytes_with_either_server(tree, kind):
         mount, netns = store.path, store.netns
         assert (kind == "netfs") == (store.netfs_stats() is not None)
     assert got == _digests(tree)
-    assert not os.path.ismount(mount)
+    assert not netfs.is_mounted(mount)
     assert netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
