@@ -361,7 +361,8 @@ class NetFSServer(_Managed):
     def stats(self) -> dict:
         """The server's counters now: bytes_served, reads, opens, stats (getattr requests), readdirs,
         largest_read (bytes), peak_concurrent (requests at once), connections (open now), requests,
-        refused (paths outside the root), errors. After :meth:`stop`, the final counters."""
+        refused (paths outside the root), errors, and bytes_by_client ({client IPv4 address: bytes
+        served to it}). After :meth:`stop`, the final counters."""
         if not self.running:
             if self.final_stats is None:
                 raise RuntimeError("the netfs server is not running")

@@ -18,7 +18,8 @@
 // once: a metadata server busy with other clients), and all reads together share --mbit of bandwidth (a token bucket
 // over all clients). It refuses paths that leave the root (".." components, symlinks that
 // resolve outside it). Its counters go to --stats as one JSON object, every 200 ms when they
-// changed, at once on SIGUSR1, and at exit (SIGTERM/SIGINT).
+// changed, at once on SIGUSR1, and at exit (SIGTERM/SIGINT); bytes_by_client splits the bytes
+// served by the clients' addresses (the nodes of an emulated cluster).
 //
 // The client mounts read-only in the foreground (the caller owns the process; SIGTERM or
 // SIGINT unmounts and exits). Files are opened with direct I/O: no page cache, so every read
@@ -347,9 +348,23 @@ class Server {
     return w;
   }
 
+  // The bytes served to one client address (a node, in an emulated cluster): kept for the run.
+  std::atomic<uint64_t>* ClientCounter(int fd) {
+    sockaddr_in peer{};
+    socklen_t len = sizeof peer;
+    char text[INET_ADDRSTRLEN] = "unknown";
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) == 0)
+      inet_ntop(AF_INET, &peer.sin_addr, text, sizeof text);
+    std::lock_guard<std::mutex> lock(clients_mu_);
+    auto& slot = clients_[text];
+    if (!slot) slot = std::make_unique<std::atomic<uint64_t>>(0);
+    return slot.get();
+  }
+
   void Serve(int fd) {
     std::vector<char> buf;
     std::string path;
+    std::atomic<uint64_t>* client_bytes = ClientCounter(fd);
     for (;;) {
       RequestHeader h;
       if (!RecvAll(fd, &h, sizeof h)) break;
@@ -359,7 +374,7 @@ class Server {
       uint64_t now = ++counters_.in_flight;
       for (uint64_t peak = counters_.peak_concurrent.load(); now > peak;)
         if (counters_.peak_concurrent.compare_exchange_weak(peak, now)) break;
-      bool ok = Handle(fd, h, path, &buf);
+      bool ok = Handle(fd, h, path, &buf, client_bytes);
       counters_.in_flight--;
       counters_.requests++;
       if (!ok) break;
@@ -375,7 +390,8 @@ class Server {
     return r.len == 0 || SendAll(fd, payload, r.len);
   }
 
-  bool Handle(int fd, const RequestHeader& h, const std::string& path, std::vector<char>* buf) {
+  bool Handle(int fd, const RequestHeader& h, const std::string& path, std::vector<char>* buf,
+              std::atomic<uint64_t>* client_bytes) {
     std::string real;
     switch (h.op) {
       case kHello:
@@ -429,6 +445,7 @@ class Server {
         if (got < 0) return Reply(fd, -errno, nullptr, 0);
         bucket_.Take(static_cast<size_t>(got));
         counters_.bytes_served += static_cast<uint64_t>(got);
+        *client_bytes += static_cast<uint64_t>(got);
         return Reply(fd, 0, buf->data(), static_cast<uint32_t>(got));
       }
       case kReaddir: {
@@ -467,7 +484,7 @@ class Server {
             "{\"seq\": %llu, \"port\": %d, \"bytes_served\": %llu, \"reads\": %llu, \"opens\": %llu, "
             "\"stats\": %llu, \"readdirs\": %llu, \"largest_read\": %llu, \"peak_concurrent\": %llu, "
             "\"in_flight\": %llu, \"connections\": %llu, \"requests\": %llu, \"refused\": %llu, "
-            "\"errors\": %llu}\n",
+            "\"errors\": %llu, \"bytes_by_client\": {",
             static_cast<unsigned long long>(++seq_), port_, (unsigned long long)c.bytes_served.load(),
             (unsigned long long)c.reads.load(), (unsigned long long)c.opens.load(),
             (unsigned long long)c.stats.load(), (unsigned long long)c.readdirs.load(),
@@ -475,6 +492,15 @@ class Server {
             (unsigned long long)c.in_flight.load(), (unsigned long long)c.connections.load(),
             (unsigned long long)c.requests.load(), (unsigned long long)c.refused.load(),
             (unsigned long long)c.errors.load());
+    {
+      std::lock_guard<std::mutex> lock(clients_mu_);
+      const char* sep = "";
+      for (const auto& [address, bytes] : clients_) {
+        fprintf(f, "%s\"%s\": %llu", sep, address.c_str(), static_cast<unsigned long long>(bytes->load()));
+        sep = ", ";
+      }
+    }
+    fprintf(f, "}}\n");
     fclose(f);
     rename(tmp.c_str(), opt_.stats_path.c_str());
   }
@@ -487,6 +513,8 @@ class Server {
   Counters counters_;
   std::mutex handles_mu_;
   std::unordered_set<int> handles_;
+  std::mutex clients_mu_;
+  std::map<std::string, std::unique_ptr<std::atomic<uint64_t>>> clients_;
   std::mutex slots_mu_;
   std::condition_variable slots_cv_;
   int slots_busy_ = 0;  // files opened for clients (the fds are the handles)

@@ -238,7 +238,7 @@ def two_namespaces():
 
 
 def test_server_and_client_in_separate_namespaces(two_namespaces, tree, tmp_path):
-    (server_ns, client_ns), (server_ip, _) = two_namespaces
+    (server_ns, client_ns), (server_ip, client_ip) = two_namespaces
     with netfs.NetFSServer(str(tree), netns=server_ns, **QUIET) as server:
         assert server.address == server_ip
         with netfs.NetFSMount(server.address, server.port, str(tmp_path / "mnt"), netns=client_ns,
@@ -247,7 +247,9 @@ def test_server_and_client_in_separate_namespaces(two_namespaces, tree, tmp_path
             assert os.path.ismount(mount.path)
             with open(os.path.join(mount.path, "a", "deep", "f2.bin"), "rb") as fh:
                 assert fh.read() == (tree / "a" / "deep" / "f2.bin").read_bytes()
-            assert server.stats()["connections"] >= 1
+            s = server.stats()
+            assert s["connections"] >= 1
+            assert s["bytes_by_client"] == {client_ip: s["bytes_served"]}  # the node's own address
         assert not netfs.is_mounted(mount.path)
     assert not netfs.mounts() or all(not m.startswith(str(tmp_path)) for _, m in netfs.mounts())
 
