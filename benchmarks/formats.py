@@ -24,6 +24,9 @@ against the same chain over a pack made with ``hdmlp pack --max-side 256``.
 ``unitPar``: 4 float32; made by :func:`make_cosmoflow`) over the emulated PFS, read by hdmlp
 against h5py inside a ``DataLoader`` with 0, 1 and 2 workers.
 
+``--pfs netfs`` (the default) or ``--pfs sshfs`` picks the emulated PFS's file server
+(benchmarks/pfs.py); the results before netfs existed were measured with sshfs.
+
 The machine these run on is shared: ``uptime``'s load average is recorded with each run, and
 numbers are provisional until re-measured on a quiet machine.
 """
