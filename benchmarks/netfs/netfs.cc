@@ -14,9 +14,9 @@
 //
 // The server emulates a busy PFS: every metadata request (stat, open, readdir) waits
 // --open-delay-ms, every read request --read-delay-ms (both concurrently, per request: a
-// latency, not a queue, unless --metadata-slots N lets only N metadata requests be served at
-// once: a metadata server busy with other clients), and all reads together share --mbit of bandwidth (a token bucket
-// over all clients). It refuses paths that leave the root (".." components, symlinks that
+// latency, not a queue; --metadata-slots N serves only N metadata requests at once, as a
+// metadata server busy with other clients would), and all reads together share --mbit of
+// bandwidth (a token bucket over all clients). It refuses paths that leave the root (".." components, symlinks that
 // resolve outside it). Its counters go to --stats as one JSON object, every 200 ms when they
 // changed, at once on SIGUSR1, and at exit (SIGTERM/SIGINT); bytes_by_client splits the bytes
 // served by the clients' addresses (the nodes of an emulated cluster).
