@@ -24,6 +24,9 @@ against the same chain over a pack made with ``hdmlp pack --max-side 256``.
 ``unitPar``: 4 float32; made by :func:`make_cosmoflow`) over the emulated PFS, read by hdmlp
 against h5py inside a ``DataLoader`` with 0, 1 and 2 workers.
 
+``--pfs netfs`` (the default) or ``--pfs sshfs`` picks the emulated PFS's file server
+(benchmarks/pfs.py); the results before netfs existed were measured with sshfs.
+
 The machine these run on is shared: ``uptime``'s load average is recorded with each run, and
 numbers are provisional until re-measured on a quiet machine.
 """
@@ -304,12 +307,13 @@ def scenario_images(args) -> dict:
     if args.systems:
         systems = [s for s in systems if f"{s[0]}/{s[1]}" in args.systems]
     result = {"scenario": "images", "uptime_start": uptime(), "images": args.images, "repeats": args.repeats,
+              "pfs_kind": args.pfs,
               "dataset_mb": sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(data["folder"])
                                 for f in fs) / 1e6, "links": {}}
     for link in args.links:
         rate, delay = LINKS[link]
         runs = {}
-        with pfs.EmulatedPFS(data["base"], rate_mbit=rate, delay_ms=delay, log=log) as store:
+        with pfs.EmulatedPFS(data["base"], rate_mbit=rate, delay_ms=delay, log=log, kind=args.pfs) as store:
             raw = link_raw_mb_s([store.local_path(s) for s in data["probe"]])
             log(f"[{link}] {rate:g} Mbit/s, {delay:g} ms each way: raw {raw:.1f} MB/s with 4 sequential readers")
             shards = sorted(os.path.join(data["pack"], f) for f in os.listdir(data["pack"])
@@ -380,7 +384,7 @@ def scenario_hdf5(args) -> dict:
     rate, delay = LINKS[args.hdf5_link]
     result = {"scenario": "hdf5", "uptime_start": uptime(), "samples": args.samples, "side": args.side,
               "dataset_mb": mb, "rate_mbit": rate, "delay_ms_each_way": delay, "systems": {}}
-    with pfs.EmulatedPFS(base, rate_mbit=rate, delay_ms=delay, log=log) as store:
+    with pfs.EmulatedPFS(base, rate_mbit=rate, delay_ms=delay, log=log, kind=args.pfs) as store:
         files = sorted(os.listdir(data))
         raw = link_raw_mb_s([store.local_path(os.path.join(data, f)) for f in files[:16]])
         result["raw_mb_s"] = raw
@@ -416,6 +420,7 @@ def markdown(results: list[dict], command: str, load: dict | None = None) -> str
         lines += [f"## {r['scenario']}", "", f"- load at start: `{r['uptime_start']}`",
                   f"- load at end: `{r['uptime_end']}`", ""]
         if r["scenario"] == "images":
+            lines.insert(len(lines) - 1, f"- the emulated PFS's server: {r.get('pfs_kind', 'sshfs')}")
             lines.insert(len(lines) - 1, f"- {r['images']} ImageNet-like JPEGs, {r['dataset_mb']:.1f} MB; first "
                                          "epoch of each system from a cold store, each in its own process; "
                                          f"{r.get('repeats', 1)} interleaved repeat(s), the median shown "
@@ -486,6 +491,10 @@ def main(argv=None) -> int:
     p.add_argument("--side", type=int, default=64, help="hdf5: a sample is int16[4, side, side, side] (default 64)")
     p.add_argument("--hdf5-batch", type=int, default=8)
     p.add_argument("--hdf5-link", choices=list(LINKS), default="metadata")
+    p.add_argument("--pfs", choices=pfs.KINDS, default=pfs.DEFAULT_KIND,
+                   help="the emulated PFS's file server: netfs (default; every metadata request and every "
+                        "read costs one round trip, many in flight) or sshfs (about 10 requests of "
+                        "128 KiB in flight; the results before netfs used it)")
     p.add_argument("--work", default=os.path.join(os.path.expanduser("~"), ".cache", "hdmlp", "bench-formats"))
     p.add_argument("--timeout", type=float, default=1200)
     p.add_argument("--json", help="write the results here")
@@ -493,7 +502,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     global _recorder
     _recorder = machine.LoadRecorder()  # first: the load before this benchmark does anything
-    reason = pfs.unavailable_reason(log=log)
+    reason = pfs.unavailable_reason(log=log, kind=args.pfs)
     if reason and args.scenario != "max-side":
         log(f"the emulated PFS cannot run here: {reason}")
         return 1

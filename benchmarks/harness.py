@@ -293,8 +293,9 @@ class PFSStore:
 
     kind = "pfs"
 
-    def __init__(self, root: str, files: list[str], rate_mbit: float, delay_ms: float, log) -> None:
-        self.pfs = pfs_mod.EmulatedPFS(root, rate_mbit=rate_mbit, delay_ms=delay_ms, log=log)
+    def __init__(self, root: str, files: list[str], rate_mbit: float, delay_ms: float, log,
+                 kind: str = pfs_mod.DEFAULT_KIND) -> None:
+        self.pfs = pfs_mod.EmulatedPFS(root, rate_mbit=rate_mbit, delay_ms=delay_ms, log=log, kind=kind)
         self.files = files
         self.link: dict = {}
 
@@ -315,10 +316,16 @@ class PFSStore:
         return self.pfs.wire_bytes()
 
     def describe(self) -> dict:
-        return {"kind": "pfs", "link": self.link,
-                "note": (f"sshfs over ssh from a network namespace; veth shaped with tc tbf "
-                         f"{self.pfs.rate_mbit:g} Mbit/s each way, +{self.pfs.delay_ms:g} ms each way by a TCP "
-                         f"delay proxy; every open goes over the link")}
+        if self.pfs.kind == "netfs":
+            note = (f"netfs (the project's own file server, benchmarks/netfs.py) in a network namespace; veth "
+                    f"shaped with tc tbf {self.pfs.rate_mbit:g} Mbit/s each way; +{self.pfs.open_delay_ms:g} ms per "
+                    f"metadata request and +{self.pfs.read_delay_ms:g} ms per read (one round trip of "
+                    f"{self.pfs.delay_ms:g} ms each way); every open goes over the link")
+        else:
+            note = (f"sshfs over ssh from a network namespace; veth shaped with tc tbf "
+                    f"{self.pfs.rate_mbit:g} Mbit/s each way, +{self.pfs.delay_ms:g} ms each way by a TCP "
+                    f"delay proxy; every open goes over the link")
+        return {"kind": "pfs", "server": self.pfs.kind, "link": self.link, "note": note}
 
 
 # -- reporting -----------------------------------------------------------------
@@ -499,7 +506,7 @@ def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
     args.epochs = args.epochs or scenario.epochs
     store_kind = args.store or scenario.store
     if store_kind == "pfs":
-        reason = pfs_mod.unavailable_reason(log=log)
+        reason = pfs_mod.unavailable_reason(log=log, kind=args.pfs)
         if reason:
             log(f"[{scenario.name}] skipped: the emulated PFS cannot run on this machine: {reason}")
             return None
@@ -521,7 +528,7 @@ def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix=f"hdmlp-bench-{scenario.name}-")
     try:
-        store = PFSStore(root, files, args.rate_mbit, args.delay_ms, log) if store_kind == "pfs" \
+        store = PFSStore(root, files, args.rate_mbit, args.delay_ms, log, kind=args.pfs) if store_kind == "pfs" \
             else LocalStore(root, files)
         with store:
             store_mb_s = store.link.get("4_readers_mb_s", 500.0) if store_kind == "pfs" else 500.0
@@ -603,6 +610,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", choices=["local", "pfs"], help="override the scenario's store")
     p.add_argument("--rate-mbit", type=float, default=200.0, help="emulated PFS link rate, each way")
     p.add_argument("--delay-ms", type=float, default=1.0, help="emulated PFS one-way delay, each way")
+    p.add_argument("--pfs", choices=pfs_mod.KINDS, default=pfs_mod.DEFAULT_KIND,
+                   help="the emulated PFS's file server: netfs (default) or sshfs (the results before netfs)")
     p.add_argument("--seed", type=int, default=0, help="seed of the loaders' shuffles")
     p.add_argument("--data-seed", type=int, default=0, help="seed of the generated dataset")
     p.add_argument("--data", help="use this dataset folder instead of generating one in the user cache")

@@ -3,7 +3,20 @@
 A real PFS is remote: every file costs round trips and every byte crosses a
 link shared with other readers. To compare loaders fairly on one machine,
 ``EmulatedPFS`` serves a folder the way a remote store would, and every
-loader under test reads through it::
+loader under test reads through it. Two kinds of server (``kind=``):
+
+``"netfs"`` (the default), the project's own file system (benchmarks/netfs.py)::
+
+    client (the loaders)                       |  network namespace "hdmlp-pfs-<pid>"
+    netfs mount (FUSE, read-only, direct I/O,  |
+      64 threads and TCP connections, reads    |
+      of up to 1 MiB in one request)           |
+        -> veth, tc tbf <rate> each way  ======+=> netfs server: +open_delay_ms per metadata
+                                               |   request (stat, open, readdir), +read_delay_ms
+                                               |   per read (both default to one round trip,
+                                               |   2 x delay_ms)
+
+``"sshfs"``, as before netfs existed (at most about 10 requests of 128 KiB in flight)::
 
     client (the loaders)                       |  network namespace "hdmlp-pfs-<pid>"
     sshfs mount (fuse3, read-only, no kernel   |
@@ -27,8 +40,9 @@ KeyboardInterrupt, which unwinds the same way). Leftovers of a run that was
 killed with SIGKILL are removed by the next start (:func:`remove_stale`).
 
 It needs root, iproute2 with network namespaces and ``tc tbf``, ``/dev/fuse``,
-and the Debian packages sshfs, openssh-server, fuse3 (and vmtouch to empty the
-page cache); :func:`ensure_tools` installs missing packages with apt-get, and
+fuse3 and vmtouch (to empty the page cache), and for netfs libfuse3-dev, pkg-config and a
+C++ compiler, for sshfs the Debian packages sshfs and openssh-server;
+:func:`ensure_tools` installs missing packages with apt-get, and
 :func:`unavailable_reason` says in one line why the machine cannot do it.
 """
 from __future__ import annotations
@@ -47,10 +61,20 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+try:
+    from benchmarks import netfs
+except ImportError:  # run as a script from benchmarks/
+    import netfs
+
 NAME_PREFIX = "hdmlp-pfs-"
-# Debian package providing each command the emulation needs.
-TOOLS = {"ip": "iproute2", "tc": "iproute2", "unshare": "util-linux", "ssh-keygen": "openssh-client",
-         "sshd": "openssh-server", "sshfs": "sshfs", "fusermount3": "fuse3", "vmtouch": "vmtouch"}
+KINDS = ("netfs", "sshfs")
+DEFAULT_KIND = "netfs"
+# Debian package providing each command the emulation needs, per kind of server.
+COMMON_TOOLS = {"ip": "iproute2", "tc": "iproute2", "unshare": "util-linux", "fusermount3": "fuse3",
+                "vmtouch": "vmtouch"}
+TOOLS_BY_KIND = {"sshfs": {**COMMON_TOOLS, "ssh-keygen": "openssh-client", "sshd": "openssh-server", "sshfs": "sshfs"},
+                 "netfs": {**COMMON_TOOLS, **netfs.TOOLS}}
+TOOLS = TOOLS_BY_KIND["sshfs"]  # the sshfs kind's, as before netfs
 SBIN_SSHD = "/usr/sbin/sshd"
 
 
@@ -59,6 +83,8 @@ class PFSUnavailable(RuntimeError):
 
 
 def _which(tool: str) -> str | None:
+    if tool == "fuse3.pc":
+        return netfs._which(tool)
     if tool == "sshd":
         return SBIN_SSHD if os.access(SBIN_SSHD, os.X_OK) else shutil.which("sshd")
     return shutil.which(tool) or next((p for p in (f"/usr/sbin/{tool}", f"/sbin/{tool}") if os.access(p, os.X_OK)),
@@ -72,12 +98,19 @@ def _run(cmd: list[str], check: bool = True, timeout: float = 30) -> subprocess.
     return proc
 
 
-def ensure_tools(install: bool = True, log=print) -> None:
+def _check_kind(kind: str) -> dict:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}, got '{kind}'")
+    return TOOLS_BY_KIND[kind]
+
+
+def ensure_tools(install: bool = True, log=print, kind: str = DEFAULT_KIND) -> None:
     """Installs the Debian packages of missing tools with apt-get (root only).
 
     Raises PFSUnavailable naming what is missing when it cannot.
     """
-    missing = sorted({pkg for tool, pkg in TOOLS.items() if _which(tool) is None})
+    tools = _check_kind(kind)
+    missing = sorted({pkg for tool, pkg in tools.items() if _which(tool) is None})
     if not missing:
         return
     if not install:
@@ -92,22 +125,24 @@ def ensure_tools(install: bool = True, log=print) -> None:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
         if proc.returncode != 0:
             raise PFSUnavailable(f"`{' '.join(cmd)}` failed: {proc.stderr.strip()[-400:]}")
-    still = sorted({pkg for tool, pkg in TOOLS.items() if _which(tool) is None})
+    still = sorted({pkg for tool, pkg in tools.items() if _which(tool) is None})
     if still:
         raise PFSUnavailable(f"Debian packages {' '.join(still)} installed but their commands are still missing")
 
 
-def unavailable_reason(install: bool = True, log=print) -> str | None:
-    """None when the emulated PFS can run here, else one line saying why not."""
+def unavailable_reason(install: bool = True, log=print, kind: str = DEFAULT_KIND) -> str | None:
+    """None when the emulated PFS (of this kind) can run here, else one line saying why not."""
     if sys.platform != "linux":
         return "the emulated PFS needs Linux (network namespaces, FUSE)"
     if os.geteuid() != 0:
         return "the emulated PFS needs root (network namespaces, tc, mounts); run the benchmark as root"
     if not os.path.exists("/dev/fuse"):
-        return "/dev/fuse is missing: FUSE (sshfs) cannot mount here"
+        return f"/dev/fuse is missing: FUSE ({kind}) cannot mount here"
     try:
-        ensure_tools(install=install, log=log)
-    except PFSUnavailable as e:
+        ensure_tools(install=install, log=log, kind=kind)
+        if kind == "netfs":
+            netfs.build(log=log)
+    except (PFSUnavailable, netfs.NetFSUnavailable) as e:
         return str(e)
     probe = f"{NAME_PREFIX}probe{os.getpid()}"
     proc = _run(["ip", "netns", "add", probe], check=False)
@@ -135,7 +170,8 @@ def _pid_alive(pid: int) -> bool:
 
 def _fuse_mounts() -> list[str]:
     with open("/proc/mounts") as f:
-        return [line.split()[1].replace("\\040", " ") for line in f if " fuse.sshfs " in line]
+        return [line.split()[1].replace("\\040", " ") for line in f
+                if " fuse.sshfs " in line or f" {netfs.FS_TYPE} " in line]
 
 
 def remove_stale(log=print) -> None:
@@ -153,6 +189,7 @@ def remove_stale(log=print) -> None:
             log(f"[pfs] removing the stale namespace {name}")
             _kill_netns_pids(name)
             _run(["ip", "netns", "del", name], check=False)
+    netfs.remove_stale(log)
 
 
 def _kill_netns_pids(netns: str) -> None:
@@ -196,13 +233,31 @@ class EmulatedPFS:
     Args:
         export_dir: the folder to serve (the server reads it from local disk).
         rate_mbit: link rate in Mbit/s, each direction (tc tbf).
-        delay_ms: one-way delay added in each direction (the proxy): a round trip costs 2x more.
+        delay_ms: one-way delay in each direction: a round trip costs 2x more. sshfs: added to
+            every packet by the proxy. netfs: the defaults of the delays below.
         log: where progress lines go.
+        kind: "netfs" (the default) or "sshfs": the file server (see the module's text).
+        open_delay_ms: netfs only: added to every metadata request (stat, open, readdir);
+            default one round trip (2 x delay_ms).
+        read_delay_ms: netfs only: added to every read request; default one round trip.
+        threads: netfs only: the mount's FUSE threads and TCP connections (requests in flight).
+        metadata_slots: netfs only: metadata requests the server handles at once (None: no limit).
 
     Use as a context manager; :meth:`stop` is idempotent and also runs at exit.
     """
 
-    def __init__(self, export_dir: str, rate_mbit: float = 200.0, delay_ms: float = 1.0, log=print) -> None:
+    def __init__(self, export_dir: str, rate_mbit: float = 200.0, delay_ms: float = 1.0, log=print,
+                 kind: str = DEFAULT_KIND, open_delay_ms: float | None = None, read_delay_ms: float | None = None,
+                 threads: int = 64, metadata_slots: int | None = None) -> None:
+        _check_kind(kind)
+        self.kind = kind
+        if kind == "sshfs" and (open_delay_ms is not None or read_delay_ms is not None):
+            raise ValueError("open_delay_ms and read_delay_ms are netfs options; sshfs has only delay_ms")
+        self.open_delay_ms = 2.0 * delay_ms if open_delay_ms is None else float(open_delay_ms)
+        self.read_delay_ms = 2.0 * delay_ms if read_delay_ms is None else float(read_delay_ms)
+        self.threads = int(threads)
+        self.metadata_slots = metadata_slots
+        self._netfs: list = []
         self.export_dir = os.path.realpath(export_dir)
         if not os.path.isdir(self.export_dir):
             raise NotADirectoryError(f"the folder to export '{export_dir}' does not exist")
@@ -230,7 +285,7 @@ class EmulatedPFS:
         self.stop()
 
     def start(self) -> None:
-        reason = unavailable_reason(log=self.log)
+        reason = unavailable_reason(log=self.log, kind=self.kind)
         if reason:
             raise PFSUnavailable(reason)
         remove_stale(self.log)
@@ -262,6 +317,9 @@ class EmulatedPFS:
         tbf = ["root", "tbf", "rate", f"{self.rate_mbit}mbit", "burst", str(burst), "latency", "20ms"]
         _run(["tc", "qdisc", "add", "dev", self.veth_host] + tbf)
         _run(ns + ["tc", "qdisc", "add", "dev", self.veth_ns] + tbf)
+        if self.kind == "netfs":
+            self._start_netfs(ns_ip)
+            return
         # Throw-away keys and a read-only SFTP server inside the namespace.
         for key in ("host_key", "client_key"):
             _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "hdmlp-pfs", "-f", os.path.join(w, key)])
@@ -300,6 +358,24 @@ class EmulatedPFS:
         self.log(f"[pfs] serving {self.export_dir} at {self.path}: {self.rate_mbit:g} Mbit/s (tc tbf), "
                  f"+{self.delay_ms:g} ms each way (proxy), sshfs over ssh from namespace {self.netns}")
 
+    def _start_netfs(self, ns_ip: str) -> None:
+        quiet = lambda *_: None  # noqa: E731
+        server = netfs.NetFSServer(self.export_dir, listen=ns_ip, open_delay_ms=self.open_delay_ms,
+                                   read_delay_ms=self.read_delay_ms, netns=self.netns,
+                                   metadata_slots=self.metadata_slots, log=quiet)
+        self._netfs.append(server.start())
+        self.path = os.path.join(self.workdir, "mnt")
+        mount = netfs.NetFSMount(server.address, server.port, self.path, threads=self.threads, log=quiet)
+        self._netfs.append(mount.start())
+        self.log(f"[pfs] serving {self.export_dir} at {self.path}: {self.rate_mbit:g} Mbit/s (tc tbf), "
+                 f"+{self.open_delay_ms:g} ms per metadata request"
+                 f"{f' ({self.metadata_slots} at a time)' if self.metadata_slots else ''} and +{self.read_delay_ms:g} ms per read "
+                 f"(netfs server in namespace {self.netns}, {self.threads} requests in flight)")
+
+    def netfs_stats(self) -> dict | None:
+        """The netfs server's counters (netfs.NetFSServer.stats); None for sshfs."""
+        return self._netfs[0].stats() if self._netfs else None
+
     def _pick_subnet(self) -> tuple[str, str]:
         used = _run(["ip", "-o", "-4", "addr"], check=False).stdout
         for k in range(256):
@@ -333,6 +409,8 @@ class EmulatedPFS:
             if self._stopped:
                 return
             self._stopped = True
+            for part in reversed(self._netfs):  # the mount, then the server
+                part.stop()
             if self.path and os.path.ismount(self.path):
                 if _run(["fusermount3", "-u", self.path], check=False).returncode != 0:
                     _run(["fusermount3", "-uz", self.path], check=False)
