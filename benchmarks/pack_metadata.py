@@ -135,7 +135,7 @@ def markdown(r: dict, command: str, load: dict) -> str:
               f"- {r['images']} ImageNet-like JPEGs, {r['dataset_mb']:.1f} MB; the pack: {r['shards']} shards",
               f"- emulated PFS ({r['pfs_kind']}): {r['rate_mbit']:g} Mbit/s link, +{r['open_delay_ms']:g} ms per "
               f"metadata request ({r['metadata_slots'] or 'any number'} at a time), +{r['read_delay_ms']:g} ms "
-              "per read request; raw {r['raw_mb_s']:.1f} MB/s "
+              f"per read request; raw {r['raw_mb_s']:.1f} MB/s "
               "(4 readers, sequential 1 MiB reads)",
               "- hdmlp: default configuration, raw bytes, first epoch from a cold store (start-up apart), "
               "each run in its own process", ""]
