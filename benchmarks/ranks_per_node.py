@@ -150,7 +150,8 @@ def main() -> None:
             key = label(build, c, name)
             ok = [rd[key] for rd in rounds if rd[key]["status"] == "ok"]
             if not ok:
-                table.append({"build": build, "config": c, "point": name, "status": "error", "error": rounds[0][key].get("error")})
+                table.append({"build": build, "config": c, "point": name, "status": "error",
+                              "error": rounds[0][key].get("error")})
                 continue
             entry = {"build": build, "config": c, "point": name, "ranks": ranks, "status": "ok",
                      "images_per_s": statistics.median(q["steady"] for q in ok),
@@ -191,13 +192,14 @@ def render(result: dict) -> str:
              f"first, summed over the ranks), {a['rounds']} round(s) interleaved, medians; ratios against the "
              f"first row of the same config.  "]
     lines += [line + "  " for line in machine.report_lines(result["load"])]
-    lines += ["", "| build, config | point | threads per rank | images/s | per round | ratio | CPU us/image | per round | "
-                  "CPU ratio | others' cores |", "|---|---|---|---:|---|---:|---:|---|---:|---|"]
+    lines += ["", "| build, config | point | threads per rank | images/s | per round | ratio | CPU us/image | "
+                  "per round | CPU ratio | others' cores |", "|---|---|---|---:|---|---:|---:|---|---:|---|"]
     for p in result["table"]:
+        where = label(p["build"], p["config"], "")[:-2]
         if p["status"] != "ok":
-            lines.append(f"| {label(p['build'], p['config'], '')[:-2]} | {p['point']} | | error | {p.get('error') or ''} | | | | | |")
+            lines.append(f"| {where} | {p['point']} | | error | {p.get('error') or ''} | | | | | |")
             continue
-        lines.append(f"| {label(p['build'], p['config'], '')[:-2]} | {p['point']} | {', '.join(str(t) for t in p['threads'])} | "
+        lines.append(f"| {where} | {p['point']} | {', '.join(str(t) for t in p['threads'])} | "
                      f"{p['images_per_s']:.0f} | {', '.join(f'{x:.0f}' for x in p['rounds'])} | {p['ratio']:.2f}x | "
                      f"{p['cpu_us_per_image']:.0f} | {', '.join(f'{x:.0f}' for x in p['cpu_rounds'])} | "
                      f"{p['cpu_ratio']:.2f}x | {', '.join(f'{x:.2f}' for x in p['other_cores'])} |")
