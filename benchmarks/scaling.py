@@ -50,8 +50,10 @@ def staging_config(path: str, threads: int) -> str:
     return path
 
 
-def run_point(spec: dict, ranks: int, work: str, recorder: machine.LoadRecorder, name: str, timeout: float) -> dict:
-    """One process (or `ranks` under mpirun) of transform_pipeline's worker; the result, summed over ranks."""
+def run_point(spec: dict, ranks: int, work: str, recorder: machine.LoadRecorder, name: str, timeout: float,
+              mpirun: bool | None = None) -> dict:
+    """One process (or `ranks` under mpirun) of transform_pipeline's worker; the result, summed over ranks.
+    mpirun: start even one rank under mpirun (default: only several)."""
     spec = dict(spec, out=os.path.join(work, "result.json"))
     spec_path = os.path.join(work, "spec.json")
     with open(spec_path, "w") as f:
@@ -60,11 +62,11 @@ def run_point(spec: dict, ranks: int, work: str, recorder: machine.LoadRecorder,
         if old.startswith("result.json"):
             os.remove(os.path.join(work, old))
     cmd = [sys.executable, os.path.abspath(tp.__file__), "--worker", spec_path]
-    if ranks > 1:
-        mpirun = shutil.which("mpirun")
-        if mpirun is None:
+    if ranks > 1 if mpirun is None else mpirun:
+        launcher = shutil.which("mpirun")
+        if launcher is None:
             return {"status": "error", "error": "mpirun not found (Debian's openmpi-bin)"}
-        cmd = [mpirun, "-np", str(ranks), "--oversubscribe", "--bind-to", "none"] + \
+        cmd = [launcher, "-np", str(ranks), "--oversubscribe", "--bind-to", "none"] + \
             (["--allow-run-as-root"] if os.geteuid() == 0 else []) + cmd
     log = os.path.join(work, name.replace("/", "-").replace(" ", "_") + ".log")
     with open(log, "w") as f, recorder.run(name):

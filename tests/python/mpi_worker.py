@@ -89,6 +89,8 @@ def main():
     paths = [p for p, _ in job.samples]
     result.update(rank=job.rank, world_size=job.world_size, seed=job.seed, batches=job.batches_per_epoch)
     result["cpu_budget"] = hdmlp.job._core.cpu_budget()
+    if scenario == "idle":
+        result["idle"] = idle_cpu(opts.get("idle_s", 3.0))
     epochs = []
     for epoch in range(job.epochs):
         seen = []
@@ -155,6 +157,22 @@ def main():
         libmpi.MPI_Finalize()
         return
     write(out, result["rank"], result)
+
+
+def idle_cpu(seconds):
+    """CPU seconds this process spent while its job (open, its caches filled) waited
+    `seconds` for the training loop, and its threads by name."""
+    time.sleep(1.0)  # the prefetch threads fill the small caches meanwhile
+    before = time.process_time()
+    time.sleep(seconds)
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            pass
+    return {"cpu_s": time.process_time() - before, "seconds": seconds, "threads": names}
 
 
 def wait_for_files(out, names, timeout_s):

@@ -2,7 +2,11 @@
 //
 // Serving threads (the config's distributed_threads) receive requests from
 // any rank and answer each with the sample's bytes from this rank's storage
-// classes (through the `serve` callback), or with "not here". A client asks
+// classes (through the `serve` callback), or with "not here". MPI offers no
+// wait that does not spin, so one serving thread at a time polls (the others
+// wait on a mutex); it polls every 50 us while peers ask and backs off to
+// every 2 ms when nobody has asked for a while, so that an idle rank (nothing
+// cached, several ranks on a node) leaves its CPUs to the staging workers. A client asks
 // one peer for one sample at a time per client slot (each staging worker and
 // prefetch thread has its own slot, so replies never cross).
 //
@@ -32,6 +36,7 @@
 #define HDMLP_TRANSPORT_PEER_TRANSPORT_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -73,6 +78,10 @@ class PeerTransport {
 
  private:
   void ServeLoop();
+  // Polls (one thread at a time) until a request comes (true, with it
+  // matched) or the transport stops (false); handles bye, gone and abort.
+  bool NextRequest(MPI_Message* message, MPI_Status* status);
+  bool TakeControlMessage();  // true: one was taken
   bool AllPeersLeft() const;
   // Sends to every rank but this one and those that are gone; waits at most
   // a second. `data` must outlive the transport: a send to a peer that is
@@ -88,6 +97,8 @@ class PeerTransport {
   std::unique_ptr<std::atomic<bool>[]> said_bye_;  // said "bye" (or gone): reads nothing more
   std::unique_ptr<std::atomic<int64_t>[]> sequence_;  // per client slot
   std::vector<std::thread> threads_;
+  std::mutex poll_mu_;  // held by the serving thread that polls
+  std::chrono::steady_clock::time_point last_request_;  // guarded by poll_mu_ (set before the threads start)
   std::atomic<bool> stopping_{false};
   std::atomic<bool> closed_{false};
   std::atomic<bool> clients_stopped_{false};
