@@ -9,7 +9,9 @@
 // Fetch() is what the staging workers call for every sample: it reads the
 // sample from the class holding it when the class has it and the source
 // model prefers it, else from a peer rank's class (when the model predicts
-// that faster than the PFS), else from the PFS.
+// that faster than the PFS), else from the PFS. Workers that transform the
+// sample at once call FetchView() instead: a sample in a memory class is then
+// decoded where it lies, without a copy.
 //
 // Several ranks ("make it once"): every cached sample gets one designated
 // rank: the rank that reads it in the first epoch when that rank caches it
