@@ -1063,7 +1063,7 @@ class Job:
         """Where time went, per epoch.
 
         ``{"epochs": [{"epoch", "samples", "stall_seconds", "read_seconds",
-        "transform_seconds", "handoff_wait_seconds", "assembly_seconds", "skipped",
+        "transform_seconds", "transform_cpu_seconds", "handoff_wait_seconds", "assembly_seconds", "skipped",
         "next_batch_seconds", "python_seconds", "consumer_seconds",
         "reads": {SOURCE: {"count", "bytes", "seconds"}}}],
         "skipped_samples", "skipped", "staging": {...},
@@ -1076,7 +1076,8 @@ class Job:
         storage class's plan and prefetch progress (``planned_*``, ``filled_*``,
         ``prefetched_samples``/``prefetched_bytes`` read by the class's
         prefetch threads, ``prefetch_seconds``). ``transform_seconds`` is the
-        workers' time decoding and transforming, ``read_seconds`` their time
+        workers' time decoding and transforming (``transform_cpu_seconds``: the same on their
+        CPU clocks, which other processes on the machine do not stretch), ``read_seconds`` their time
         reading, ``handoff_wait_seconds`` their time waiting for room in the
         staging buffer (they are ahead of the consumer), each summed over the
         workers; ``stall_seconds`` is the consumer's time waiting for samples

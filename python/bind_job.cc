@@ -220,6 +220,7 @@ py::list MetricsToPython(const std::vector<EpochMetrics>& epochs) {
     d["stall_seconds"] = e.stall_seconds;
     d["read_seconds"] = e.read_seconds;
     d["transform_seconds"] = e.transform_seconds;
+    d["transform_cpu_seconds"] = e.transform_cpu_seconds;
     d["handoff_wait_seconds"] = e.handoff_wait_seconds;
     d["assembly_seconds"] = e.assembly_seconds;
     d["skipped"] = e.skipped;

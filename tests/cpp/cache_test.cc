@@ -361,5 +361,31 @@ TEST(MemoryClassTest, StoresAndReadsBack) {
   EXPECT_EQ(out.data[2], 3);
 }
 
+// The staging workers decode a RAM-cached sample where it lies: the class
+// lends its stored bytes in place, at one address for the class's life.
+TEST(MemoryClassTest, LendsStoredBytesInPlace) {
+  auto memory = MakeMemoryClass("memory", {3, 4, 5});
+  const uint8_t a[] = {1, 2, 3}, b[] = {4, 3, 2, 1}, c[] = {9, 8, 7, 6, 5};
+  ASSERT_TRUE(memory->Store(0, 10, a, 3));
+  const uint8_t* lent = memory->StoredBytes(0);
+  ASSERT_NE(lent, nullptr);
+  EXPECT_EQ(std::vector<uint8_t>(lent, lent + 3), std::vector<uint8_t>(a, a + 3));
+  ASSERT_TRUE(memory->Store(2, 12, c, 5));  // storing others moves nothing
+  ASSERT_TRUE(memory->Store(1, 11, b, 4));
+  EXPECT_EQ(memory->StoredBytes(0), lent);
+  EXPECT_EQ(std::vector<uint8_t>(lent, lent + 3), std::vector<uint8_t>(a, a + 3));
+  const uint8_t* third = memory->StoredBytes(2);
+  EXPECT_EQ(std::vector<uint8_t>(third, third + 5), std::vector<uint8_t>(c, c + 5));
+}
+
+TEST(FilesystemClassTest, LendsNothing) {  // its bytes are checked on every read: they are always copied
+  TempDir dir;
+  auto cls = MakeFilesystemClass(Env::Default(), "filesystem", dir / "disk");
+  const uint8_t a[] = {1, 2, 3};
+  ASSERT_TRUE(cls->Store(0, 10, a, 3));
+  EXPECT_EQ(cls->StoredBytes(0), nullptr);
+  cls->Release();
+}
+
 }  // namespace
 }  // namespace hdmlp

@@ -188,6 +188,58 @@ TEST(CoalescingTest, PrefetchReadsNeighboursInAShardTogether) {
 }
 
 
+// FetchView, what the staging workers call before they transform a sample:
+// a sample the RAM class holds is lent where it lies there (no copy into the
+// caller's buffer, the same address every time, the stored bytes); one read
+// from the dataset's storage lands in the caller's buffer and the view
+// points there.
+TEST(FetchViewTest, LendsTheMemoryClassBytesInPlaceAndReadsTheRest) {
+  TempDir dir;
+  std::vector<testing::PackSample> samples;
+  for (int i = 0; i < 40; ++i) samples.push_back({"c/" + std::to_string(i), 0, std::string(300 + i, char('a' + i % 26))});
+  testing::WritePack(dir / "pack", samples, {"c"}, 1 << 20);
+  for (const bool ram : {true, false}) {
+    SCOPED_TRACE(ram ? "memory class" : "no cache class");
+    ThrottledEnv env(Env::Default(), {});
+    hdmlp::Config config = hdmlp::Config::LoadString(
+        std::string("storage_classes = ( { capacity = 1.0; threads = 1; }") +
+        (ram ? ", { backend = \"memory\"; capacity = 1.0; threads = 2; }" : "") + " );\n");
+    auto source = OpenSource(&env, dir / "pack");
+    PlanOptions p;
+    p.num_samples = 40;
+    p.batch_size = 8;
+    p.epochs = 2;
+    p.seed = 1;
+    AccessPlan plan(p);
+    CacheHierarchy cache(config, plan, 0, *source, Env::Default());
+    cache.Start();
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (ram && cache.Status()[0].filled_samples < 40 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+    }
+    if (ram) ASSERT_EQ(cache.Status()[0].filled_samples, 40);
+    for (int i = 0; i < 40; ++i) {
+      const std::string& want = samples[static_cast<size_t>(i)].bytes;
+      SampleBuffer storage;
+      SampleView view;
+      EXPECT_EQ(cache.FetchView(i, &storage, &view), ram ? "memory" : "pfs");
+      ASSERT_NE(view.data, nullptr);
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(view.data), view.size), want);
+      if (ram) {
+        EXPECT_EQ(storage.size, 0) << "sample " << i << " was copied out of the RAM class";
+        SampleBuffer again;
+        SampleView second;
+        cache.FetchView(i, &again, &second);
+        EXPECT_EQ(second.data, view.data);
+      } else {
+        EXPECT_EQ(view.data, storage.data.get());
+        EXPECT_EQ(view.size, storage.size);
+      }
+    }
+    cache.Close();
+  }
+}
+
 // Over a store where every request takes time (a remote file system), the
 // shipped default configuration keeps more reads of a pack in flight than
 // two prefetch threads could (each reads a coalesced run in at most 8

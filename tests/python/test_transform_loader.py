@@ -119,6 +119,48 @@ def test_tensors_do_not_depend_on_the_number_of_threads(images, tmp_path, fast):
             assert torch.equal(a, b)
 
 
+def test_samples_decoded_in_the_ram_class_match_those_read_from_storage(images, tmp_path):
+    # Later epochs decode each sample where the RAM class holds it (no copy out of it):
+    # the tensors are those of a job that reads every epoch from the dataset's storage.
+    ram = tmp_path / "ram.cfg"
+    ram.write_text("storage_classes = ( { capacity = 64; threads = 2; },"
+                   " { backend = \"memory\"; capacity = 64; threads = 2; } );\n")
+    runs = []
+    for config in (str(ram), write_config(tmp_path / "none.cfg", 2)):
+        job = hdmlp.Job(images, batch_size=7, epochs=3, transforms=train_chain(), seed=5, config_path=config)
+        runs.append([batches(job, e) for e in range(3)])
+        reads = [e["reads"] for e in job.metrics()["epochs"]]
+        job.close()
+        if config == str(ram):
+            assert all(set(r) == {"memory"} for r in reads[1:]), reads
+        else:
+            assert all("memory" not in r for r in reads), reads
+    for e in range(3):
+        assert [ids for ids, _, _ in runs[0][e]] == [ids for ids, _, _ in runs[1][e]]
+        for (_, la, a), (_, lb, b) in zip(runs[0][e], runs[1][e]):
+            assert torch.equal(la, lb) and torch.equal(a, b)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="thread names are read from Linux's /proc")
+def test_the_jobs_threads_are_named_by_their_kind(images, tmp_path):
+    # benchmarks/cpu_per_image.py splits the job's CPU by these names.
+    def names():
+        out = []
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/comm") as f:
+                    out.append(f.read().strip())
+            except OSError:
+                pass
+        return out
+    # A small staging buffer and 3 epochs: the workers wait for room, so they still run when listed.
+    with hdmlp.Job(images, batch_size=7, epochs=3, transforms=train_chain(), seed=5,
+                   config_path=write_config(tmp_path / "named.cfg", 2, capacity_mb=0.15)) as job:
+        next(iter(job.epoch_batches(0)))
+        running = names()
+    assert sorted(n for n in running if n.startswith("hdmlp-stage-")) == ["hdmlp-stage-0", "hdmlp-stage-1"], running
+
+
 def test_batch_memory_lives_as_long_as_a_tensor_and_is_reused_after(images, tmp_path):
     # A small staging buffer: the workers run at most a few samples ahead.
     job = hdmlp.Job(images, batch_size=4, epochs=3, transforms=train_chain(), seed=2,
@@ -307,6 +349,8 @@ def test_per_stage_timers_account_for_the_epoch(images, tmp_path):
     # The C++ call's stall and assembly happen inside what Python saw of it.
     assert 0 < e0["stall_seconds"] + e0["assembly_seconds"] <= e0["next_batch_seconds"] * 1.001
     assert e0["transform_seconds"] > 0 and e0["read_seconds"] > 0 and e0["handoff_wait_seconds"] >= 0
+    # The chain's CPU, on the workers' clocks: real work, never more than the wall time it took.
+    assert 0 < e0["transform_cpu_seconds"] <= e0["transform_seconds"] * 1.01 + 0.01
     assert all(e1[k] == 0.0 for k in ("next_batch_seconds", "consumer_seconds", "python_seconds"))  # not iterated
     assert job.metrics()["staging"]["threads"] == job.num_workers == 2
     job.close()

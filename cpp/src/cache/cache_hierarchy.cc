@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/util/thread_name.h"
 
 namespace hdmlp {
 namespace {
@@ -130,7 +131,10 @@ void CacheHierarchy::Start() {
     if (level.samples.empty() || !level.storage) continue;
     const auto threads = std::min<int64_t>(level.threads, static_cast<int64_t>(level.samples.size()));
     for (int64_t t = 0; t < threads; ++t, ++client) {
-      threads_.emplace_back([this, j, client] { PrefetchLoop(static_cast<int>(j), client); });
+      threads_.emplace_back([this, j, client] {
+        NameThisThread("hdmlp-fill-" + std::to_string(j));
+        PrefetchLoop(static_cast<int>(j), client);
+      });
     }
   }
 }
@@ -257,6 +261,17 @@ bool CacheHierarchy::WaitWhileFilling(const std::atomic<uint8_t>& state, const s
 }
 
 const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out, int client) {
+  return FetchInto(sample, out, nullptr, client);
+}
+
+const std::string& CacheHierarchy::FetchView(int64_t sample, SampleBuffer* out, SampleView* view, int client) {
+  *view = SampleView();
+  const std::string& source = FetchInto(sample, out, view, client);
+  if (!view->data) *view = SampleView(*out);
+  return source;
+}
+
+const std::string& CacheHierarchy::FetchInto(int64_t sample, SampleBuffer* out, SampleView* view, int client) {
   int level = -1;
   const int64_t slot = SlotOf(sample, &level);
   if (slot < 0) return ReadUncached(sample, out, client, true, &closed_);
@@ -266,6 +281,14 @@ const std::string& CacheHierarchy::Fetch(int64_t sample, SampleBuffer* out, int 
     uint8_t s = state.load(std::memory_order_acquire);
     switch (s) {
       case kReady:
+        if (view) {
+          // Ready means stored (the acquire above pairs with SetState's
+          // release), and a stored slot is never rewritten.
+          if (const uint8_t* stored = l.storage->StoredBytes(slot - l.first_slot)) {
+            *view = SampleView(stored, slot_sizes_[static_cast<size_t>(slot)]);
+            return l.status.name;
+          }
+        }
         if (l.storage->Read(slot - l.first_slot, sample, slot_sizes_[static_cast<size_t>(slot)], out)) {
           return l.status.name;
         }

@@ -60,6 +60,8 @@ class MemoryClass : public StorageClass {
     return true;
   }
 
+  const uint8_t* StoredBytes(int64_t slot) const override { return arena_.get() + offsets_[static_cast<size_t>(slot)]; }
+
  private:
   int64_t PlannedSize(int64_t slot) const {
     return offsets_[static_cast<size_t>(slot) + 1] - offsets_[static_cast<size_t>(slot)];

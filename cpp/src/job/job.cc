@@ -8,12 +8,14 @@
 #include <optional>
 #include <random>
 
+#include <time.h>
 #include <unistd.h>
 
 #include "hdmlp/config/cpu_budget.h"
 #include "hdmlp/errors.h"
 #include "hdmlp/job/process_budget.h"
 #include "hdmlp/transforms/raw_image.h"
+#include "hdmlp/util/thread_name.h"
 
 namespace hdmlp {
 namespace {
@@ -26,6 +28,14 @@ constexpr int64_t kMaxBatchSize = int64_t{1} << 62;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The calling thread's CPU time (two calls per sample: well under a
+// microsecond against the chain's hundreds).
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 // The most seconds a wait may be given: beyond it a deadline would
@@ -342,7 +352,12 @@ Job::Job(const JobOptions& options)
                          [this](int64_t bytes) { staging_->SetCapacity(bytes); });
   }
   workers_.reserve(static_cast<size_t>(staging.threads));
-  for (int t = 0; t < staging.threads; ++t) workers_.emplace_back([this, t] { WorkerLoop(t); });
+  for (int t = 0; t < staging.threads; ++t) {
+    workers_.emplace_back([this, t] {
+      NameThisThread("hdmlp-stage-" + std::to_string(t));
+      WorkerLoop(t);
+    });
+  }
   // The job's threads call MPI: they stop before MPI is finalised, however
   // the process exits. Registered last: a constructor that throws never
   // leaves a stop function behind (its members stop their own threads).
@@ -501,7 +516,7 @@ void Job::DropBatchesBelow(int epoch, int64_t batch) {
   }
 }
 
-bool Job::TransformIntoBatch(int epoch, int64_t j, int64_t sample, const SampleBuffer& bytes) {
+bool Job::TransformIntoBatch(int epoch, int64_t j, int64_t sample, SampleView bytes) {
   const int64_t batch = BatchOfPosition(j);
   // Holding the memory keeps it from being reused while this row is written,
   // even if the consumer hands the batch out meanwhile (then the row is
@@ -520,26 +535,35 @@ SampleBuffer Job::ReadSample(int epoch, int64_t sample, int slot) {
   return bytes;
 }
 
-void Job::TransformInto(int epoch, int64_t sample, const SampleBuffer& bytes, uint8_t* memory, int64_t row) {
+SampleView Job::ReadSampleView(int epoch, int64_t sample, int slot, SampleBuffer* storage) {
   const auto start = Clock::now();
+  SampleView bytes;
+  const std::string& source = cache_->FetchView(sample, storage, &bytes, slot);
+  metrics_.AddRead(epoch, source, bytes.size, SecondsSince(start));
+  return bytes;
+}
+
+void Job::TransformInto(int epoch, int64_t sample, SampleView bytes, uint8_t* memory, int64_t row) {
+  const auto start = Clock::now();
+  const double cpu_start = ThreadCpuSeconds();
   uint8_t* dst = memory + row * sample_bytes_;
   if (arrays_) {
     if (bytes.size != sample_bytes_ + label_bytes_) {
       throw InvalidArgumentError(source_->Describe(sample) + " has " + std::to_string(bytes.size) + " bytes, not the " +
                                  std::to_string(sample_bytes_ + label_bytes_) + " of its array");
     }
-    std::memcpy(dst, bytes.data.get(), static_cast<size_t>(sample_bytes_));
+    std::memcpy(dst, bytes.data, static_cast<size_t>(sample_bytes_));
     if (label_bytes_ > 0) {
-      std::memcpy(memory + labels_offset_ + row * label_bytes_, bytes.data.get() + sample_bytes_,
+      std::memcpy(memory + labels_offset_ + row * label_bytes_, bytes.data + sample_bytes_,
                   static_cast<size_t>(label_bytes_));
     }
   } else if (source_->format() == SampleFormat::kRawImage) {
-    ApplyToRawImage(*pipeline_, bytes.data.get(), bytes.size, source_->Describe(sample), seed_, epoch, sample,
+    ApplyToRawImage(*pipeline_, bytes.data, bytes.size, source_->Describe(sample), seed_, epoch, sample,
                     sample_shape_, dst);
   } else {
-    pipeline_->Apply(bytes.data.get(), bytes.size, source_->Describe(sample), seed_, epoch, sample, sample_shape_, dst);
+    pipeline_->Apply(bytes.data, bytes.size, source_->Describe(sample), seed_, epoch, sample, sample_shape_, dst);
   }
-  metrics_.AddTransform(epoch, SecondsSince(start));
+  metrics_.AddTransform(epoch, SecondsSince(start), ThreadCpuSeconds() - cpu_start);
 }
 
 void Job::WorkerLoop(int slot) {
@@ -573,12 +597,12 @@ void Job::WorkerLoop(int slot) {
           continue;
         }
       }
-      SampleBuffer bytes = ReadSample(epoch, sample, slot);
       if (rows()) {
-        TransformIntoBatch(epoch, item % epoch_size_, sample, bytes);
+        SampleBuffer storage;  // holds the bytes unless the RAM class lends them
+        TransformIntoBatch(epoch, item % epoch_size_, sample, ReadSampleView(epoch, sample, slot, &storage));
         staging_->Complete(item, SampleBuffer(), sample_bytes_ + label_bytes_);
       } else {
-        staging_->Complete(item, std::move(bytes));
+        staging_->Complete(item, ReadSample(epoch, sample, slot));  // handed out: owned memory
       }
     } catch (const std::bad_alloc&) {
       // One sample too large for the memory left: a bad sample, named.
@@ -709,7 +733,7 @@ bool Job::FillFromEpochEnd(int64_t min_position) {
     try {
       const SampleBuffer bytes = ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
       const auto row = static_cast<int64_t>(pending_.ids.size());
-      TransformInto(epoch_, sample, bytes, pending_.images.get(), row);
+      TransformInto(epoch_, sample, SampleView(bytes), pending_.images.get(), row);
       pending_.ids.push_back(sample);
       pending_.labels.push_back(source_->labels()[static_cast<size_t>(sample)]);
       return true;
@@ -732,7 +756,7 @@ bool Job::PadWithRepeat(int64_t from) {
   for (const int64_t sample : candidates) {
     try {
       const SampleBuffer bytes = ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
-      TransformInto(epoch_, sample, bytes, pending_.images.get(), 0);
+      TransformInto(epoch_, sample, SampleView(bytes), pending_.images.get(), 0);
       pending_.ids.push_back(sample);
       pending_.labels.push_back(source_->labels()[static_cast<size_t>(sample)]);
       padded_.fetch_add(1);

@@ -31,9 +31,11 @@ void JobMetrics::AddDelivered(int epoch, int64_t samples, double stall_seconds) 
   m.stall_seconds += stall_seconds;
 }
 
-void JobMetrics::AddTransform(int epoch, double seconds) {
+void JobMetrics::AddTransform(int epoch, double seconds, double cpu_seconds) {
   std::lock_guard<std::mutex> lock(mu_);
-  At(epoch).transform_seconds += seconds;
+  EpochMetrics& m = At(epoch);
+  m.transform_seconds += seconds;
+  m.transform_cpu_seconds += cpu_seconds;
 }
 
 void JobMetrics::AddHandoffWait(int epoch, double seconds) {

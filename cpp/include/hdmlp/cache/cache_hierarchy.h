@@ -9,7 +9,9 @@
 // Fetch() is what the staging workers call for every sample: it reads the
 // sample from the class holding it when the class has it and the source
 // model prefers it, else from a peer rank's class (when the model predicts
-// that faster than the PFS), else from the PFS.
+// that faster than the PFS), else from the PFS. Workers that transform the
+// sample at once call FetchView() instead: a sample in a memory class is then
+// decoded where it lies, without a copy.
 //
 // Several ranks ("make it once"): every cached sample gets one designated
 // rank: the rank that reads it in the first epoch when that rank caches it
@@ -119,6 +121,11 @@ class CacheHierarchy {
   // slot. Throws what the PFS read throws, or IOError for a peer that does
   // not answer.
   const std::string& Fetch(int64_t sample, SampleBuffer* out, int slot = 0);
+  // As Fetch, for a caller that only reads the bytes before it lets go of
+  // the hierarchy: points *view at them. A sample held by a memory class is
+  // lent in place, without a copy (valid while the hierarchy lives, the
+  // class's contract); any other is read into *out and *view points there.
+  const std::string& FetchView(int64_t sample, SampleBuffer* out, SampleView* view, int slot = 0);
 
   void Stop();
   void Close();
@@ -167,6 +174,9 @@ class CacheHierarchy {
   // the PFS) and stores it in its class; the caller owns the slot (state
   // kFilling). Returns the source's name.
   // `stop` is the caller's cancel flag for reads of the dataset's storage.
+  // Fetch, and FetchView when `view` is not null (it is left empty when the
+  // bytes were read into *out).
+  const std::string& FetchInto(int64_t sample, SampleBuffer* out, SampleView* view, int client);
   const std::string& FillSlot(int level, int64_t slot, int64_t sample, SampleBuffer* out, int client, bool may_ask_peers,
                               const std::atomic<bool>* stop);
   const std::string& ReadUncached(int64_t sample, SampleBuffer* out, int client, bool may_ask_peers,

@@ -17,8 +17,11 @@
 // that can no longer write reports why through warning(). After Release()
 // a class stores nothing more: a Store racing with it either finishes
 // before the folder is removed or does not write at all.
+// A class that holds its samples in memory also lends them in place
+// (StoredBytes): a stored slot is never rewritten or moved, so the pointer
+// stays valid, and its bytes unchanged, for the class's life.
 // Thread-safety: Store and Read on different slots may run concurrently;
-// Read of one slot may run concurrently with other Reads of it.
+// Read and StoredBytes of one slot may run concurrently with other Reads of it.
 #ifndef HDMLP_CACHE_STORAGE_CLASS_H_
 #define HDMLP_CACHE_STORAGE_CLASS_H_
 
@@ -48,6 +51,9 @@ class StorageClass {
   // placement planned for it (the caller stores nothing of another size).
   virtual bool Store(int64_t slot, int64_t sample, const uint8_t* data, int64_t size) = 0;
   virtual bool Read(int64_t slot, int64_t sample, int64_t size, SampleBuffer* out) = 0;
+  // The bytes of a stored slot where the class keeps them, or null when it
+  // can only copy them out (Read). Only called after a successful Store.
+  virtual const uint8_t* StoredBytes(int64_t /*slot*/) const { return nullptr; }
   // Removes what the class keeps on disk; also run by the destructor.
   virtual void Release() {}
 

@@ -264,12 +264,16 @@ class Job {
   void WorkerLoop(int slot);
   // Transforms `bytes` of `sample` into its row; false when the batch was
   // already handed out or dropped (nothing written).
-  bool TransformIntoBatch(int epoch, int64_t j, int64_t sample, const SampleBuffer& bytes);
+  bool TransformIntoBatch(int epoch, int64_t j, int64_t sample, SampleView bytes);
   // A sample's bytes from its best source, with the read counted in `epoch`.
   SampleBuffer ReadSample(int epoch, int64_t sample, int slot);
+  // The same, for bytes that are transformed at once: a sample in the RAM
+  // class is decoded where it lies there (no copy); any other is read into
+  // *storage, which the view then points into.
+  SampleView ReadSampleView(int epoch, int64_t sample, int slot, SampleBuffer* storage);
   // Decodes and transforms `bytes` (or copies an array and its label array)
   // into row `row` of batch memory `memory`, with the time counted in `epoch`.
-  void TransformInto(int epoch, int64_t sample, const SampleBuffer& bytes, uint8_t* memory, int64_t row);
+  void TransformInto(int epoch, int64_t sample, SampleView bytes, uint8_t* memory, int64_t row);
   // Samples land in rows of batch memory: with transforms, or arrays.
   bool rows() const { return pipeline_ != nullptr || arrays_; }
   // The memory of local batch `batch` of `epoch`, made on first use; null

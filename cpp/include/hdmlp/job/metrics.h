@@ -42,6 +42,10 @@ struct EpochMetrics {
   double stall_seconds = 0;
   double read_seconds = 0;
   double transform_seconds = 0;  // decoding and transforming, summed over workers
+  // The same on the workers' CPU clocks: unlike the wall time it does not grow
+  // when other processes take the cores, so it can be set against the
+  // workers' whole CPU time to find what they spend outside the chain.
+  double transform_cpu_seconds = 0;
   double handoff_wait_seconds = 0;  // workers waiting to claim an item, summed over workers
   double assembly_seconds = 0;      // the consumer in NextBatch, not waiting for samples
   int64_t skipped = 0;           // bad samples left out (skip_bad_samples)
@@ -56,7 +60,7 @@ class JobMetrics {
 
   void AddRead(int epoch, const std::string& source, int64_t bytes, double seconds);
   void AddDelivered(int epoch, int64_t samples, double stall_seconds);
-  void AddTransform(int epoch, double seconds);
+  void AddTransform(int epoch, double seconds, double cpu_seconds = 0);
   void AddHandoffWait(int epoch, double seconds);
   void AddAssembly(int epoch, double seconds);
   void AddSkipped(int epoch);

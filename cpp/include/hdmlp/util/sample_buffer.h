@@ -1,5 +1,8 @@
 // SampleBuffer: the bytes of one sample, in memory handed to Python without
 // a copy. A plain owning value (movable, not copyable).
+// SampleView: a sample's bytes borrowed from memory someone else owns (a
+// SampleBuffer, or a memory storage class's arena); the owner says how long
+// they stay valid.
 #ifndef HDMLP_UTIL_SAMPLE_BUFFER_H_
 #define HDMLP_UTIL_SAMPLE_BUFFER_H_
 
@@ -18,6 +21,15 @@ struct SampleBuffer {
     b.size = size;
     return b;
   }
+};
+
+struct SampleView {
+  const uint8_t* data = nullptr;
+  int64_t size = 0;
+
+  SampleView() = default;
+  SampleView(const uint8_t* d, int64_t s) : data(d), size(s) {}
+  explicit SampleView(const SampleBuffer& b) : data(b.data.get()), size(b.size) {}
 };
 
 }  // namespace hdmlp
