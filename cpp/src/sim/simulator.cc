@@ -18,21 +18,13 @@
 #include "hdmlp/errors.h"
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/plan/placement.h"
+#include "hdmlp/sim/node_cache.h"
 
 namespace hdmlp::sim {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr float kEmpty = std::numeric_limits<float>::infinity();
 constexpr uint32_t kConsumer = 0xffffffffu;
-
-// Ready times of cached copies are kept as floats (4 bytes per copy); rounding
-// up never lets a copy be read before it is complete.
-float RoundUp(double t) {
-  float f = static_cast<float>(t);
-  if (static_cast<double>(f) < t) f = std::nextafter(f, kEmpty);
-  return f;
-}
 
 // Where a consumed sample came from, for the byte counts: 0 the PFS, 1 a
 // peer's class, 2 "ready" (lower_bound), 2 + j the node's own class j.
@@ -41,114 +33,6 @@ uint8_t FromClass(int j) { return static_cast<uint8_t>(kFromReady + j); }
 
 double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// One node's cached copies: 13 bytes each (sample, class, ready time, and
-// its position in its class's fill order).
-struct NodeCache {
-  std::vector<uint32_t> samples;      // sorted by sample id
-  std::vector<uint8_t> cls;           // class of samples[k]
-  std::vector<float> ready;           // when the copy is complete; kEmpty: not yet started
-  std::vector<uint32_t> fill;         // indexes into samples, class by class, each in fill order
-  std::vector<uint32_t> class_begin;  // class j's fill entries: [class_begin[j], class_begin[j + 1])
-  std::vector<uint32_t> copy_begin;   // class j's fill entries from copy_begin[j] on are copied from peers
-
-  // The index of `sample`, or -1. A cache's sample ids are a random subset
-  // of [0, F), so the interpolated position is within about sqrt(n) of the
-  // right one: gallop from there, then search the bracket. A few cache
-  // misses instead of a binary search's log2(n) over the whole array.
-  int64_t Find(int64_t sample) const {
-    const size_t n = samples.size();
-    if (n == 0) return -1;
-    const auto s = static_cast<uint32_t>(sample);
-    const size_t guess = std::min(n - 1, static_cast<size_t>(static_cast<double>(s) * density));
-    size_t lo = 0, hi = n;  // samples[lo, hi) holds s if anything does
-    if (samples[guess] == s) return static_cast<int64_t>(guess);
-    if (samples[guess] < s) {
-      size_t step = 1;
-      lo = guess + 1;
-      hi = std::min(n, lo + step);
-      while (hi < n && samples[hi - 1] < s) {
-        lo = hi;
-        step *= 2;
-        hi = std::min(n, lo + step);
-      }
-    } else {
-      size_t step = 1;
-      hi = guess;
-      lo = hi >= step ? hi - step : 0;
-      while (lo > 0 && samples[lo] > s) {
-        hi = lo;
-        step *= 2;
-        lo = hi >= step ? hi - step : 0;
-      }
-    }
-    auto it = std::lower_bound(samples.begin() + static_cast<std::ptrdiff_t>(lo),
-                               samples.begin() + static_cast<std::ptrdiff_t>(hi), s);
-    if (it == samples.begin() + static_cast<std::ptrdiff_t>(hi) || *it != s) return -1;
-    return it - samples.begin();
-  }
-  double density = 0;  // samples.size() / (largest sample id + 1)
-};
-
-// What a node caches: class_lists[j], class j's samples in fill order (j = 0
-// unused); the last copies[j] of them are copied from peers' storage.
-struct NodePlan {
-  std::vector<std::vector<int64_t>> class_lists;
-  std::vector<size_t> copies;
-  bool caches_every_read = false;  // every sample the node reads in the job is in its lists
-};
-
-// Sorts (sample, fill position) pairs by sample, a node's samples being
-// distinct: an LSD radix sort in 11-bit digits, a few times faster than a
-// comparison sort for the 10^5 copies of a node of a large job.
-void SortBySample(std::vector<std::pair<uint32_t, uint32_t>>& order) {
-  if (order.size() < 256) {
-    std::sort(order.begin(), order.end());
-    return;
-  }
-  uint32_t largest = 0;
-  for (const auto& p : order) largest = std::max(largest, p.first);
-  std::vector<std::pair<uint32_t, uint32_t>> buffer(order.size());
-  constexpr int kBits = 11;
-  constexpr uint32_t kMask = (1u << kBits) - 1;
-  for (int shift = 0; shift < 32 && (largest >> shift) != 0; shift += kBits) {
-    uint32_t count[kMask + 2] = {};
-    for (const auto& p : order) ++count[((p.first >> shift) & kMask) + 1];
-    for (uint32_t d = 1; d <= kMask + 1; ++d) count[d] += count[d - 1];
-    for (const auto& p : order) buffer[count[(p.first >> shift) & kMask]++] = p;
-    order.swap(buffer);
-  }
-}
-
-NodeCache BuildCache(const NodePlan& plan) {
-  const auto& class_lists = plan.class_lists;
-  NodeCache c;
-  std::vector<std::pair<uint32_t, uint32_t>> order;  // (sample, fill position)
-  c.class_begin.push_back(0);
-  for (size_t j = 0; j < class_lists.size(); ++j) {
-    c.class_begin.push_back(c.class_begin.back() + static_cast<uint32_t>(class_lists[j].size()));
-    for (int64_t s : class_lists[j]) {
-      order.emplace_back(static_cast<uint32_t>(s), static_cast<uint32_t>(order.size()));
-      c.cls.push_back(static_cast<uint8_t>(j));  // temporarily in fill order
-    }
-  }
-  SortBySample(order);
-  std::vector<uint8_t> cls_by_fill = std::move(c.cls);
-  c.samples.resize(order.size());
-  c.cls.resize(order.size());
-  c.fill.resize(order.size());
-  for (size_t k = 0; k < order.size(); ++k) {
-    c.samples[k] = order[k].first;
-    c.cls[k] = cls_by_fill[order[k].second];
-    c.fill[order[k].second] = static_cast<uint32_t>(k);
-  }
-  c.ready.assign(order.size(), kEmpty);
-  c.copy_begin.assign(class_lists.size(), 0);
-  for (size_t j = 0; j < class_lists.size(); ++j)
-    c.copy_begin[j] = c.class_begin[j + 1] - static_cast<uint32_t>(j < plan.copies.size() ? plan.copies[j] : 0);
-  if (!c.samples.empty()) c.density = static_cast<double>(c.samples.size()) / (static_cast<double>(c.samples.back()) + 1);
-  return c;
 }
 
 // Events at the same time run in the order they were pushed, except that a
@@ -169,7 +53,6 @@ struct Event {
 
 // A copy whose fill waits on a PFS read in flight (physical reading): its
 // ready time is known only when that read ends (PendingCopy).
-constexpr float kPending = std::numeric_limits<float>::max();
 constexpr double kPendingTime = std::numeric_limits<double>::max();
 constexpr uint32_t kPfsDone = 0xfffffffeu;  // Event::thread of a PFS read's end (Event::node: its group)
 
@@ -218,10 +101,15 @@ struct PfsGroup {
   int live = 0;  // reads in the group
 };
 
+// An item claimed and not yet taken: 16 bytes (the staging buffers of a
+// large job hold millions).
 struct InFlight {
+  InFlight(double ready_time, int64_t size, uint8_t source)
+      : ready(ready_time), size_and_source((static_cast<uint64_t>(size) << 8) | source) {}
+  int64_t size() const { return static_cast<int64_t>(size_and_source >> 8); }
+  uint8_t source() const { return static_cast<uint8_t>(size_and_source & 0xff); }
   double ready;
-  int64_t size;
-  uint8_t source;
+  uint64_t size_and_source;  // the size in bytes << 8 | where it came from (kFromPfs, ...)
 };
 
 struct NodeState {
@@ -272,7 +160,7 @@ class Engine {
       const double t0 = Seconds();
       PlanCaches();
       r.planning_seconds = Seconds() - t0;
-      for (const NodeCache& c : caches_) r.cached_samples += static_cast<int64_t>(c.samples.size());
+      for (const NodeCache& c : caches_) r.cached_samples += static_cast<int64_t>(c.size());
       const double t1 = Seconds();
       RunEvents(r);
       r.simulation_seconds = Seconds() - t1;
@@ -473,9 +361,9 @@ class Engine {
       // LBANN's data store holds the whole dataset or is not used at all.
       bool all_fit = true;
       int64_t cached = 0;
-      for (const NodeCache& c : caches_) cached += static_cast<int64_t>(c.samples.size());
+      for (const NodeCache& c : caches_) cached += static_cast<int64_t>(c.size());
       for (int i = 0; i < w_.nodes; ++i)
-        if (plan_.RankEpochSize(i) > 0 && caches_[static_cast<size_t>(i)].samples.empty()) all_fit = false;
+        if (plan_.RankEpochSize(i) > 0 && caches_[static_cast<size_t>(i)].empty()) all_fit = false;
       if (!all_fit || cached == 0) {
         caches_.assign(static_cast<size_t>(w_.nodes), NodeCache{});
         std::fill(every_read.begin(), every_read.end(), 0);
@@ -486,7 +374,7 @@ class Engine {
       // its epoch-0 reader if that node caches it, else the lowest node that does.
       holder_.assign(w_.sizes.size(), -1);
       for (int i = w_.nodes - 1; i >= 0; --i)
-        for (uint32_t s : caches_[static_cast<size_t>(i)].samples) holder_[s] = i;
+        caches_[static_cast<size_t>(i)].samples().ForEach([&](uint32_t s, uint32_t) { holder_[s] = i; });
       for (size_t s = 0; s < holder_.size(); ++s) {
         if (holder_[s] < 0) continue;
         const int first = plan_.FirstEpochReader(static_cast<int64_t>(s));
@@ -498,13 +386,11 @@ class Engine {
         if (holder_[s] >= 0)
           holder_index_[s] = static_cast<uint32_t>(caches_[static_cast<size_t>(holder_[s])].Find(static_cast<int64_t>(s)));
     }
-    for (const NodeCache& c : caches_) unfilled_copies_ += static_cast<int64_t>(c.samples.size());
+    for (const NodeCache& c : caches_) unfilled_copies_ += static_cast<int64_t>(c.size());
     FindWhetherNeverPfs(every_read);
     only_class_.assign(static_cast<size_t>(w_.nodes), 0);
     for (size_t i = 0; i < caches_.size(); ++i) {
-      const std::vector<uint8_t>& cls = caches_[i].cls;
-      if (every_read[i] && !cls.empty() && std::all_of(cls.begin(), cls.end(), [&](uint8_t j) { return j == cls[0]; }))
-        only_class_[i] = cls[0];
+      if (every_read[i] && !caches_[i].empty()) only_class_[i] = static_cast<uint8_t>(caches_[i].single_class());
     }
   }
 
@@ -532,11 +418,11 @@ class Engine {
   }
 
   // Marks a copy's fill as started, complete at `ready`: every copy goes
-  // from kEmpty to its ready time once, and the decomposed loop needs to
+  // from kNotStarted to its ready time once, and the decomposed loop needs to
   // know when none is left to fill and all are complete.
-  void SetReady(NodeCache& cache, size_t idx, double ready) {
-    const float r = RoundUp(ready);
-    cache.ready[idx] = r;
+  void SetReady(NodeCache& cache, size_t idx, double ready, double now) {
+    const float r = RoundUpReady(ready);
+    cache.Start(idx, r, now);
     --unfilled_copies_;
     last_ready_ = std::max(last_ready_, static_cast<double>(r));
   }
@@ -692,8 +578,8 @@ class Engine {
       }
       case Dependent::kCopy: {
         NodeCache& cache = caches_[d.node];
-        const float r = RoundUp(time);
-        cache.ready[static_cast<size_t>(d.target)] = r;
+        const float r = RoundUpReady(time);
+        cache.Settle(static_cast<size_t>(d.target), r);
         last_ready_ = std::max(last_ready_, static_cast<double>(r));
         pending_copies_.erase(CopyKey(d.node, static_cast<uint32_t>(d.target)));
         break;
@@ -706,10 +592,10 @@ class Engine {
   // Copy `idx` of `node` is complete `offset` seconds after `fetch` ends.
   void SetReadyAfter(uint32_t node, NodeCache& cache, size_t idx, const Fetch& fetch, double offset, double now) {
     if (fetch.job < 0) {
-      SetReady(cache, idx, now + fetch.seconds + offset);
+      SetReady(cache, idx, now + fetch.seconds + offset, now);
       return;
     }
-    cache.ready[idx] = kPending;
+    cache.Start(idx, kPendingReady, now);
     --unfilled_copies_;
     const double after = fetch.seconds + offset;
     jobs_[static_cast<size_t>(fetch.job)].dependents.push_back(
@@ -719,7 +605,7 @@ class Engine {
 
   // A read of a copy that is not complete: `extra` seconds after it is.
   Fetch AfterCopy(uint32_t node, uint32_t idx, float ready, double extra, uint8_t source, double now) {
-    if (ready != kPending) return {(ready - now) + extra, source};
+    if (ready != kPendingReady) return {(ready - now) + extra, source};
     const auto& [job, after] = pending_copies_.at(CopyKey(node, idx));
     return {after + extra, source, job};
   }
@@ -742,12 +628,12 @@ class Engine {
       if (h >= 0 && h != node) {
         NodeCache& peer = caches_[static_cast<size_t>(h)];
         const uint32_t idx = holder_index_[static_cast<size_t>(sample)];
-        const int j = peer.cls[static_cast<size_t>(idx)];
+        const int j = peer.Class(idx);
         if (!traits_.runtime_sources || model_.PreferPeer(j)) {
           const double link = TransferSeconds(size, model_.PeerClassMbps(j));
-          const float ready = peer.ready[static_cast<size_t>(idx)];
+          const float ready = peer.Ready(idx, now);
           if (ready <= now) return {link, kFromPeer};
-          if (ready != kEmpty) return AfterCopy(static_cast<uint32_t>(h), idx, ready, link, kFromPeer, now);
+          if (ready != kNotStarted) return AfterCopy(static_cast<uint32_t>(h), idx, ready, link, kFromPeer, now);
           // The holder fills it on the spot (read from the PFS, stored), then sends it.
           Fetch read = PfsRead(static_cast<uint32_t>(node), thread, size, now);
           SetReadyAfter(static_cast<uint32_t>(h), peer, static_cast<size_t>(idx), read, Store(size, j), now);
@@ -820,13 +706,13 @@ class Engine {
       return {TransferSeconds(size, model_.LocalClassMbps(j)), FromClass(j)};
     }
     NodeCache& cache = caches_[static_cast<size_t>(node)];
-    const int64_t idx = cache.samples.empty() ? -1 : cache.Find(sample);
+    const int64_t idx = cache.Find(sample);
     if (idx >= 0) {
-      const int j = cache.cls[static_cast<size_t>(idx)];
-      const float ready = cache.ready[static_cast<size_t>(idx)];
+      const int j = cache.Class(static_cast<size_t>(idx));
+      const float ready = cache.Ready(static_cast<size_t>(idx), now);
       const double read = TransferSeconds(size, model_.LocalClassMbps(j));
       if (ready <= now) return {read, FromClass(j)};
-      if (ready != kEmpty) {
+      if (ready != kNotStarted) {
         // The thesis's staging pool does not wait for a prefetch thread's
         // fill in flight: it reads the sample from its source itself
         // (StagingPoolPrefetcher with pfs_prefetch, as its HDMLP runs).
@@ -840,10 +726,10 @@ class Engine {
         SetReadyAfter(static_cast<uint32_t>(node), cache, static_cast<size_t>(idx), fetched, Store(size, j), now);
       return fetched;
     }
-    if (traits_.opportunistic && !cache.samples.empty() &&
+    if (traits_.opportunistic && !cache.empty() &&
         item >= nodes_[static_cast<size_t>(node)].items_per_epoch) {
       // DeepIO's entropy-aware mode serves a locally cached sample instead.
-      const int j = cache.cls[0];
+      const int j = cache.Class(0);
       return {TransferSeconds(size, model_.LocalClassMbps(j)), FromClass(j)};
     }
     return Remote(node, thread, sample, size, now);
@@ -911,15 +797,15 @@ class Engine {
     NodeCache& cache = caches_[node];
     const int j = thread_class_[thread];
     uint32_t& cursor = n.fill_cursor[static_cast<size_t>(j)];
-    while (cursor < cache.class_begin[static_cast<size_t>(j) + 1] && cache.ready[cache.fill[cursor]] != kEmpty)
-      ++cursor;
-    if (cursor >= cache.class_begin[static_cast<size_t>(j) + 1]) {
+    const uint32_t end = cache.class_begin(static_cast<size_t>(j) + 1);
+    while (cursor < end && cache.Started(static_cast<size_t>(cache.Find(cache.FillSample(cursor))))) ++cursor;
+    if (cursor >= end) {
       if (traits_.preload && --preloading_threads_ == 0) StartTraining(now);
       return;
     }
-    const bool copy = cursor >= cache.copy_begin[static_cast<size_t>(j)];
-    const uint32_t idx = cache.fill[cursor++];
-    const int64_t sample = cache.samples[idx];
+    const bool copy = cursor >= cache.copy_begin(static_cast<size_t>(j));
+    const int64_t sample = cache.FillSample(cursor++);
+    const auto idx = static_cast<size_t>(cache.Find(sample));
     const int64_t size = w_.sizes[static_cast<size_t>(sample)];
     // A copy of a peer's staged sample comes from its class j over b_c.
     const Fetch fetch = copy ? Fetch{TransferSeconds(size, model_.PeerClassMbps(j)), kFromPeer}
@@ -927,7 +813,7 @@ class Engine {
     const double store = Store(size, j);
     if (fetch.job < 0) {
       const double seconds = fetch.seconds + store;
-      SetReady(cache, idx, now + seconds);
+      SetReady(cache, idx, now + seconds, now);
       Push(now + seconds, node, thread);
       return;
     }
@@ -956,10 +842,10 @@ class Engine {
       return;
     }
     n.flight.pop_front();
-    n.bytes_in_flight -= item.size;
-    n.bytes_by_source[item.source] += item.size;
+    n.bytes_in_flight -= item.size();
+    n.bytes_by_source[item.source()] += item.size();
     if (!traits_.on_demand) WakeIdle(n, node, now);
-    const double compute = Compute(item.size);
+    const double compute = Compute(item.size());
     n.batch_compute += compute;
     ++n.taken_in_batch;
     ++n.next_take;
@@ -1035,7 +921,7 @@ class Engine {
     for (size_t s = 0; s < holder_.size(); ++s) {
       const int h = holder_[s];
       if (h < 0) return;
-      const int j = caches_[static_cast<size_t>(h)].cls[holder_index_[s]];
+      const int j = caches_[static_cast<size_t>(h)].Class(holder_index_[s]);
       if (traits_.runtime_sources && !model_.PreferPeer(j)) return;
     }
     never_pfs_ = true;
@@ -1077,6 +963,9 @@ class Engine {
   // in the CPU's caches, and the nodes run on several threads.
   void RunDecomposed() {
     decomposed_ = true;
+    // CanDecompose: every copy is complete, so no ready time is needed any
+    // more (and the caches are only read from here on, by several threads).
+    for (NodeCache& c : caches_) c.SettleAll();
     while (!events_.empty()) {
       const Event e = events_.top();
       events_.pop();
@@ -1144,10 +1033,10 @@ class Engine {
       n.bytes_by_source.assign(byte_counts_.size(), 0);
       const NodeCache& c = caches_[static_cast<size_t>(i)];
       n.fill_cursor.assign(classes.size(), 0);
-      for (size_t j = 0; j + 1 < c.class_begin.size(); ++j) n.fill_cursor[j] = c.class_begin[j];
+      for (size_t j = 0; j < c.classes(); ++j) n.fill_cursor[j] = c.class_begin(j);
       for (uint32_t t = staging_threads_; t < thread_class_.size(); ++t) {
         const auto j = static_cast<size_t>(thread_class_[t]);
-        if (j + 1 < c.class_begin.size() && c.class_begin[j + 1] > c.class_begin[j]) {
+        if (j < c.classes() && c.class_begin(j + 1) > c.class_begin(j)) {
           Push(0, static_cast<uint32_t>(i), t);
           ++preloading_threads_;
         }
