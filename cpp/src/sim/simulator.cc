@@ -11,20 +11,18 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <queue>
-#include <unordered_map>
 #include <thread>
 
 #include "hdmlp/errors.h"
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/plan/placement.h"
+#include "hdmlp/sim/event_queue.h"
 #include "hdmlp/sim/node_cache.h"
 
 namespace hdmlp::sim {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr uint32_t kConsumer = 0xffffffffu;
 
 // Where a consumed sample came from, for the byte counts: 0 the PFS, 1 a
 // peer's class, 2 "ready" (lower_bound), 2 + j the node's own class j.
@@ -35,26 +33,9 @@ double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Events at the same time run in the order they were pushed, except that a
-// barrier's release of a consumer (seq with kRelease set) runs after every
-// other event at its time. So a node's events run in an order that depends
-// on its own events and the barrier's time alone, never on how another
-// node's events interleave with them: the decomposed loop (RunDecomposed)
-// relies on that to give the event-by-event loop's results exactly.
-constexpr uint64_t kRelease = uint64_t{1} << 63;
-
-struct Event {
-  double time;
-  uint64_t seq;
-  uint32_t node;
-  uint32_t thread;  // staging workers 0..p0-1, then prefetch threads; kConsumer
-  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
-};
-
 // A copy whose fill waits on a PFS read in flight (physical reading): its
 // ready time is known only when that read ends (PendingCopy).
 constexpr double kPendingTime = std::numeric_limits<double>::max();
-constexpr uint32_t kPfsDone = 0xfffffffeu;  // Event::thread of a PFS read's end (Event::node: its group)
 
 // Where a fetch got its bytes and when it ends: `seconds` after now, or,
 // with job >= 0, `seconds` after the end of that PFS read in flight.
@@ -112,6 +93,14 @@ struct InFlight {
   uint64_t size_and_source;  // the size in bytes << 8 | where it came from (kFromPfs, ...)
 };
 
+// A copy of the node's whose fill waits on PFS read `job`: complete `after`
+// seconds after it ends (a few per node at a time).
+struct PendingCopy {
+  uint32_t idx;
+  int32_t job;
+  double after;
+};
+
 struct NodeState {
   int64_t items_per_epoch = 0;
   int64_t total_items = 0;
@@ -128,6 +117,7 @@ struct NodeState {
   int64_t local_batch = 0;
   double batch_compute = 0;
   std::vector<uint8_t> on_pfs;         // per thread: its current read is a PFS stream
+  std::vector<PendingCopy> pending_copies;
   std::vector<uint32_t> fill_cursor;   // per class: next fill entry
   int claim_epoch = -1;
   std::optional<EpochOrder> claim_order;
@@ -135,7 +125,7 @@ struct NodeState {
   int64_t events = 0;                    // events of this node processed
   // Decomposed loop (RunDecomposed) only: the node's own event heap and
   // push counter, and its consumer's arrival at the barrier.
-  std::vector<Event> heap;
+  EventQueue heap;
   uint64_t seq = 0;
   bool arrived = false;
   double arrival = 0;
@@ -399,8 +389,7 @@ class Engine {
   void Push(double time, uint32_t node, uint32_t thread) {
     if (decomposed_) {
       NodeState& n = nodes_[node];
-      n.heap.push_back(Event{time, n.seq++, node, thread});
-      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+      n.heap.push(Event{time, n.seq++, node, thread});
       return;
     }
     events_.push(Event{time, seq_++, node, thread});
@@ -410,8 +399,7 @@ class Engine {
   void PushRelease(double time, uint32_t node) {
     if (decomposed_) {
       NodeState& n = nodes_[node];
-      n.heap.push_back(Event{time, n.seq++ | kRelease, node, kConsumer});
-      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+      n.heap.push(Event{time, n.seq++ | kRelease, node, kConsumer});
       return;
     }
     events_.push(Event{time, seq_++ | kRelease, node, kConsumer});
@@ -581,13 +569,17 @@ class Engine {
         const float r = RoundUpReady(time);
         cache.Settle(static_cast<size_t>(d.target), r);
         last_ready_ = std::max(last_ready_, static_cast<double>(r));
-        pending_copies_.erase(CopyKey(d.node, static_cast<uint32_t>(d.target)));
+        auto& pending = nodes_[d.node].pending_copies;
+        for (size_t k = 0; k < pending.size(); ++k) {
+          if (pending[k].idx != static_cast<uint32_t>(d.target)) continue;
+          pending[k] = pending.back();
+          pending.pop_back();
+          break;
+        }
         break;
       }
     }
   }
-
-  static uint64_t CopyKey(uint32_t node, uint32_t idx) { return (uint64_t{node} << 32) | idx; }
 
   // Copy `idx` of `node` is complete `offset` seconds after `fetch` ends.
   void SetReadyAfter(uint32_t node, NodeCache& cache, size_t idx, const Fetch& fetch, double offset, double now) {
@@ -600,14 +592,15 @@ class Engine {
     const double after = fetch.seconds + offset;
     jobs_[static_cast<size_t>(fetch.job)].dependents.push_back(
         Dependent{Dependent::kCopy, node, static_cast<int64_t>(idx), after});
-    pending_copies_[CopyKey(node, static_cast<uint32_t>(idx))] = {fetch.job, after};
+    nodes_[node].pending_copies.push_back(PendingCopy{static_cast<uint32_t>(idx), fetch.job, after});
   }
 
   // A read of a copy that is not complete: `extra` seconds after it is.
   Fetch AfterCopy(uint32_t node, uint32_t idx, float ready, double extra, uint8_t source, double now) {
     if (ready != kPendingReady) return {(ready - now) + extra, source};
-    const auto& [job, after] = pending_copies_.at(CopyKey(node, idx));
-    return {after + extra, source, job};
+    for (const PendingCopy& p : nodes_[node].pending_copies)
+      if (p.idx == idx) return {p.after + extra, source, p.job};
+    throw Error("simulator: a pending copy without its PFS read; a bug");
   }
 
   // `d` waits `seconds` after `fetch` (now + seconds when it has no job).
@@ -974,17 +967,15 @@ class Engine {
         continue;
       }
       NodeState& n = nodes_[e.node];
-      n.heap.push_back(e);
-      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+      n.heap.push(e);
     }
     for (NodeState& n : nodes_) n.seq = seq_;  // later pushes follow every earlier one
     const int64_t total = plan_.BatchesPerEpoch() * w_.epochs;
     auto run = [&](size_t i, bool until_arrival) {
       NodeState& n = nodes_[i];
       while (!n.heap.empty() && !(until_arrival && n.arrived)) {
-        std::pop_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
-        const Event e = n.heap.back();
-        n.heap.pop_back();
+        const Event e = n.heap.top();
+        n.heap.pop();
         ++n.events;
         Dispatch(e);
       }
@@ -1084,7 +1075,6 @@ class Engine {
   std::mutex assignments_mu_;
   std::vector<PfsJob> jobs_;            // by JobId (physical reading)
   std::vector<PfsGroup> pfs_groups_;    // by streams per node, q
-  std::unordered_map<uint64_t, std::pair<int32_t, double>> pending_copies_;  // CopyKey -> (job, after)
   std::vector<PfsTracePoint> trace_;
   double pfs_now_ = 0;
   uint64_t pfs_event_seq_ = 0;  // the seq of the PFS's pending end event (older ones are stale)  // the time the groups' clocks were last brought to
@@ -1103,7 +1093,7 @@ class Engine {
   std::vector<int> thread_class_;  // per thread id: 0 staging, j prefetching class j
   uint32_t staging_threads_ = 0;
   int64_t staging_capacity_ = 0;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  EventQueue events_;
   uint64_t seq_ = 0;
   int pfs_streams_ = 0;
   int pfs_nodes_ = 0;  // nodes with at least one PFS stream
