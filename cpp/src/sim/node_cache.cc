@@ -57,18 +57,8 @@ SampleSet::SampleSet(const std::vector<uint32_t>& sorted) : size_(sorted.size())
   density_ = static_cast<double>(sorted_.size()) / static_cast<double>(span);
 }
 
-int64_t SampleSet::Find(int64_t sample) const {
+int64_t SampleSet::FindInArray(int64_t sample) const {
   if (size_ == 0 || sample < 0) return -1;
-  if (!bits_.empty()) {
-    const auto s = static_cast<uint64_t>(sample);
-    const uint64_t word = s >> 6;
-    if (word >= bits_.size()) return -1;
-    const uint64_t w = bits_[word];
-    if (((w >> (s & 63)) & 1) == 0) return -1;
-    int64_t k = rank_[word >> 2];
-    for (uint64_t v = word & ~uint64_t{3}; v < word; ++v) k += Popcount(bits_[v]);
-    return k + Popcount(w & ((uint64_t{1} << (s & 63)) - 1));
-  }
   // The ids are a random subset of [0, F), so the interpolated position is
   // within about sqrt(n) of the right one: gallop from there, then search
   // the bracket. A few cache misses instead of a binary search's log2(n).

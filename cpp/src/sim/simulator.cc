@@ -464,10 +464,21 @@ class Engine {
     std::push_heap(g.ends.begin(), g.ends.end(), std::greater<PfsEnd>());
     ++g.live;
   }
-  // The job leaves group g: its entry goes stale.
+  // The job leaves group g: its entry goes stale. Stale entries are
+  // dropped when they reach the top, or all at once when they outnumber
+  // the live ones (a heap of 1024 nodes' regroups would otherwise grow far
+  // beyond the streams in flight). Live entries are distinct (one per job),
+  // so the heap's order, and the first end, do not depend on when.
   void RemoveEnd(PfsGroup& g, uint32_t job) {
     ++jobs_[job].version;
-    if (--g.live == 0) g.ends.clear();
+    if (--g.live == 0) {
+      g.ends.clear();
+    } else if (g.ends.size() > 2 * static_cast<size_t>(g.live) + 64) {
+      g.ends.erase(std::remove_if(g.ends.begin(), g.ends.end(),
+                                  [&](const PfsEnd& e) { return e.version != jobs_[e.job].version; }),
+                   g.ends.end());
+      std::make_heap(g.ends.begin(), g.ends.end(), std::greater<PfsEnd>());
+    }
   }
   // The group's first live end (g.live > 0); drops stale entries above it.
   const PfsEnd& FirstEnd(PfsGroup& g) {
@@ -791,14 +802,17 @@ class Engine {
     const int j = thread_class_[thread];
     uint32_t& cursor = n.fill_cursor[static_cast<size_t>(j)];
     const uint32_t end = cache.class_begin(static_cast<size_t>(j) + 1);
-    while (cursor < end && cache.Started(static_cast<size_t>(cache.Find(cache.FillSample(cursor))))) ++cursor;
+    size_t idx = 0;  // the copy at the cursor
+    for (; cursor < end; ++cursor) {
+      idx = static_cast<size_t>(cache.Find(cache.FillSample(cursor)));
+      if (!cache.Started(idx)) break;
+    }
     if (cursor >= end) {
       if (traits_.preload && --preloading_threads_ == 0) StartTraining(now);
       return;
     }
     const bool copy = cursor >= cache.copy_begin(static_cast<size_t>(j));
     const int64_t sample = cache.FillSample(cursor++);
-    const auto idx = static_cast<size_t>(cache.Find(sample));
     const int64_t size = w_.sizes[static_cast<size_t>(sample)];
     // A copy of a peer's staged sample comes from its class j over b_c.
     const Fetch fetch = copy ? Fetch{TransferSeconds(size, model_.PeerClassMbps(j)), kFromPeer}

@@ -57,7 +57,17 @@ class SampleSet {
 
   size_t size() const { return size_; }
   // The rank of `sample` among the members, or -1.
-  int64_t Find(int64_t sample) const;
+  int64_t Find(int64_t sample) const {
+    if (bits_.empty()) return FindInArray(sample);
+    const auto s = static_cast<uint64_t>(sample);
+    const uint64_t word = s >> 6;
+    if (sample < 0 || word >= bits_.size()) return -1;
+    const uint64_t w = bits_[word];
+    if (((w >> (s & 63)) & 1) == 0) return -1;
+    int64_t k = rank_[word >> 2];
+    for (uint64_t v = word & ~uint64_t{3}; v < word; ++v) k += __builtin_popcountll(bits_[v]);
+    return k + __builtin_popcountll(w & ((uint64_t{1} << (s & 63)) - 1));
+  }
   // Calls f(sample, rank) for every member, ascending.
   template <typename F>
   void ForEach(F&& f) const {
@@ -72,6 +82,8 @@ class SampleSet {
   }
 
  private:
+  int64_t FindInArray(int64_t sample) const;
+
   size_t size_ = 0;
   // Bitmap form: bit s of bits_ is set for a member s; rank_[b] counts the
   // members below 256 * b.
