@@ -18,6 +18,7 @@
 #include "hdmlp/plan/placement.h"
 #include "hdmlp/sim/event_queue.h"
 #include "hdmlp/sim/node_cache.h"
+#include "hdmlp/sim/pfs_sharing.h"
 
 namespace hdmlp::sim {
 namespace {
@@ -53,35 +54,6 @@ struct Dependent {
   double offset;
 };
 
-// One PFS read in flight (physical reading). All streams of nodes with q
-// streams each read at the same rate, min(b_fs/q, t(g)/g), so they share
-// a virtual clock (PfsGroup): a read ends when its group's clock reaches
-// v_end, and a change of g or q moves no end but the groups' next ones.
-struct PfsJob {
-  double v_end = 0;
-  int group = 0;          // q of its node when it was last put into a group
-  uint32_t version = 0;   // its entry in a group's heap with another version is stale
-  std::vector<Dependent> dependents;
-};
-
-// A read's entry in its group's heap of ends (a min-heap on (v_end, job)).
-struct PfsEnd {
-  double v_end;
-  uint32_t job;
-  uint32_t version;
-  bool operator>(const PfsEnd& o) const { return v_end != o.v_end ? v_end > o.v_end : job > o.job; }
-};
-
-struct PfsGroup {
-  double clock = 0;  // bytes each of its streams has read since the group began
-  double rate = 0;   // bytes/s of each stream now
-  double since = 0;  // simulated time of `clock`
-  // Its reads' ends, plus stale entries of reads that moved to another
-  // group or ended (dropped when they reach the top): a regroup is a push.
-  std::vector<PfsEnd> ends;
-  int live = 0;  // reads in the group
-};
-
 // An item claimed and not yet taken: 16 bytes (the staging buffers of a
 // large job hold millions).
 struct InFlight {
@@ -112,11 +84,9 @@ struct NodeState {
   std::vector<uint32_t> idle_workers;
   bool consumer_waiting = false;
   bool consumer_blocked = false;  // waits for the ready time of the next item (a PFS read in flight)
-  int pfs_streams = 0;
   int64_t taken_in_batch = 0;
   int64_t local_batch = 0;
   double batch_compute = 0;
-  std::vector<uint8_t> on_pfs;         // per thread: its current read is a PFS stream
   std::vector<PendingCopy> pending_copies;
   std::vector<uint32_t> fill_cursor;   // per class: next fill entry
   int claim_epoch = -1;
@@ -424,139 +394,21 @@ class Engine {
   Fetch PfsRead(uint32_t node, uint32_t thread, int64_t size, double now) {
     if (decomposed_)  // CanDecompose ruled this out: shared state in the decomposed loop
       throw Error("simulator: a PFS read in the decomposed loop; a bug (run with decompose = false)");
-    NodeState& n = nodes_[node];
     pfs_read_bytes_ += size;
-    if (thesis_) {
-      if (n.pfs_streams++ == 0) ++pfs_nodes_;
-      ++pfs_streams_;
-      n.on_pfs[thread] = 1;
-      return {TransferSeconds(size, model_.ThesisPfsMbps(pfs_nodes_)), kFromPfs};
-    }
+    if (thesis_) return {TransferSeconds(size, model_.ThesisPfsMbps(pfs_->StartFixed(node, thread))), kFromPfs};
     if (!(model_.PfsStreamMbps(1, 1) < kInf)) return {0, kFromPfs};  // an unlimited PFS
-    AdvancePfs(now);
-    const uint32_t job = JobId(node, thread);
-    RegroupNode(n, node, n.pfs_streams, n.pfs_streams + 1);
-    if (n.pfs_streams++ == 0) ++pfs_nodes_;
-    ++pfs_streams_;
-    n.on_pfs[thread] = 1;
-    PfsGroup& g = PfsGroupOf(n.pfs_streams);
-    jobs_[job].group = n.pfs_streams;
-    jobs_[job].v_end = g.clock + static_cast<double>(size);
-    jobs_[job].dependents.clear();
-    AddEnd(g, job);
-    ReschedulePfs(now);
+    const uint32_t job = pfs_->StartShared(node, thread, size, now);
+    dependents_[job].clear();
     return {0, kFromPfs, static_cast<int32_t>(job)};
   }
 
-  uint32_t JobId(uint32_t node, uint32_t thread) const {
-    return node * static_cast<uint32_t>(thread_class_.size()) + thread;
-  }
-  PfsGroup& PfsGroupOf(int q) {
-    while (pfs_groups_.size() <= static_cast<size_t>(q)) {
-      pfs_groups_.emplace_back();
-      pfs_groups_.back().since = pfs_now_;
-    }
-    return pfs_groups_[static_cast<size_t>(q)];
-  }
-
-  void AddEnd(PfsGroup& g, uint32_t job) {
-    g.ends.push_back(PfsEnd{jobs_[job].v_end, job, jobs_[job].version});
-    std::push_heap(g.ends.begin(), g.ends.end(), std::greater<PfsEnd>());
-    ++g.live;
-  }
-  // The job leaves group g: its entry goes stale. Stale entries are
-  // dropped when they reach the top, or all at once when they outnumber
-  // the live ones (a heap of 1024 nodes' regroups would otherwise grow far
-  // beyond the streams in flight). Live entries are distinct (one per job),
-  // so the heap's order, and the first end, do not depend on when.
-  void RemoveEnd(PfsGroup& g, uint32_t job) {
-    ++jobs_[job].version;
-    if (--g.live == 0) {
-      g.ends.clear();
-    } else if (g.ends.size() > 2 * static_cast<size_t>(g.live) + 64) {
-      g.ends.erase(std::remove_if(g.ends.begin(), g.ends.end(),
-                                  [&](const PfsEnd& e) { return e.version != jobs_[e.job].version; }),
-                   g.ends.end());
-      std::make_heap(g.ends.begin(), g.ends.end(), std::greater<PfsEnd>());
-    }
-  }
-  // The group's first live end (g.live > 0); drops stale entries above it.
-  const PfsEnd& FirstEnd(PfsGroup& g) {
-    while (g.ends.front().version != jobs_[g.ends.front().job].version) {
-      std::pop_heap(g.ends.begin(), g.ends.end(), std::greater<PfsEnd>());
-      g.ends.pop_back();
-    }
-    return g.ends.front();
-  }
-
-  // Brings every group's clock to `now` at the rates so far.
-  void AdvancePfs(double now) {
-    pfs_now_ = now;
-    for (PfsGroup& g : pfs_groups_) {
-      if (g.live > 0) g.clock += (now - g.since) * g.rate;
-      g.since = now;
-    }
-  }
-
-  // Node's streams move from group `from` to `to` (its stream count
-  // changes), keeping the bytes each has left.
-  void RegroupNode(NodeState& n, uint32_t node, int from, int to) {
-    if (from == 0) return;
-    PfsGroupOf(std::max(from, to));  // grows the groups where needed
-    PfsGroup& src = pfs_groups_[static_cast<size_t>(from)];
-    PfsGroup& b = pfs_groups_[static_cast<size_t>(to)];
-    for (uint32_t t = 0; t < n.on_pfs.size(); ++t) {
-      if (!n.on_pfs[t]) continue;
-      PfsJob& job = jobs_[JobId(node, t)];
-      RemoveEnd(src, JobId(node, t));
-      const double left = job.v_end - src.clock;
-      job.v_end = b.clock + left;
-      job.group = to;
-      AddEnd(b, JobId(node, t));
-    }
-  }
-
-  // New rates for the streams now reading, and one event for the first
-  // read to end (earlier events are stale).
-  void ReschedulePfs(double now) {
-    double aggregate = 0;
-    double first = kInf;
-    uint32_t first_group = 0;
-    for (size_t q = 1; q < pfs_groups_.size(); ++q) {
-      PfsGroup& g = pfs_groups_[q];
-      if (g.live == 0) continue;
-      g.rate = model_.PfsStreamMbps(pfs_streams_, static_cast<int>(q)) * 1e6;
-      aggregate += g.rate * static_cast<double>(g.live);
-      const double end = now + std::max(0.0, FirstEnd(g).v_end - g.clock) / g.rate;
-      if (end < first) {
-        first = end;
-        first_group = static_cast<uint32_t>(q);
-      }
-    }
-    if (first_group != 0) {
-      pfs_event_seq_ = seq_;
-      Push(first, first_group, kPfsDone);
-    }
-    if (options_.trace_pfs) trace_.push_back(PfsTracePoint{now, pfs_streams_, aggregate / 1e6});
-  }
-
-  // The PFS's next end: group q's first read is done.
-  void PfsGroupDone(uint32_t q, uint64_t seq, double now) {
-    PfsGroup& g = pfs_groups_[q];
-    if (seq != pfs_event_seq_ || g.live == 0) return;  // stale: the rates changed since
-    AdvancePfs(now);
-    const uint32_t job = FirstEnd(g).job;
-    RemoveEnd(g, job);
-    const uint32_t node = job / static_cast<uint32_t>(thread_class_.size());
-    const uint32_t thread = job % static_cast<uint32_t>(thread_class_.size());
-    NodeState& n = nodes_[node];
-    n.on_pfs[thread] = 0;
-    RegroupNode(n, node, n.pfs_streams, n.pfs_streams - 1);
-    if (--n.pfs_streams == 0) --pfs_nodes_;
-    --pfs_streams_;
-    ReschedulePfs(now);
-    std::vector<Dependent> dependents = std::move(jobs_[job].dependents);
-    jobs_[job].dependents.clear();
+  // A PFS end event: the read that ended (if the event is not stale) lets
+  // what waited for it go on.
+  void PfsEnded(uint32_t group, uint64_t seq, double now) {
+    const int64_t job = pfs_->OnEndEvent(group, seq, now);
+    if (job < 0) return;
+    std::vector<Dependent> dependents = std::move(dependents_[static_cast<size_t>(job)]);
+    dependents_[static_cast<size_t>(job)].clear();
     for (const Dependent& d : dependents) Resolve(d, now + d.offset);
   }
 
@@ -601,7 +453,7 @@ class Engine {
     cache.Start(idx, kPendingReady, now);
     --unfilled_copies_;
     const double after = fetch.seconds + offset;
-    jobs_[static_cast<size_t>(fetch.job)].dependents.push_back(
+    dependents_[static_cast<size_t>(fetch.job)].push_back(
         Dependent{Dependent::kCopy, node, static_cast<int64_t>(idx), after});
     nodes_[node].pending_copies.push_back(PendingCopy{static_cast<uint32_t>(idx), fetch.job, after});
   }
@@ -621,7 +473,7 @@ class Engine {
       return;
     }
     d.offset += fetch.seconds;
-    jobs_[static_cast<size_t>(fetch.job)].dependents.push_back(d);
+    dependents_[static_cast<size_t>(fetch.job)].push_back(d);
   }
 
   // Fetching a sample the node does not hold: from its holder's class
@@ -739,11 +591,8 @@ class Engine {
     return Remote(node, thread, sample, size, now);
   }
 
-  void EndRead(NodeState& n, uint32_t thread) {
-    if (!thesis_ || !n.on_pfs[thread]) return;  // physical: PfsGroupDone ends the stream
-    n.on_pfs[thread] = 0;
-    if (--n.pfs_streams == 0) --pfs_nodes_;
-    --pfs_streams_;
+  void EndRead(uint32_t node, uint32_t thread) {
+    if (thesis_) pfs_->EndFixed(node, thread);  // physical: PfsEnded ends the stream
   }
 
   // Wakes one idle staging worker if it could claim the next item now; a
@@ -764,7 +613,7 @@ class Engine {
 
   void StagingWorker(uint32_t node, uint32_t thread, double now) {
     NodeState& n = nodes_[node];
-    EndRead(n, thread);
+    EndRead(node, thread);
     if (n.next_claim >= n.total_items) return;
     if (traits_.on_demand && !(n.consumer_waiting && n.next_claim == n.next_take)) {
       n.idle_workers.push_back(thread);
@@ -797,7 +646,7 @@ class Engine {
 
   void PrefetchThread(uint32_t node, uint32_t thread, double now) {
     NodeState& n = nodes_[node];
-    EndRead(n, thread);
+    EndRead(node, thread);
     NodeCache& cache = caches_[node];
     const int j = thread_class_[thread];
     uint32_t& cursor = n.fill_cursor[static_cast<size_t>(j)];
@@ -901,7 +750,7 @@ class Engine {
 
   void Dispatch(const Event& e) {
     if (e.thread == kPfsDone) {
-      PfsGroupDone(e.node, e.seq, e.time);
+      PfsEnded(e.node, e.seq, e.time);
     } else if (e.thread == kConsumer) {
       Consumer(e.node, e.time);
     } else if (e.thread < staging_threads_) {
@@ -916,7 +765,7 @@ class Engine {
   // and peers' copies are only read, each read at its class's rate), no PFS
   // stream is in flight, and no later read can go to the PFS (never_pfs_).
   bool CanDecompose(double now) const {
-    return never_pfs_ && unfilled_copies_ == 0 && last_ready_ <= now && pfs_streams_ == 0;
+    return never_pfs_ && unfilled_copies_ == 0 && last_ready_ <= now && pfs_->streams() == 0;
   }
 
   // No read can ever go to the PFS once every copy is filled: every sample
@@ -1028,13 +877,18 @@ class Engine {
       for (size_t j = 1; j < classes.size(); ++j)
         for (int k = 0; k < classes[j].threads; ++k) thread_class_.push_back(static_cast<int>(j));
     nodes_.resize(static_cast<size_t>(w_.nodes));
-    if (!thesis_) jobs_.resize(static_cast<size_t>(w_.nodes) * thread_class_.size());
+    pfs_.emplace(model_, w_.nodes, static_cast<int>(thread_class_.size()), options_.trace_pfs,
+                 [this](double time, uint32_t group) {
+                   const uint64_t seq = seq_;
+                   Push(time, group, kPfsDone);
+                   return seq;
+                 });
+    if (!thesis_) dependents_.resize(static_cast<size_t>(w_.nodes) * thread_class_.size());
     for (int i = 0; i < w_.nodes; ++i) {
       NodeState& n = nodes_[static_cast<size_t>(i)];
       n.items_per_epoch = plan_.RankEpochSize(i);
       n.total_items = n.items_per_epoch * w_.epochs;
       n.local_batch = plan_.LocalBatchSize(i, 0);
-      n.on_pfs.assign(thread_class_.size(), 0);
       n.bytes_by_source.assign(byte_counts_.size(), 0);
       const NodeCache& c = caches_[static_cast<size_t>(i)];
       n.fill_cursor.assign(classes.size(), 0);
@@ -1071,7 +925,7 @@ class Engine {
     r.compute_seconds = compute_seconds_;
     r.startup_seconds = traits_.preload ? startup_ : 0;
     r.decomposed_batches = decomposed_batches_;
-    r.pfs_trace = std::move(trace_);
+    r.pfs_trace = pfs_->TakeTrace();
   }
 
   const Workload& w_;
@@ -1087,11 +941,8 @@ class Engine {
   std::vector<uint32_t> holder_index_; // per sample: its index in the holder's cache
   std::map<int, std::vector<uint32_t>> assignments_;
   std::mutex assignments_mu_;
-  std::vector<PfsJob> jobs_;            // by JobId (physical reading)
-  std::vector<PfsGroup> pfs_groups_;    // by streams per node, q
-  std::vector<PfsTracePoint> trace_;
-  double pfs_now_ = 0;
-  uint64_t pfs_event_seq_ = 0;  // the seq of the PFS's pending end event (older ones are stale)  // the time the groups' clocks were last brought to
+  std::optional<PfsSharing> pfs_;
+  std::vector<std::vector<Dependent>> dependents_;  // by PFS job id: what waits for the read in flight
   int64_t dropped_events_ = 0;  // stale PFS end events left when the loop decomposed
   // Per node: the class holding every sample it reads, where one does
   // (0: none, or reads that need a lookup).
@@ -1109,8 +960,6 @@ class Engine {
   int64_t staging_capacity_ = 0;
   EventQueue events_;
   uint64_t seq_ = 0;
-  int pfs_streams_ = 0;
-  int pfs_nodes_ = 0;  // nodes with at least one PFS stream
   int64_t pfs_read_bytes_ = 0;
   std::vector<int64_t> byte_counts_;
   int preloading_threads_ = 0;
