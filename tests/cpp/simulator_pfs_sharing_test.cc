@@ -127,21 +127,22 @@ TEST(SimulatorPfsSharingTest, ReadsSlowDownWhenOthersStart) {
   ExpectNeverAboveTheTable(config, r, "two reads");
 }
 
-// PfsSharing on its own against a direct processor-sharing computation: 512
-// reads (128 nodes x 4 threads, one read each) start at random times with
+// PfsSharing on its own against a direct processor-sharing computation:
+// 1024 reads (64 nodes x 16 threads, one read each) start at random times with
 // random sizes; at every start or end every stream's rate is recomputed
 // from the table and its remaining bytes advanced. Every read must end at
 // the same time (up to rounding), and the model must ignore its stale end
-// events. The many regroups of 128 nodes also exercise the compaction of a
-// group's heap of ends.
+// events. A node's every start and end moves its other streams to another
+// group, so the groups' heaps of ends fill with stale entries and are
+// compacted (many times, in this case) on the way.
 TEST(SimulatorPfsSharingTest, GroupClocksMatchDirectProcessorSharing) {
   const Config config = Config::LoadString(
       "b_c = 10000; b_fs = 150;\n"
-      "storage_classes = ( { capacity = 8; threads = 4; } );\n"
+      "storage_classes = ( { capacity = 8; threads = 16; } );\n"
       "pfs_bandwidth = ( { processes = 1; bw = 66; }, { processes = 16; bw = 900; },\n"
       "                  { processes = 256; bw = 3000; } );\n",
       "sharing.cfg");
-  constexpr int kNodes = 128, kThreads = 4;
+  constexpr int kNodes = 64, kThreads = 16;
   const PerformanceModel model(config, kNodes);
   struct Read {
     uint32_t node, thread;
@@ -156,7 +157,7 @@ TEST(SimulatorPfsSharingTest, GroupClocksMatchDirectProcessorSharing) {
   };
   for (uint32_t i = 0; i < kNodes; ++i)
     for (uint32_t t = 0; t < kThreads; ++t)
-      reads.push_back(Read{i, t, next() * 2.0, static_cast<int64_t>(1e5 + next() * 4e6)});
+      reads.push_back(Read{i, t, next() * 0.2, static_cast<int64_t>(1e5 + next() * 4e6)});
   std::sort(reads.begin(), reads.end(), [](const Read& a, const Read& b) { return a.start < b.start; });
 
   // The model, driven by its own scheduled events, delivered in time order
