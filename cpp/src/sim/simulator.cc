@@ -202,8 +202,11 @@ class Engine {
     if (traits_.cache != CacheRule::kNone) decompose_threads_ = threads;
     CachePlan plan = sim::PlanCaches(plan_, w_, traits_, model_, options_, threads);
     caches_ = std::move(plan.caches);
-    holder_ = std::move(plan.holder);
-    holder_index_ = std::move(plan.holder_index);
+    // Node and index side by side: a peer read costs one cache miss for both.
+    holder_.resize(plan.holder.size());
+    for (size_t k = 0; k < plan.holder.size(); ++k) holder_[k] = Holder{plan.holder[k], plan.holder_index[k]};
+    plan.holder = {};
+    plan.holder_index = {};
     if (traits_.cache == CacheRule::kNone) return;
     const std::vector<uint8_t>& every_read = plan.caches_every_read;
     for (const NodeCache& c : caches_) unfilled_copies_ += static_cast<int64_t>(c.size());
@@ -340,10 +343,11 @@ class Engine {
   // (a peer) where the policy reads peers, else from the PFS.
   Fetch Remote(int node, uint32_t thread, int64_t sample, int64_t size, double now) {
     if (traits_.peers) {
-      const int h = holder_[static_cast<size_t>(sample)];
+      const Holder holder = holder_[static_cast<size_t>(sample)];
+      const int h = holder.node;
       if (h >= 0 && h != node) {
         NodeCache& peer = caches_[static_cast<size_t>(h)];
-        const uint32_t idx = holder_index_[static_cast<size_t>(sample)];
+        const uint32_t idx = holder.index;
         const int j = peer.Class(idx);
         if (!traits_.runtime_sources || model_.PreferPeer(j)) {
           const double link = TransferSeconds(size, model_.PeerClassMbps(j));
@@ -399,7 +403,7 @@ class Engine {
       auto has_room = [&](int i) { return used[static_cast<size_t>(i)] < slices[static_cast<size_t>(i)].size; };
       for (int64_t p = plan_.GlobalBatchBegin(h); p < plan_.GlobalBatchEnd(h); ++p) {
         const auto s = static_cast<uint32_t>(perm.At(static_cast<uint64_t>(p)));
-        const int owner = holder_[s];
+        const int owner = holder_[s].node;
         if (owner >= 0 && has_room(owner)) {
           place(owner, s);
         } else {
@@ -635,9 +639,9 @@ class Engine {
     never_pfs_ = std::all_of(caches_every_read.begin(), caches_every_read.end(), [](uint8_t b) { return b != 0; });
     if (never_pfs_ || !traits_.peers || holder_.empty()) return;
     for (size_t s = 0; s < holder_.size(); ++s) {
-      const int h = holder_[s];
+      const int h = holder_[s].node;
       if (h < 0) return;
-      const int j = caches_[static_cast<size_t>(h)].Class(holder_index_[s]);
+      const int j = caches_[static_cast<size_t>(h)].Class(holder_[s].index);
       if (traits_.runtime_sources && !model_.PreferPeer(j)) return;
     }
     never_pfs_ = true;
@@ -797,8 +801,11 @@ class Engine {
   SimulationOptions options_;
 
   std::vector<NodeCache> caches_;
-  std::vector<int32_t> holder_;        // per sample: the node whose copy peers read, or -1
-  std::vector<uint32_t> holder_index_; // per sample: its index in the holder's cache
+  struct Holder {
+    int32_t node;    // the node whose copy peers read, or -1
+    uint32_t index;  // the copy's index in that node's cache
+  };
+  std::vector<Holder> holder_;  // per sample (policies with peers or locality batches)
   std::map<int, std::vector<uint32_t>> assignments_;
   std::mutex assignments_mu_;
   std::optional<PfsSharing> pfs_;
