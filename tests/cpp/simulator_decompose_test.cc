@@ -10,6 +10,7 @@
 #include "hdmlp/sim/model.h"
 #include "hdmlp/sim/policy.h"
 #include "hdmlp/sim/simulator.h"
+#include "simulator_test_util.h"
 
 namespace hdmlp::sim {
 namespace {
@@ -30,28 +31,7 @@ Config FitsConfig(int ram_mb, int ssd_mb) {
 }
 
 Workload Job(int nodes, int64_t samples, int epochs, bool equal_sizes) {
-  Workload w;
-  w.nodes = nodes;
-  w.sizes = equal_sizes ? std::vector<int64_t>(static_cast<size_t>(samples), 110000)
-                        : NormalSampleSizes(samples, 0.11, 0.05, 3);
-  w.batch_size = 8 * nodes;
-  w.epochs = epochs;
-  w.compute_mbps = 130;
-  w.seed = 11;
-  return w;
-}
-
-void ExpectSame(const SimulationResult& fast, const SimulationResult& slow, const std::string& what) {
-  SCOPED_TRACE(what);
-  EXPECT_EQ(fast.seconds, slow.seconds);  // exactly: the same additions in the same order
-  EXPECT_EQ(fast.epoch_seconds, slow.epoch_seconds);
-  EXPECT_EQ(fast.compute_seconds, slow.compute_seconds);
-  EXPECT_EQ(fast.startup_seconds, slow.startup_seconds);
-  EXPECT_EQ(fast.bytes, slow.bytes);
-  EXPECT_EQ(fast.pfs_read_bytes, slow.pfs_read_bytes);
-  EXPECT_EQ(fast.cached_samples, slow.cached_samples);
-  EXPECT_EQ(fast.events, slow.events);
-  EXPECT_EQ(slow.decomposed_batches, 0);
+  return testing::SimulatedJob(nodes, samples, epochs, equal_sizes, {0.11, 0.05, 3}, 130, 11);
 }
 
 SimulationResult SimulateWith(const Config& c, const Workload& w, Policy p, Reading reading, bool decompose, int threads) {
@@ -88,7 +68,8 @@ TEST(SimulatorDecomposeTest, SameResultsAsEventByEvent) {
         const SimulationResult slow = SimulateWith(config, w, p, reading, false, 1);
         for (int threads : {1, 2}) {
           const SimulationResult fast = SimulateWith(config, w, p, reading, true, threads);
-          ExpectSame(fast, slow, what + " threads=" + std::to_string(threads));
+          testing::ExpectSameResults(fast, slow, what + " threads=" + std::to_string(threads));
+          EXPECT_EQ(slow.decomposed_batches, 0);
           if (fast.decomposed_batches > 0) ++decomposed_runs;
         }
       }

@@ -3,13 +3,19 @@
 // one node or nodes, and a read's remaining time changes whenever g does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <queue>
 #include <string>
 #include <vector>
 
 #include "hdmlp/config/config.h"
 #include "hdmlp/sim/model.h"
+#include "hdmlp/sim/pfs_sharing.h"
 #include "hdmlp/sim/policy.h"
 #include "hdmlp/sim/simulator.h"
+#include "simulator_test_util.h"
 
 namespace hdmlp::sim {
 namespace {
@@ -32,15 +38,7 @@ Config Cluster(int staging_threads, double ram_mb) {
 }
 
 Workload Job(int nodes, int64_t samples, int epochs, bool equal_sizes) {
-  Workload w;
-  w.nodes = nodes;
-  w.sizes = equal_sizes ? std::vector<int64_t>(static_cast<size_t>(samples), kMb)
-                        : NormalSampleSizes(samples, 1.0, 0.4, 5);
-  w.batch_size = 8 * nodes;
-  w.epochs = epochs;
-  w.compute_mbps = 400;
-  w.seed = 9;
-  return w;
+  return testing::SimulatedJob(nodes, samples, epochs, equal_sizes, {1.0, 0.4, 5}, 400, 9);
 }
 
 SimulationResult Traced(const Config& c, const Workload& w, Policy p) {
@@ -127,6 +125,115 @@ TEST(SimulatorPfsSharingTest, ReadsSlowDownWhenOthersStart) {
   const SimulationResult r = Traced(config, w, Policy::kStagingPool);
   EXPECT_NEAR(r.seconds, 0.4, 1e-6);
   ExpectNeverAboveTheTable(config, r, "two reads");
+}
+
+// PfsSharing on its own against a direct processor-sharing computation:
+// 1024 reads (64 nodes x 16 threads, one read each) start at random times with
+// random sizes; at every start or end every stream's rate is recomputed
+// from the table and its remaining bytes advanced. Every read must end at
+// the same time (up to rounding), and the model must ignore its stale end
+// events. A node's every start and end moves its other streams to another
+// group, so the groups' heaps of ends fill with stale entries and are
+// compacted (many times, in this case) on the way.
+TEST(SimulatorPfsSharingTest, GroupClocksMatchDirectProcessorSharing) {
+  const Config config = Config::LoadString(
+      "b_c = 10000; b_fs = 150;\n"
+      "storage_classes = ( { capacity = 8; threads = 16; } );\n"
+      "pfs_bandwidth = ( { processes = 1; bw = 66; }, { processes = 16; bw = 900; },\n"
+      "                  { processes = 256; bw = 3000; } );\n",
+      "sharing.cfg");
+  constexpr int kNodes = 64, kThreads = 16;
+  const PerformanceModel model(config, kNodes);
+  struct Read {
+    uint32_t node, thread;
+    double start;
+    int64_t bytes;
+  };
+  std::vector<Read> reads;
+  uint64_t state = 12345;
+  auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) / 9007199254740992.0;
+  };
+  for (uint32_t i = 0; i < kNodes; ++i)
+    for (uint32_t t = 0; t < kThreads; ++t)
+      reads.push_back(Read{i, t, next() * 0.2, static_cast<int64_t>(1e5 + next() * 4e6)});
+  std::sort(reads.begin(), reads.end(), [](const Read& a, const Read& b) { return a.start < b.start; });
+
+  // The model, driven by its own scheduled events, delivered in time order
+  // (stale ones included), as the simulator's event queue does.
+  struct Scheduled {
+    double time;
+    uint64_t seq;
+    uint32_t group;
+    bool operator>(const Scheduled& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+  };
+  std::priority_queue<Scheduled, std::vector<Scheduled>, std::greater<Scheduled>> events;
+  uint64_t seq = 0;
+  PfsSharing pfs(model, kNodes, kThreads, false, [&](double time, uint32_t group) {
+    events.push(Scheduled{time, seq, group});
+    return seq++;
+  });
+  std::vector<double> model_end(static_cast<size_t>(kNodes * kThreads), -1);
+  size_t started = 0;
+  int64_t stale = 0;
+  while (started < reads.size() || !events.empty()) {
+    if (started < reads.size() && (events.empty() || reads[started].start < events.top().time)) {
+      const Read& r = reads[started++];
+      pfs.StartShared(r.node, r.thread, r.bytes, r.start);
+      continue;
+    }
+    const Scheduled e = events.top();
+    events.pop();
+    const int64_t job = pfs.OnEndEvent(e.group, e.seq, e.time);
+    if (job < 0) {
+      ++stale;
+      continue;
+    }
+    ASSERT_EQ(model_end[static_cast<size_t>(job)], -1) << "a read ended twice";
+    model_end[static_cast<size_t>(job)] = e.time;
+  }
+  EXPECT_EQ(pfs.streams(), 0);
+  EXPECT_GT(stale, 0);
+
+  // Directly: every stream's remaining bytes, rates recomputed at each change.
+  std::vector<double> left(model_end.size(), 0), direct_end(model_end.size(), -1);
+  std::vector<int> node_streams(kNodes, 0);
+  std::vector<size_t> active;
+  double now = 0;
+  started = 0;
+  while (started < reads.size() || !active.empty()) {
+    int g = static_cast<int>(active.size());
+    double first = std::numeric_limits<double>::infinity();
+    for (size_t a : active) {
+      const double rate = model.PfsStreamMbps(g, node_streams[a / kThreads]) * 1e6;
+      first = std::min(first, now + left[a] / rate);
+    }
+    const bool start = started < reads.size() && reads[started].start < first;
+    const double until = start ? reads[started].start : first;
+    for (size_t a : active) left[a] -= (until - now) * model.PfsStreamMbps(g, node_streams[a / kThreads]) * 1e6;
+    now = until;
+    if (start) {
+      const Read& r = reads[started++];
+      const size_t job = r.node * kThreads + r.thread;
+      left[job] = static_cast<double>(r.bytes);
+      active.push_back(job);
+      ++node_streams[r.node];
+      continue;
+    }
+    for (size_t k = 0; k < active.size(); ++k) {
+      const size_t a = active[k];
+      if (left[a] > 1e-6 * 4e6) continue;
+      direct_end[a] = now;
+      --node_streams[a / kThreads];
+      active.erase(active.begin() + static_cast<std::ptrdiff_t>(k));
+      break;
+    }
+  }
+  for (size_t job = 0; job < model_end.size(); ++job) {
+    ASSERT_GE(model_end[job], 0) << "read " << job << " never ended";
+    EXPECT_NEAR(model_end[job], direct_end[job], 1e-9 * std::max(1.0, direct_end[job])) << "read " << job;
+  }
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "hdmlp/sim/simulator.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -11,28 +10,19 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <queue>
-#include <unordered_map>
 #include <thread>
 
 #include "hdmlp/errors.h"
 #include "hdmlp/plan/access_plan.h"
-#include "hdmlp/plan/placement.h"
+#include "hdmlp/sim/cache_plan.h"
+#include "hdmlp/sim/event_queue.h"
+#include "hdmlp/sim/node_cache.h"
+#include "hdmlp/sim/pfs_sharing.h"
 
 namespace hdmlp::sim {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr float kEmpty = std::numeric_limits<float>::infinity();
-constexpr uint32_t kConsumer = 0xffffffffu;
-
-// Ready times of cached copies are kept as floats (4 bytes per copy); rounding
-// up never lets a copy be read before it is complete.
-float RoundUp(double t) {
-  float f = static_cast<float>(t);
-  if (static_cast<double>(f) < t) f = std::nextafter(f, kEmpty);
-  return f;
-}
 
 // Where a consumed sample came from, for the byte counts: 0 the PFS, 1 a
 // peer's class, 2 "ready" (lower_bound), 2 + j the node's own class j.
@@ -43,135 +33,9 @@ double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// One node's cached copies: 13 bytes each (sample, class, ready time, and
-// its position in its class's fill order).
-struct NodeCache {
-  std::vector<uint32_t> samples;      // sorted by sample id
-  std::vector<uint8_t> cls;           // class of samples[k]
-  std::vector<float> ready;           // when the copy is complete; kEmpty: not yet started
-  std::vector<uint32_t> fill;         // indexes into samples, class by class, each in fill order
-  std::vector<uint32_t> class_begin;  // class j's fill entries: [class_begin[j], class_begin[j + 1])
-  std::vector<uint32_t> copy_begin;   // class j's fill entries from copy_begin[j] on are copied from peers
-
-  // The index of `sample`, or -1. A cache's sample ids are a random subset
-  // of [0, F), so the interpolated position is within about sqrt(n) of the
-  // right one: gallop from there, then search the bracket. A few cache
-  // misses instead of a binary search's log2(n) over the whole array.
-  int64_t Find(int64_t sample) const {
-    const size_t n = samples.size();
-    if (n == 0) return -1;
-    const auto s = static_cast<uint32_t>(sample);
-    const size_t guess = std::min(n - 1, static_cast<size_t>(static_cast<double>(s) * density));
-    size_t lo = 0, hi = n;  // samples[lo, hi) holds s if anything does
-    if (samples[guess] == s) return static_cast<int64_t>(guess);
-    if (samples[guess] < s) {
-      size_t step = 1;
-      lo = guess + 1;
-      hi = std::min(n, lo + step);
-      while (hi < n && samples[hi - 1] < s) {
-        lo = hi;
-        step *= 2;
-        hi = std::min(n, lo + step);
-      }
-    } else {
-      size_t step = 1;
-      hi = guess;
-      lo = hi >= step ? hi - step : 0;
-      while (lo > 0 && samples[lo] > s) {
-        hi = lo;
-        step *= 2;
-        lo = hi >= step ? hi - step : 0;
-      }
-    }
-    auto it = std::lower_bound(samples.begin() + static_cast<std::ptrdiff_t>(lo),
-                               samples.begin() + static_cast<std::ptrdiff_t>(hi), s);
-    if (it == samples.begin() + static_cast<std::ptrdiff_t>(hi) || *it != s) return -1;
-    return it - samples.begin();
-  }
-  double density = 0;  // samples.size() / (largest sample id + 1)
-};
-
-// What a node caches: class_lists[j], class j's samples in fill order (j = 0
-// unused); the last copies[j] of them are copied from peers' storage.
-struct NodePlan {
-  std::vector<std::vector<int64_t>> class_lists;
-  std::vector<size_t> copies;
-  bool caches_every_read = false;  // every sample the node reads in the job is in its lists
-};
-
-// Sorts (sample, fill position) pairs by sample, a node's samples being
-// distinct: an LSD radix sort in 11-bit digits, a few times faster than a
-// comparison sort for the 10^5 copies of a node of a large job.
-void SortBySample(std::vector<std::pair<uint32_t, uint32_t>>& order) {
-  if (order.size() < 256) {
-    std::sort(order.begin(), order.end());
-    return;
-  }
-  uint32_t largest = 0;
-  for (const auto& p : order) largest = std::max(largest, p.first);
-  std::vector<std::pair<uint32_t, uint32_t>> buffer(order.size());
-  constexpr int kBits = 11;
-  constexpr uint32_t kMask = (1u << kBits) - 1;
-  for (int shift = 0; shift < 32 && (largest >> shift) != 0; shift += kBits) {
-    uint32_t count[kMask + 2] = {};
-    for (const auto& p : order) ++count[((p.first >> shift) & kMask) + 1];
-    for (uint32_t d = 1; d <= kMask + 1; ++d) count[d] += count[d - 1];
-    for (const auto& p : order) buffer[count[(p.first >> shift) & kMask]++] = p;
-    order.swap(buffer);
-  }
-}
-
-NodeCache BuildCache(const NodePlan& plan) {
-  const auto& class_lists = plan.class_lists;
-  NodeCache c;
-  std::vector<std::pair<uint32_t, uint32_t>> order;  // (sample, fill position)
-  c.class_begin.push_back(0);
-  for (size_t j = 0; j < class_lists.size(); ++j) {
-    c.class_begin.push_back(c.class_begin.back() + static_cast<uint32_t>(class_lists[j].size()));
-    for (int64_t s : class_lists[j]) {
-      order.emplace_back(static_cast<uint32_t>(s), static_cast<uint32_t>(order.size()));
-      c.cls.push_back(static_cast<uint8_t>(j));  // temporarily in fill order
-    }
-  }
-  SortBySample(order);
-  std::vector<uint8_t> cls_by_fill = std::move(c.cls);
-  c.samples.resize(order.size());
-  c.cls.resize(order.size());
-  c.fill.resize(order.size());
-  for (size_t k = 0; k < order.size(); ++k) {
-    c.samples[k] = order[k].first;
-    c.cls[k] = cls_by_fill[order[k].second];
-    c.fill[order[k].second] = static_cast<uint32_t>(k);
-  }
-  c.ready.assign(order.size(), kEmpty);
-  c.copy_begin.assign(class_lists.size(), 0);
-  for (size_t j = 0; j < class_lists.size(); ++j)
-    c.copy_begin[j] = c.class_begin[j + 1] - static_cast<uint32_t>(j < plan.copies.size() ? plan.copies[j] : 0);
-  if (!c.samples.empty()) c.density = static_cast<double>(c.samples.size()) / (static_cast<double>(c.samples.back()) + 1);
-  return c;
-}
-
-// Events at the same time run in the order they were pushed, except that a
-// barrier's release of a consumer (seq with kRelease set) runs after every
-// other event at its time. So a node's events run in an order that depends
-// on its own events and the barrier's time alone, never on how another
-// node's events interleave with them: the decomposed loop (RunDecomposed)
-// relies on that to give the event-by-event loop's results exactly.
-constexpr uint64_t kRelease = uint64_t{1} << 63;
-
-struct Event {
-  double time;
-  uint64_t seq;
-  uint32_t node;
-  uint32_t thread;  // staging workers 0..p0-1, then prefetch threads; kConsumer
-  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
-};
-
 // A copy whose fill waits on a PFS read in flight (physical reading): its
 // ready time is known only when that read ends (PendingCopy).
-constexpr float kPending = std::numeric_limits<float>::max();
 constexpr double kPendingTime = std::numeric_limits<double>::max();
-constexpr uint32_t kPfsDone = 0xfffffffeu;  // Event::thread of a PFS read's end (Event::node: its group)
 
 // Where a fetch got its bytes and when it ends: `seconds` after now, or,
 // with job >= 0, `seconds` after the end of that PFS read in flight.
@@ -189,39 +53,23 @@ struct Dependent {
   double offset;
 };
 
-// One PFS read in flight (physical reading). All streams of nodes with q
-// streams each read at the same rate, min(b_fs/q, t(g)/g), so they share
-// a virtual clock (PfsGroup): a read ends when its group's clock reaches
-// v_end, and a change of g or q moves no end but the groups' next ones.
-struct PfsJob {
-  double v_end = 0;
-  int group = 0;          // q of its node when it was last put into a group
-  uint32_t version = 0;   // its entry in a group's heap with another version is stale
-  std::vector<Dependent> dependents;
-};
-
-// A read's entry in its group's heap of ends (a min-heap on (v_end, job)).
-struct PfsEnd {
-  double v_end;
-  uint32_t job;
-  uint32_t version;
-  bool operator>(const PfsEnd& o) const { return v_end != o.v_end ? v_end > o.v_end : job > o.job; }
-};
-
-struct PfsGroup {
-  double clock = 0;  // bytes each of its streams has read since the group began
-  double rate = 0;   // bytes/s of each stream now
-  double since = 0;  // simulated time of `clock`
-  // Its reads' ends, plus stale entries of reads that moved to another
-  // group or ended (dropped when they reach the top): a regroup is a push.
-  std::vector<PfsEnd> ends;
-  int live = 0;  // reads in the group
-};
-
+// An item claimed and not yet taken: 16 bytes (the staging buffers of a
+// large job hold millions).
 struct InFlight {
+  InFlight(double ready_time, int64_t size, uint8_t source)
+      : ready(ready_time), size_and_source((static_cast<uint64_t>(size) << 8) | source) {}
+  int64_t size() const { return static_cast<int64_t>(size_and_source >> 8); }
+  uint8_t source() const { return static_cast<uint8_t>(size_and_source & 0xff); }
   double ready;
-  int64_t size;
-  uint8_t source;
+  uint64_t size_and_source;  // the size in bytes << 8 | where it came from (kFromPfs, ...)
+};
+
+// A copy of the node's whose fill waits on PFS read `job`: complete `after`
+// seconds after it ends (a few per node at a time).
+struct PendingCopy {
+  uint32_t idx;
+  int32_t job;
+  double after;
 };
 
 struct NodeState {
@@ -235,11 +83,10 @@ struct NodeState {
   std::vector<uint32_t> idle_workers;
   bool consumer_waiting = false;
   bool consumer_blocked = false;  // waits for the ready time of the next item (a PFS read in flight)
-  int pfs_streams = 0;
   int64_t taken_in_batch = 0;
   int64_t local_batch = 0;
   double batch_compute = 0;
-  std::vector<uint8_t> on_pfs;         // per thread: its current read is a PFS stream
+  std::vector<PendingCopy> pending_copies;
   std::vector<uint32_t> fill_cursor;   // per class: next fill entry
   int claim_epoch = -1;
   std::optional<EpochOrder> claim_order;
@@ -247,7 +94,7 @@ struct NodeState {
   int64_t events = 0;                    // events of this node processed
   // Decomposed loop (RunDecomposed) only: the node's own event heap and
   // push counter, and its consumer's arrival at the barrier.
-  std::vector<Event> heap;
+  EventQueue heap;
   uint64_t seq = 0;
   bool arrived = false;
   double arrival = 0;
@@ -272,7 +119,7 @@ class Engine {
       const double t0 = Seconds();
       PlanCaches();
       r.planning_seconds = Seconds() - t0;
-      for (const NodeCache& c : caches_) r.cached_samples += static_cast<int64_t>(c.samples.size());
+      for (const NodeCache& c : caches_) r.cached_samples += static_cast<int64_t>(c.size());
       const double t1 = Seconds();
       RunEvents(r);
       r.simulation_seconds = Seconds() - t1;
@@ -346,165 +193,27 @@ class Engine {
     r.compute_seconds = r.seconds;
   }
 
-  // ---- cache plans ------------------------------------------------------
-
-  NodePlan PlanNode(int node) const {
-    const int num_classes = model_.num_classes();
-    NodePlan out;
-    out.copies.assign(static_cast<size_t>(num_classes), 0);
-    std::vector<std::vector<int64_t>>& lists = out.class_lists;
-    lists.resize(static_cast<size_t>(num_classes));
-    if (traits_.cache == CacheRule::kPlacement) {
-      std::vector<int64_t> capacities(static_cast<size_t>(num_classes), 0);
-      for (int j = 1; j < num_classes; ++j) {
-        // As the runtime (cache_hierarchy.cc): a class predicted slower than the PFS holds nothing.
-        capacities[static_cast<size_t>(j)] = model_.PreferClass(j) ? model_.CapacityBytes(j) : 0;
-      }
-      PlanningOptions planning;
-      planning.first_epoch_first = w_.nodes > 1;
-      planning.threads = w_.nodes > 1 ? 1 : options_.threads;
-      Placement p = PlanPlacement(plan_, node, w_.sizes, capacities, planning);
-      const CountWindow counted = CountedItems(plan_, node, planning);
-      out.caches_every_read = p.cached_samples() == p.rank_samples && p.rank_samples > 0 &&
-                              counted.end_item - counted.first_item == plan_.RankEpochSize(node) * w_.epochs;
-      lists = std::move(p.class_samples);
-      if (thesis_) {
-        // The thesis's FrequencyPrefetcher fills the most-read samples first
-        // (its prefetch order is by read count), so its prefetch threads and
-        // the staging workers, which go in read order, fetch different
-        // samples rather than the same ones in lockstep.
-        std::vector<uint16_t> count(w_.sizes.size(), 0);
-        for (int e = 0; e < w_.epochs; ++e) {
-          const EpochOrder order = plan_.Epoch(node, e);
-          for (int64_t j = 0, m = plan_.RankEpochSize(node); j < m; ++j) {
-            uint16_t& c = count[static_cast<size_t>(order.At(j))];
-            if (c < UINT16_MAX) ++c;
-          }
-        }
-        for (auto& list : lists)
-          std::stable_sort(list.begin(), list.end(), [&](int64_t a, int64_t b) {
-            return count[static_cast<size_t>(a)] > count[static_cast<size_t>(b)];
-          });
-      }
-      return out;
-    }
-    // The node's epoch-0 samples in read order, first fit into its classes.
-    std::vector<int64_t> left(static_cast<size_t>(num_classes), 0);
-    const auto& classes = model_.config().storage_classes;
-    bool has_storage = false;
-    for (int j = 1; j < num_classes; ++j) has_storage |= classes[static_cast<size_t>(j)].backend != "memory";
-    for (int j = 1; j < num_classes; ++j) {
-      const bool memory = classes[static_cast<size_t>(j)].backend == "memory";
-      const bool usable = traits_.cache == CacheRule::kShardAll ? true
-                          : traits_.cache == CacheRule::kShardStorage ? (!memory || !has_storage)
-                                                                       : memory;
-      left[static_cast<size_t>(j)] = usable ? model_.CapacityBytes(j) : 0;
-    }
-    const EpochOrder order = plan_.Epoch(node, 0);
-    const int64_t m = plan_.RankEpochSize(node);
-    int64_t placed = 0;
-    for (int64_t j = 0; j < m; ++j) {
-      const int64_t s = order.At(j);
-      const int64_t size = w_.sizes[static_cast<size_t>(s)];
-      for (int k = 1; k < num_classes; ++k) {
-        if (left[static_cast<size_t>(k)] >= size && left[static_cast<size_t>(k)] > 0) {
-          left[static_cast<size_t>(k)] -= size;
-          lists[static_cast<size_t>(k)].push_back(s);
-          ++placed;
-          break;
-        }
-      }
-    }
-    if (traits_.needs_full_fit && placed < m) lists.assign(static_cast<size_t>(num_classes), {});
-    // A local scheme reads the same shard every epoch.
-    out.caches_every_read = traits_.scheme == DistributionScheme::kLocal && placed == m && m > 0;
-    if (thesis_ && traits_.scheme == DistributionScheme::kLocal &&
-        options_.artifacts.parallel_staging_copies_lower_shards) {
-      // The thesis's parallel staging: then the shards of nodes 0..node-1, in
-      // order, from their storage, until this node's is full.
-      for (int k = 0; k < node; ++k) {
-        const EpochOrder shard = plan_.Epoch(k, 0);
-        for (int64_t j = 0, n = plan_.RankEpochSize(k); j < n; ++j) {
-          const int64_t s = shard.At(j);
-          const int64_t size = w_.sizes[static_cast<size_t>(s)];
-          int c = 1;
-          while (c < num_classes && !(left[static_cast<size_t>(c)] >= size && left[static_cast<size_t>(c)] > 0)) ++c;
-          if (c == num_classes) return out;
-          left[static_cast<size_t>(c)] -= size;
-          lists[static_cast<size_t>(c)].push_back(s);
-          ++out.copies[static_cast<size_t>(c)];
-        }
-      }
-    }
-    return out;
-  }
+  // ---- cache plans (cache_plan.h) ----------------------------------------
 
   void PlanCaches() {
-    caches_.resize(static_cast<size_t>(w_.nodes));
-    if (traits_.cache == CacheRule::kNone) return;
     int threads = options_.threads > 0 ? options_.threads
                                        : std::min(8, static_cast<int>(std::thread::hardware_concurrency()));
     threads = std::max(1, std::min(threads, w_.nodes));
-    decompose_threads_ = threads;
-    std::vector<uint8_t> every_read(static_cast<size_t>(w_.nodes), 0);
-    std::atomic<int> next{0};
-    std::exception_ptr error;
-    std::mutex error_mu;
-    auto work = [&] {
-      for (int i = next++; i < w_.nodes; i = next++) {
-        try {
-          NodePlan plan = PlanNode(i);
-          every_read[static_cast<size_t>(i)] = plan.caches_every_read ? 1 : 0;
-          caches_[static_cast<size_t>(i)] = BuildCache(plan);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(error_mu);
-          if (!error) error = std::current_exception();
-          next = w_.nodes;
-        }
-      }
-    };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
-    if (error) std::rethrow_exception(error);
-
-    if (traits_.needs_full_fit) {
-      // LBANN's data store holds the whole dataset or is not used at all.
-      bool all_fit = true;
-      int64_t cached = 0;
-      for (const NodeCache& c : caches_) cached += static_cast<int64_t>(c.samples.size());
-      for (int i = 0; i < w_.nodes; ++i)
-        if (plan_.RankEpochSize(i) > 0 && caches_[static_cast<size_t>(i)].samples.empty()) all_fit = false;
-      if (!all_fit || cached == 0) {
-        caches_.assign(static_cast<size_t>(w_.nodes), NodeCache{});
-        std::fill(every_read.begin(), every_read.end(), 0);
-      }
-    }
-    if (traits_.peers || traits_.locality_batches) {
-      // The designated holder of each sample, as the runtime's PFS read rule:
-      // its epoch-0 reader if that node caches it, else the lowest node that does.
-      holder_.assign(w_.sizes.size(), -1);
-      for (int i = w_.nodes - 1; i >= 0; --i)
-        for (uint32_t s : caches_[static_cast<size_t>(i)].samples) holder_[s] = i;
-      for (size_t s = 0; s < holder_.size(); ++s) {
-        if (holder_[s] < 0) continue;
-        const int first = plan_.FirstEpochReader(static_cast<int64_t>(s));
-        if (first >= 0 && caches_[static_cast<size_t>(first)].Find(static_cast<int64_t>(s)) >= 0) holder_[s] = first;
-      }
-      // Where the copy sits in its holder's cache: peer reads need no search.
-      holder_index_.assign(w_.sizes.size(), 0);
-      for (size_t s = 0; s < holder_.size(); ++s)
-        if (holder_[s] >= 0)
-          holder_index_[s] = static_cast<uint32_t>(caches_[static_cast<size_t>(holder_[s])].Find(static_cast<int64_t>(s)));
-    }
-    for (const NodeCache& c : caches_) unfilled_copies_ += static_cast<int64_t>(c.samples.size());
+    if (traits_.cache != CacheRule::kNone) decompose_threads_ = threads;
+    CachePlan plan = sim::PlanCaches(plan_, w_, traits_, model_, options_, threads);
+    caches_ = std::move(plan.caches);
+    // Node and index side by side: a peer read costs one cache miss for both.
+    holder_.resize(plan.holder.size());
+    for (size_t k = 0; k < plan.holder.size(); ++k) holder_[k] = Holder{plan.holder[k], plan.holder_index[k]};
+    plan.holder = {};
+    plan.holder_index = {};
+    if (traits_.cache == CacheRule::kNone) return;
+    const std::vector<uint8_t>& every_read = plan.caches_every_read;
+    for (const NodeCache& c : caches_) unfilled_copies_ += static_cast<int64_t>(c.size());
     FindWhetherNeverPfs(every_read);
     only_class_.assign(static_cast<size_t>(w_.nodes), 0);
     for (size_t i = 0; i < caches_.size(); ++i) {
-      const std::vector<uint8_t>& cls = caches_[i].cls;
-      if (every_read[i] && !cls.empty() && std::all_of(cls.begin(), cls.end(), [&](uint8_t j) { return j == cls[0]; }))
-        only_class_[i] = cls[0];
+      if (every_read[i] && !caches_[i].empty()) only_class_[i] = static_cast<uint8_t>(caches_[i].single_class());
     }
   }
 
@@ -513,8 +222,7 @@ class Engine {
   void Push(double time, uint32_t node, uint32_t thread) {
     if (decomposed_) {
       NodeState& n = nodes_[node];
-      n.heap.push_back(Event{time, n.seq++, node, thread});
-      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+      n.heap.push(Event{time, n.seq++, node, thread});
       return;
     }
     events_.push(Event{time, seq_++, node, thread});
@@ -524,19 +232,18 @@ class Engine {
   void PushRelease(double time, uint32_t node) {
     if (decomposed_) {
       NodeState& n = nodes_[node];
-      n.heap.push_back(Event{time, n.seq++ | kRelease, node, kConsumer});
-      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+      n.heap.push(Event{time, n.seq++ | kRelease, node, kConsumer});
       return;
     }
     events_.push(Event{time, seq_++ | kRelease, node, kConsumer});
   }
 
   // Marks a copy's fill as started, complete at `ready`: every copy goes
-  // from kEmpty to its ready time once, and the decomposed loop needs to
+  // from kNotStarted to its ready time once, and the decomposed loop needs to
   // know when none is left to fill and all are complete.
-  void SetReady(NodeCache& cache, size_t idx, double ready) {
-    const float r = RoundUp(ready);
-    cache.ready[idx] = r;
+  void SetReady(NodeCache& cache, size_t idx, double ready, double now) {
+    const float r = RoundUpReady(ready);
+    cache.Start(idx, r, now);
     --unfilled_copies_;
     last_ready_ = std::max(last_ready_, static_cast<double>(r));
   }
@@ -550,128 +257,21 @@ class Engine {
   Fetch PfsRead(uint32_t node, uint32_t thread, int64_t size, double now) {
     if (decomposed_)  // CanDecompose ruled this out: shared state in the decomposed loop
       throw Error("simulator: a PFS read in the decomposed loop; a bug (run with decompose = false)");
-    NodeState& n = nodes_[node];
     pfs_read_bytes_ += size;
-    if (thesis_) {
-      if (n.pfs_streams++ == 0) ++pfs_nodes_;
-      ++pfs_streams_;
-      n.on_pfs[thread] = 1;
-      return {TransferSeconds(size, model_.ThesisPfsMbps(pfs_nodes_)), kFromPfs};
-    }
+    if (thesis_) return {TransferSeconds(size, model_.ThesisPfsMbps(pfs_->StartFixed(node, thread))), kFromPfs};
     if (!(model_.PfsStreamMbps(1, 1) < kInf)) return {0, kFromPfs};  // an unlimited PFS
-    AdvancePfs(now);
-    const uint32_t job = JobId(node, thread);
-    RegroupNode(n, node, n.pfs_streams, n.pfs_streams + 1);
-    if (n.pfs_streams++ == 0) ++pfs_nodes_;
-    ++pfs_streams_;
-    n.on_pfs[thread] = 1;
-    PfsGroup& g = PfsGroupOf(n.pfs_streams);
-    jobs_[job].group = n.pfs_streams;
-    jobs_[job].v_end = g.clock + static_cast<double>(size);
-    jobs_[job].dependents.clear();
-    AddEnd(g, job);
-    ReschedulePfs(now);
+    const uint32_t job = pfs_->StartShared(node, thread, size, now);
+    dependents_[job].clear();
     return {0, kFromPfs, static_cast<int32_t>(job)};
   }
 
-  uint32_t JobId(uint32_t node, uint32_t thread) const {
-    return node * static_cast<uint32_t>(thread_class_.size()) + thread;
-  }
-  PfsGroup& PfsGroupOf(int q) {
-    while (pfs_groups_.size() <= static_cast<size_t>(q)) {
-      pfs_groups_.emplace_back();
-      pfs_groups_.back().since = pfs_now_;
-    }
-    return pfs_groups_[static_cast<size_t>(q)];
-  }
-
-  void AddEnd(PfsGroup& g, uint32_t job) {
-    g.ends.push_back(PfsEnd{jobs_[job].v_end, job, jobs_[job].version});
-    std::push_heap(g.ends.begin(), g.ends.end(), std::greater<PfsEnd>());
-    ++g.live;
-  }
-  // The job leaves group g: its entry goes stale.
-  void RemoveEnd(PfsGroup& g, uint32_t job) {
-    ++jobs_[job].version;
-    if (--g.live == 0) g.ends.clear();
-  }
-  // The group's first live end (g.live > 0); drops stale entries above it.
-  const PfsEnd& FirstEnd(PfsGroup& g) {
-    while (g.ends.front().version != jobs_[g.ends.front().job].version) {
-      std::pop_heap(g.ends.begin(), g.ends.end(), std::greater<PfsEnd>());
-      g.ends.pop_back();
-    }
-    return g.ends.front();
-  }
-
-  // Brings every group's clock to `now` at the rates so far.
-  void AdvancePfs(double now) {
-    pfs_now_ = now;
-    for (PfsGroup& g : pfs_groups_) {
-      if (g.live > 0) g.clock += (now - g.since) * g.rate;
-      g.since = now;
-    }
-  }
-
-  // Node's streams move from group `from` to `to` (its stream count
-  // changes), keeping the bytes each has left.
-  void RegroupNode(NodeState& n, uint32_t node, int from, int to) {
-    if (from == 0) return;
-    PfsGroupOf(std::max(from, to));  // grows the groups where needed
-    PfsGroup& src = pfs_groups_[static_cast<size_t>(from)];
-    PfsGroup& b = pfs_groups_[static_cast<size_t>(to)];
-    for (uint32_t t = 0; t < n.on_pfs.size(); ++t) {
-      if (!n.on_pfs[t]) continue;
-      PfsJob& job = jobs_[JobId(node, t)];
-      RemoveEnd(src, JobId(node, t));
-      const double left = job.v_end - src.clock;
-      job.v_end = b.clock + left;
-      job.group = to;
-      AddEnd(b, JobId(node, t));
-    }
-  }
-
-  // New rates for the streams now reading, and one event for the first
-  // read to end (earlier events are stale).
-  void ReschedulePfs(double now) {
-    double aggregate = 0;
-    double first = kInf;
-    uint32_t first_group = 0;
-    for (size_t q = 1; q < pfs_groups_.size(); ++q) {
-      PfsGroup& g = pfs_groups_[q];
-      if (g.live == 0) continue;
-      g.rate = model_.PfsStreamMbps(pfs_streams_, static_cast<int>(q)) * 1e6;
-      aggregate += g.rate * static_cast<double>(g.live);
-      const double end = now + std::max(0.0, FirstEnd(g).v_end - g.clock) / g.rate;
-      if (end < first) {
-        first = end;
-        first_group = static_cast<uint32_t>(q);
-      }
-    }
-    if (first_group != 0) {
-      pfs_event_seq_ = seq_;
-      Push(first, first_group, kPfsDone);
-    }
-    if (options_.trace_pfs) trace_.push_back(PfsTracePoint{now, pfs_streams_, aggregate / 1e6});
-  }
-
-  // The PFS's next end: group q's first read is done.
-  void PfsGroupDone(uint32_t q, uint64_t seq, double now) {
-    PfsGroup& g = pfs_groups_[q];
-    if (seq != pfs_event_seq_ || g.live == 0) return;  // stale: the rates changed since
-    AdvancePfs(now);
-    const uint32_t job = FirstEnd(g).job;
-    RemoveEnd(g, job);
-    const uint32_t node = job / static_cast<uint32_t>(thread_class_.size());
-    const uint32_t thread = job % static_cast<uint32_t>(thread_class_.size());
-    NodeState& n = nodes_[node];
-    n.on_pfs[thread] = 0;
-    RegroupNode(n, node, n.pfs_streams, n.pfs_streams - 1);
-    if (--n.pfs_streams == 0) --pfs_nodes_;
-    --pfs_streams_;
-    ReschedulePfs(now);
-    std::vector<Dependent> dependents = std::move(jobs_[job].dependents);
-    jobs_[job].dependents.clear();
+  // A PFS end event: the read that ended (if the event is not stale) lets
+  // what waited for it go on.
+  void PfsEnded(uint32_t group, uint64_t seq, double now) {
+    const int64_t job = pfs_->OnEndEvent(group, seq, now);
+    if (job < 0) return;
+    std::vector<Dependent> dependents = std::move(dependents_[static_cast<size_t>(job)]);
+    dependents_[static_cast<size_t>(job)].clear();
     for (const Dependent& d : dependents) Resolve(d, now + d.offset);
   }
 
@@ -692,36 +292,41 @@ class Engine {
       }
       case Dependent::kCopy: {
         NodeCache& cache = caches_[d.node];
-        const float r = RoundUp(time);
-        cache.ready[static_cast<size_t>(d.target)] = r;
+        const float r = RoundUpReady(time);
+        cache.Settle(static_cast<size_t>(d.target), r);
         last_ready_ = std::max(last_ready_, static_cast<double>(r));
-        pending_copies_.erase(CopyKey(d.node, static_cast<uint32_t>(d.target)));
+        auto& pending = nodes_[d.node].pending_copies;
+        for (size_t k = 0; k < pending.size(); ++k) {
+          if (pending[k].idx != static_cast<uint32_t>(d.target)) continue;
+          pending[k] = pending.back();
+          pending.pop_back();
+          break;
+        }
         break;
       }
     }
   }
 
-  static uint64_t CopyKey(uint32_t node, uint32_t idx) { return (uint64_t{node} << 32) | idx; }
-
   // Copy `idx` of `node` is complete `offset` seconds after `fetch` ends.
   void SetReadyAfter(uint32_t node, NodeCache& cache, size_t idx, const Fetch& fetch, double offset, double now) {
     if (fetch.job < 0) {
-      SetReady(cache, idx, now + fetch.seconds + offset);
+      SetReady(cache, idx, now + fetch.seconds + offset, now);
       return;
     }
-    cache.ready[idx] = kPending;
+    cache.Start(idx, kPendingReady, now);
     --unfilled_copies_;
     const double after = fetch.seconds + offset;
-    jobs_[static_cast<size_t>(fetch.job)].dependents.push_back(
+    dependents_[static_cast<size_t>(fetch.job)].push_back(
         Dependent{Dependent::kCopy, node, static_cast<int64_t>(idx), after});
-    pending_copies_[CopyKey(node, static_cast<uint32_t>(idx))] = {fetch.job, after};
+    nodes_[node].pending_copies.push_back(PendingCopy{static_cast<uint32_t>(idx), fetch.job, after});
   }
 
   // A read of a copy that is not complete: `extra` seconds after it is.
   Fetch AfterCopy(uint32_t node, uint32_t idx, float ready, double extra, uint8_t source, double now) {
-    if (ready != kPending) return {(ready - now) + extra, source};
-    const auto& [job, after] = pending_copies_.at(CopyKey(node, idx));
-    return {after + extra, source, job};
+    if (ready != kPendingReady) return {(ready - now) + extra, source};
+    for (const PendingCopy& p : nodes_[node].pending_copies)
+      if (p.idx == idx) return {p.after + extra, source, p.job};
+    throw Error("simulator: a pending copy without its PFS read; a bug");
   }
 
   // `d` waits `seconds` after `fetch` (now + seconds when it has no job).
@@ -731,23 +336,24 @@ class Engine {
       return;
     }
     d.offset += fetch.seconds;
-    jobs_[static_cast<size_t>(fetch.job)].dependents.push_back(d);
+    dependents_[static_cast<size_t>(fetch.job)].push_back(d);
   }
 
   // Fetching a sample the node does not hold: from its holder's class
   // (a peer) where the policy reads peers, else from the PFS.
   Fetch Remote(int node, uint32_t thread, int64_t sample, int64_t size, double now) {
     if (traits_.peers) {
-      const int h = holder_[static_cast<size_t>(sample)];
+      const Holder holder = holder_[static_cast<size_t>(sample)];
+      const int h = holder.node;
       if (h >= 0 && h != node) {
         NodeCache& peer = caches_[static_cast<size_t>(h)];
-        const uint32_t idx = holder_index_[static_cast<size_t>(sample)];
-        const int j = peer.cls[static_cast<size_t>(idx)];
+        const uint32_t idx = holder.index;
+        const int j = peer.Class(idx);
         if (!traits_.runtime_sources || model_.PreferPeer(j)) {
           const double link = TransferSeconds(size, model_.PeerClassMbps(j));
-          const float ready = peer.ready[static_cast<size_t>(idx)];
+          const float ready = peer.Ready(idx, now);
           if (ready <= now) return {link, kFromPeer};
-          if (ready != kEmpty) return AfterCopy(static_cast<uint32_t>(h), idx, ready, link, kFromPeer, now);
+          if (ready != kNotStarted) return AfterCopy(static_cast<uint32_t>(h), idx, ready, link, kFromPeer, now);
           // The holder fills it on the spot (read from the PFS, stored), then sends it.
           Fetch read = PfsRead(static_cast<uint32_t>(node), thread, size, now);
           SetReadyAfter(static_cast<uint32_t>(h), peer, static_cast<size_t>(idx), read, Store(size, j), now);
@@ -797,7 +403,7 @@ class Engine {
       auto has_room = [&](int i) { return used[static_cast<size_t>(i)] < slices[static_cast<size_t>(i)].size; };
       for (int64_t p = plan_.GlobalBatchBegin(h); p < plan_.GlobalBatchEnd(h); ++p) {
         const auto s = static_cast<uint32_t>(perm.At(static_cast<uint64_t>(p)));
-        const int owner = holder_[s];
+        const int owner = holder_[s].node;
         if (owner >= 0 && has_room(owner)) {
           place(owner, s);
         } else {
@@ -820,13 +426,13 @@ class Engine {
       return {TransferSeconds(size, model_.LocalClassMbps(j)), FromClass(j)};
     }
     NodeCache& cache = caches_[static_cast<size_t>(node)];
-    const int64_t idx = cache.samples.empty() ? -1 : cache.Find(sample);
+    const int64_t idx = cache.Find(sample);
     if (idx >= 0) {
-      const int j = cache.cls[static_cast<size_t>(idx)];
-      const float ready = cache.ready[static_cast<size_t>(idx)];
+      const int j = cache.Class(static_cast<size_t>(idx));
+      const float ready = cache.Ready(static_cast<size_t>(idx), now);
       const double read = TransferSeconds(size, model_.LocalClassMbps(j));
       if (ready <= now) return {read, FromClass(j)};
-      if (ready != kEmpty) {
+      if (ready != kNotStarted) {
         // The thesis's staging pool does not wait for a prefetch thread's
         // fill in flight: it reads the sample from its source itself
         // (StagingPoolPrefetcher with pfs_prefetch, as its HDMLP runs).
@@ -840,20 +446,17 @@ class Engine {
         SetReadyAfter(static_cast<uint32_t>(node), cache, static_cast<size_t>(idx), fetched, Store(size, j), now);
       return fetched;
     }
-    if (traits_.opportunistic && !cache.samples.empty() &&
+    if (traits_.opportunistic && !cache.empty() &&
         item >= nodes_[static_cast<size_t>(node)].items_per_epoch) {
       // DeepIO's entropy-aware mode serves a locally cached sample instead.
-      const int j = cache.cls[0];
+      const int j = cache.Class(0);
       return {TransferSeconds(size, model_.LocalClassMbps(j)), FromClass(j)};
     }
     return Remote(node, thread, sample, size, now);
   }
 
-  void EndRead(NodeState& n, uint32_t thread) {
-    if (!thesis_ || !n.on_pfs[thread]) return;  // physical: PfsGroupDone ends the stream
-    n.on_pfs[thread] = 0;
-    if (--n.pfs_streams == 0) --pfs_nodes_;
-    --pfs_streams_;
+  void EndRead(uint32_t node, uint32_t thread) {
+    if (thesis_) pfs_->EndFixed(node, thread);  // physical: PfsEnded ends the stream
   }
 
   // Wakes one idle staging worker if it could claim the next item now; a
@@ -874,7 +477,7 @@ class Engine {
 
   void StagingWorker(uint32_t node, uint32_t thread, double now) {
     NodeState& n = nodes_[node];
-    EndRead(n, thread);
+    EndRead(node, thread);
     if (n.next_claim >= n.total_items) return;
     if (traits_.on_demand && !(n.consumer_waiting && n.next_claim == n.next_take)) {
       n.idle_workers.push_back(thread);
@@ -907,19 +510,22 @@ class Engine {
 
   void PrefetchThread(uint32_t node, uint32_t thread, double now) {
     NodeState& n = nodes_[node];
-    EndRead(n, thread);
+    EndRead(node, thread);
     NodeCache& cache = caches_[node];
     const int j = thread_class_[thread];
     uint32_t& cursor = n.fill_cursor[static_cast<size_t>(j)];
-    while (cursor < cache.class_begin[static_cast<size_t>(j) + 1] && cache.ready[cache.fill[cursor]] != kEmpty)
-      ++cursor;
-    if (cursor >= cache.class_begin[static_cast<size_t>(j) + 1]) {
+    const uint32_t end = cache.class_begin(static_cast<size_t>(j) + 1);
+    size_t idx = 0;  // the copy at the cursor
+    for (; cursor < end; ++cursor) {
+      idx = static_cast<size_t>(cache.Find(cache.FillSample(cursor)));
+      if (!cache.Started(idx)) break;
+    }
+    if (cursor >= end) {
       if (traits_.preload && --preloading_threads_ == 0) StartTraining(now);
       return;
     }
-    const bool copy = cursor >= cache.copy_begin[static_cast<size_t>(j)];
-    const uint32_t idx = cache.fill[cursor++];
-    const int64_t sample = cache.samples[idx];
+    const bool copy = cursor >= cache.copy_begin(static_cast<size_t>(j));
+    const int64_t sample = cache.FillSample(cursor++);
     const int64_t size = w_.sizes[static_cast<size_t>(sample)];
     // A copy of a peer's staged sample comes from its class j over b_c.
     const Fetch fetch = copy ? Fetch{TransferSeconds(size, model_.PeerClassMbps(j)), kFromPeer}
@@ -927,7 +533,7 @@ class Engine {
     const double store = Store(size, j);
     if (fetch.job < 0) {
       const double seconds = fetch.seconds + store;
-      SetReady(cache, idx, now + seconds);
+      SetReady(cache, idx, now + seconds, now);
       Push(now + seconds, node, thread);
       return;
     }
@@ -956,10 +562,10 @@ class Engine {
       return;
     }
     n.flight.pop_front();
-    n.bytes_in_flight -= item.size;
-    n.bytes_by_source[item.source] += item.size;
+    n.bytes_in_flight -= item.size();
+    n.bytes_by_source[item.source()] += item.size();
     if (!traits_.on_demand) WakeIdle(n, node, now);
-    const double compute = Compute(item.size);
+    const double compute = Compute(item.size());
     n.batch_compute += compute;
     ++n.taken_in_batch;
     ++n.next_take;
@@ -1008,7 +614,7 @@ class Engine {
 
   void Dispatch(const Event& e) {
     if (e.thread == kPfsDone) {
-      PfsGroupDone(e.node, e.seq, e.time);
+      PfsEnded(e.node, e.seq, e.time);
     } else if (e.thread == kConsumer) {
       Consumer(e.node, e.time);
     } else if (e.thread < staging_threads_) {
@@ -1023,7 +629,7 @@ class Engine {
   // and peers' copies are only read, each read at its class's rate), no PFS
   // stream is in flight, and no later read can go to the PFS (never_pfs_).
   bool CanDecompose(double now) const {
-    return never_pfs_ && unfilled_copies_ == 0 && last_ready_ <= now && pfs_streams_ == 0;
+    return never_pfs_ && unfilled_copies_ == 0 && last_ready_ <= now && pfs_->streams() == 0;
   }
 
   // No read can ever go to the PFS once every copy is filled: every sample
@@ -1033,9 +639,9 @@ class Engine {
     never_pfs_ = std::all_of(caches_every_read.begin(), caches_every_read.end(), [](uint8_t b) { return b != 0; });
     if (never_pfs_ || !traits_.peers || holder_.empty()) return;
     for (size_t s = 0; s < holder_.size(); ++s) {
-      const int h = holder_[s];
+      const int h = holder_[s].node;
       if (h < 0) return;
-      const int j = caches_[static_cast<size_t>(h)].cls[holder_index_[s]];
+      const int j = caches_[static_cast<size_t>(h)].Class(holder_[s].index);
       if (traits_.runtime_sources && !model_.PreferPeer(j)) return;
     }
     never_pfs_ = true;
@@ -1077,6 +683,9 @@ class Engine {
   // in the CPU's caches, and the nodes run on several threads.
   void RunDecomposed() {
     decomposed_ = true;
+    // CanDecompose: every copy is complete, so no ready time is needed any
+    // more (and the caches are only read from here on, by several threads).
+    for (NodeCache& c : caches_) c.SettleAll();
     while (!events_.empty()) {
       const Event e = events_.top();
       events_.pop();
@@ -1085,17 +694,15 @@ class Engine {
         continue;
       }
       NodeState& n = nodes_[e.node];
-      n.heap.push_back(e);
-      std::push_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
+      n.heap.push(e);
     }
     for (NodeState& n : nodes_) n.seq = seq_;  // later pushes follow every earlier one
     const int64_t total = plan_.BatchesPerEpoch() * w_.epochs;
     auto run = [&](size_t i, bool until_arrival) {
       NodeState& n = nodes_[i];
       while (!n.heap.empty() && !(until_arrival && n.arrived)) {
-        std::pop_heap(n.heap.begin(), n.heap.end(), std::greater<Event>());
-        const Event e = n.heap.back();
-        n.heap.pop_back();
+        const Event e = n.heap.top();
+        n.heap.pop();
         ++n.events;
         Dispatch(e);
       }
@@ -1134,20 +741,25 @@ class Engine {
       for (size_t j = 1; j < classes.size(); ++j)
         for (int k = 0; k < classes[j].threads; ++k) thread_class_.push_back(static_cast<int>(j));
     nodes_.resize(static_cast<size_t>(w_.nodes));
-    if (!thesis_) jobs_.resize(static_cast<size_t>(w_.nodes) * thread_class_.size());
+    pfs_.emplace(model_, w_.nodes, static_cast<int>(thread_class_.size()), options_.trace_pfs,
+                 [this](double time, uint32_t group) {
+                   const uint64_t seq = seq_;
+                   Push(time, group, kPfsDone);
+                   return seq;
+                 });
+    if (!thesis_) dependents_.resize(static_cast<size_t>(w_.nodes) * thread_class_.size());
     for (int i = 0; i < w_.nodes; ++i) {
       NodeState& n = nodes_[static_cast<size_t>(i)];
       n.items_per_epoch = plan_.RankEpochSize(i);
       n.total_items = n.items_per_epoch * w_.epochs;
       n.local_batch = plan_.LocalBatchSize(i, 0);
-      n.on_pfs.assign(thread_class_.size(), 0);
       n.bytes_by_source.assign(byte_counts_.size(), 0);
       const NodeCache& c = caches_[static_cast<size_t>(i)];
       n.fill_cursor.assign(classes.size(), 0);
-      for (size_t j = 0; j + 1 < c.class_begin.size(); ++j) n.fill_cursor[j] = c.class_begin[j];
+      for (size_t j = 0; j < c.classes(); ++j) n.fill_cursor[j] = c.class_begin(j);
       for (uint32_t t = staging_threads_; t < thread_class_.size(); ++t) {
         const auto j = static_cast<size_t>(thread_class_[t]);
-        if (j + 1 < c.class_begin.size() && c.class_begin[j + 1] > c.class_begin[j]) {
+        if (j < c.classes() && c.class_begin(j + 1) > c.class_begin(j)) {
           Push(0, static_cast<uint32_t>(i), t);
           ++preloading_threads_;
         }
@@ -1177,7 +789,7 @@ class Engine {
     r.compute_seconds = compute_seconds_;
     r.startup_seconds = traits_.preload ? startup_ : 0;
     r.decomposed_batches = decomposed_batches_;
-    r.pfs_trace = std::move(trace_);
+    r.pfs_trace = pfs_->TakeTrace();
   }
 
   const Workload& w_;
@@ -1189,16 +801,15 @@ class Engine {
   SimulationOptions options_;
 
   std::vector<NodeCache> caches_;
-  std::vector<int32_t> holder_;        // per sample: the node whose copy peers read, or -1
-  std::vector<uint32_t> holder_index_; // per sample: its index in the holder's cache
+  struct Holder {
+    int32_t node;    // the node whose copy peers read, or -1
+    uint32_t index;  // the copy's index in that node's cache
+  };
+  std::vector<Holder> holder_;  // per sample (policies with peers or locality batches)
   std::map<int, std::vector<uint32_t>> assignments_;
   std::mutex assignments_mu_;
-  std::vector<PfsJob> jobs_;            // by JobId (physical reading)
-  std::vector<PfsGroup> pfs_groups_;    // by streams per node, q
-  std::unordered_map<uint64_t, std::pair<int32_t, double>> pending_copies_;  // CopyKey -> (job, after)
-  std::vector<PfsTracePoint> trace_;
-  double pfs_now_ = 0;
-  uint64_t pfs_event_seq_ = 0;  // the seq of the PFS's pending end event (older ones are stale)  // the time the groups' clocks were last brought to
+  std::optional<PfsSharing> pfs_;
+  std::vector<std::vector<Dependent>> dependents_;  // by PFS job id: what waits for the read in flight
   int64_t dropped_events_ = 0;  // stale PFS end events left when the loop decomposed
   // Per node: the class holding every sample it reads, where one does
   // (0: none, or reads that need a lookup).
@@ -1214,10 +825,8 @@ class Engine {
   std::vector<int> thread_class_;  // per thread id: 0 staging, j prefetching class j
   uint32_t staging_threads_ = 0;
   int64_t staging_capacity_ = 0;
-  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  EventQueue events_;
   uint64_t seq_ = 0;
-  int pfs_streams_ = 0;
-  int pfs_nodes_ = 0;  // nodes with at least one PFS stream
   int64_t pfs_read_bytes_ = 0;
   std::vector<int64_t> byte_counts_;
   int preloading_threads_ = 0;

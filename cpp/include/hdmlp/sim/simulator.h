@@ -26,10 +26,12 @@
 // a node's events, and so every result, is the event-by-event loop's
 // (SimulationOptions::decompose, tests/cpp/simulator_decompose_test.cc).
 //
-// Cost: O(E*F) events in a heap of O(N * threads) entries, plus the cache
-// plans (PlanPlacement, O(E*F/N) per node, spread over `threads`). Memory:
-// 13 bytes per cached (node, sample) pair, 8 bytes per sample, the staging
-// buffers' items in flight (24 bytes each). docs/simulator.md has numbers.
+// Cost: O(E*F) events in a 4-ary heap of O(N * threads) entries
+// (event_queue.h), plus the cache plans (cache_plan.h: PlanPlacement,
+// O(E*F/N) per node, spread over `threads`). Memory: about 6 bytes per
+// cached (node, sample) pair (node_cache.h), 8 bytes per sample, 16 bytes
+// per staging-buffer item in flight. The PFS's sharing model is
+// pfs_sharing.h. docs/simulator.md has numbers.
 //
 // Thread-safety: reentrant; Simulate uses worker threads for planning and
 // for the decomposed loop's nodes, and joins them before it returns.

@@ -1,0 +1,83 @@
+// EventQueue: the simulator's pending events, earliest first (simulator.h).
+//
+// An event is a node's thread (or its consumer, or the PFS's next read end)
+// due at a time. Events are totally ordered by (time, seq): events at one
+// instant run in the order they were pushed, except that a barrier's release
+// of a consumer (seq with kRelease set) runs after every other event at its
+// time. So a node's events run in an order that depends on its own events
+// and the barrier's time alone, never on how another node's events
+// interleave with them: the decomposed loop relies on that to give the
+// event-by-event loop's results exactly. Because the order is total, any
+// correct priority queue pops the same sequence; this one is a 4-ary heap
+// (half the depth of a binary heap, and a node's four children share a
+// cache line or two), which matters with the tens of thousands of threads
+// of a 1024-node job.
+//
+// Thread-safety: none; one queue per thread (the decomposed loop gives each
+// node its own).
+#ifndef HDMLP_SIM_EVENT_QUEUE_H_
+#define HDMLP_SIM_EVENT_QUEUE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace hdmlp::sim {
+
+constexpr uint64_t kRelease = uint64_t{1} << 63;  // in Event::seq: after every other event at its time
+constexpr uint32_t kConsumer = 0xffffffffu;        // Event::thread of a node's consumer
+constexpr uint32_t kPfsDone = 0xfffffffeu;         // Event::thread of a PFS read's end (Event::node: its group)
+
+struct Event {
+  double time;
+  uint64_t seq;
+  uint32_t node;
+  uint32_t thread;  // staging workers 0..p0-1, then prefetch threads; kConsumer; kPfsDone
+  bool Before(const Event& o) const { return time != o.time ? time < o.time : seq < o.seq; }
+};
+
+class EventQueue {
+ public:
+  bool empty() const { return heap_.empty(); }
+  size_t size() const { return heap_.size(); }
+  const Event& top() const { return heap_.front(); }
+
+  void push(const Event& e) {
+    size_t i = heap_.size();
+    heap_.push_back(e);
+    while (i > 0) {
+      const size_t parent = (i - 1) / 4;
+      if (!e.Before(heap_[parent])) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = e;
+  }
+
+  void pop() {
+    const Event last = heap_.back();
+    heap_.pop_back();
+    const size_t n = heap_.size();
+    if (n == 0) return;
+    size_t i = 0;
+    for (;;) {
+      const size_t first = 4 * i + 1;
+      if (first >= n) break;
+      size_t best = first;
+      const size_t end = first + 4 < n ? first + 4 : n;
+      for (size_t c = first + 1; c < end; ++c)
+        if (heap_[c].Before(heap_[best])) best = c;
+      if (!heap_[best].Before(last)) break;
+      heap_[i] = heap_[best];
+      i = best;
+    }
+    heap_[i] = last;
+  }
+
+ private:
+  std::vector<Event> heap_;
+};
+
+}  // namespace hdmlp::sim
+
+#endif  // HDMLP_SIM_EVENT_QUEUE_H_
