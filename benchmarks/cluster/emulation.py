@@ -35,7 +35,6 @@ from __future__ import annotations
 import atexit
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -129,6 +128,20 @@ def _kill_netns_pids(netns: str) -> None:
             pass
 
 
+def _kill_mpirun_of(pid: int) -> None:
+    """Kills the host's processes (mpirun) whose command line names cluster pid's launch agent."""
+    marker = f"/{RUN_PREFIX}{pid}-".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (os.getpid(), pid):
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if marker in f.read():
+                    os.kill(int(entry), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
+
+
 def _cgroup_dirs(owner_pid: int | None = None) -> list[str]:
     out = []
     for controller in ("memory", "cpuset"):
@@ -175,6 +188,13 @@ def leftovers(pid: int) -> list[str]:
             found.append(f"link {name}")
     found += [f"mount {m}" for m in _mounts() if f"/{RUN_PREFIX}{pid}" in m]
     found += [f"cgroup {c}" for c in _cgroup_dirs(pid)]
+    marker = f"/{RUN_PREFIX}{pid}-".encode()
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and int(entry) != os.getpid() and marker in open(f"/proc/{entry}/cmdline", "rb").read():
+                found.append(f"process {entry}")
+        except OSError:
+            pass
     run_dir = os.path.join(RUN_ROOT, f"{RUN_PREFIX}{pid}")
     if os.path.exists(run_dir):
         found.append(f"folder {run_dir}")
@@ -215,6 +235,7 @@ def _teardown(pid: int, n_nodes: int | None) -> None:
              if line.split() and line.split()[0].startswith(tag)]
     for ns in names:
         _kill_netns_pids(ns)
+    _kill_mpirun_of(pid)
     for c in _cgroup_dirs(pid):
         _remove_cgroup(c)
     _unmount_under(os.path.join(RUN_ROOT, f"{RUN_PREFIX}{pid}"))
@@ -567,6 +588,3 @@ class EmulatedCluster:
                 "pfs": self.pfs.describe() if self.pfs else None, "pfs_path": self.pfs_path,
                 "local_path": self.local_path}
 
-
-def shell_join(args: list[str]) -> str:
-    return " ".join(shlex.quote(a) for a in args)
