@@ -97,11 +97,11 @@ class NetFSPFS:
         _run(nsx + ["ip", "addr", "add", f"{c.pfs_address}/24", "dev", "pfs0"])
         _run(nsx + ["ip", "link", "set", "pfs0", "up"])
         _run(nsx + ["ip", "link", "set", "lo", "up"])
-        self.server = netfs.NetFSServer(c.dataset, listen=c.pfs_address, netns=ns, **self.options)
+        self.server = netfs.NetFSServer(c.dataset, listen=c.pfs_address, netns=ns, log=c.log, **self.options)
         self.server.start()
         for k in range(1, c.nodes + 1):
             mount = netfs.NetFSMount(c.pfs_address, self.server.port, os.path.join(c.node_folder(k), "pfs"),
-                                     netns=c.netns(k))
+                                     netns=c.netns(k), log=c.log)
             mount.start()
             self.mounts.append(mount)
 
