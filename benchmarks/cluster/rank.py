@@ -7,7 +7,8 @@ nothing of the checkout. SPEC (JSON) holds ``data``, ``out``, ``epochs``,
 ``batch_size``, ``seed``, ``schemes`` (one Job per distribution scheme, one
 after the other), and optionally ``config`` (an hdmlp config file),
 ``timeout_s``, ``exchange_fraction`` and ``die`` (``{"node", "epoch",
-"batch"}``: the ranks on that host SIGKILL themselves there, a node failing).
+"batch"}``: the ranks on that host SIGKILL themselves there, a node failing,
+after writing the time to ``<out>/died<R>``).
 
 Writes ``<out>/rank<R>.json``: the host name, MemAvailable at start, and per
 job (scheme): per epoch the sample ids in the order received, a content hash
@@ -15,7 +16,7 @@ per sample (sha256, 16 hex digits), seconds, the seconds spent waiting for
 batches (stall), images/s, hdmlp's reads by source; and hdmlp's metrics
 (PFS bytes, peer reads and requests served, the cache classes' capacities).
 A rank whose job fails records the error (type, message, seconds after the
-epoch began) and leaves without waiting for its peers.
+epoch began, time) and leaves without waiting for its peers.
 """
 from __future__ import annotations
 
@@ -65,6 +66,8 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
         b = 0
         while True:
             if die and die["node"] == host and die["epoch"] == epoch and die["batch"] == b:
+                with open(os.path.join(spec["out"], f"died{job.rank}"), "w") as f:
+                    f.write(repr(time.time()))  # when, for the survivors' errors to be timed against
                 os.kill(os.getpid(), signal.SIGKILL)  # the node fails: no goodbye to anyone
             t = time.perf_counter()
             try:
@@ -74,7 +77,7 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
                 break
             except Exception as e:
                 run["error"] = {"type": type(e).__name__, "message": str(e), "epoch": epoch, "batch": b,
-                                "seconds_into_epoch": time.perf_counter() - start}
+                                "seconds_into_epoch": time.perf_counter() - start, "time": time.time()}
                 raise _JobFailed(run) from e
             stall += time.perf_counter() - t
             ids += [int(i) for i in batch_ids]

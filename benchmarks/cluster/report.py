@@ -39,9 +39,10 @@ def dataset_files(root: str) -> dict[str, str]:
 def run_ranks(cluster, spec: dict, timeout: float = 300, mpirun_args: list[str] = (), during=None,
               python: str = sys.executable) -> dict:
     """One mpirun of rank.py on every node with ``spec`` (``data`` defaults to the cluster's PFS path).
+    ``during(proc, out)``, if given, runs while mpirun does (``out``: the folder the ranks write to).
 
     Returns ``{"returncode", "stdout", "stderr", "seconds", "ranks": [rank files, by rank; None where a rank
-    wrote none], "links": {node: bytes carried during the run}}``."""
+    wrote none], "links": {node: bytes carried during the run}, "died": {rank: time it killed itself}}``."""
     out = tempfile.mkdtemp(prefix="ranks-", dir=cluster.work)
     spec = dict(spec, out=out)
     spec.setdefault("data", cluster.pfs_path)
@@ -50,7 +51,8 @@ def run_ranks(cluster, spec: dict, timeout: float = 300, mpirun_args: list[str] 
         json.dump(spec, f)
     before = cluster.link_bytes()
     t = time.perf_counter()
-    proc = cluster.run([python, RANK_SCRIPT, spec_path], timeout=timeout, mpirun_args=mpirun_args, during=during)
+    proc = cluster.run([python, RANK_SCRIPT, spec_path], timeout=timeout, mpirun_args=mpirun_args,
+                       during=None if during is None else lambda p: during(p, out))
     seconds = time.perf_counter() - t
     after = cluster.link_bytes()
     world = cluster.nodes * cluster.ranks_per_node
@@ -58,10 +60,15 @@ def run_ranks(cluster, spec: dict, timeout: float = 300, mpirun_args: list[str] 
     for r in range(world):
         path = os.path.join(out, f"rank{r}.json")
         ranks.append(json.load(open(path)) if os.path.exists(path) else None)
+    died = {}
+    for r in range(world):
+        path = os.path.join(out, f"died{r}")
+        if os.path.exists(path):
+            died[r] = float(open(path).read())
     shutil.rmtree(out, ignore_errors=True)
     links = {node: {k: after[node][k] - before[node][k] for k in after[node]} for node in after}
     return {"returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr, "seconds": seconds,
-            "ranks": ranks, "links": links}
+            "ranks": ranks, "links": links, "died": died}
 
 
 def exactly_once(ranks: list[dict], run_index: int, files: dict[str, str]) -> list[dict]:

@@ -165,7 +165,7 @@ def test_each_node_splits_its_capacity_between_its_ranks(cluster, tmp_path):
 def test_a_node_killed_mid_epoch_ends_the_job_naming_it(cluster, aggregate_config):
     """node3's two ranks SIGKILL themselves in epoch 1 (a node failing). Under mpirun's defaults the job
     ends within timeout_s, mpirun naming the killed rank and its node's address; the surviving ranks
-    are stopped by mpirun before hdmlp's own peer timeout could fire (see docs/cluster.md)."""
+    are stopped by mpirun before hdmlp's own peer timeout could fire (the next test turns that off)."""
     timeout_s = 8
     spec = {"epochs": 3, "batch_size": 12, "seed": 4, "schemes": ["uniform"], "config": aggregate_config,
             "timeout_s": timeout_s, "die": {"node": "node3", "epoch": 1, "batch": 1}}
@@ -179,6 +179,10 @@ def test_a_node_killed_mid_epoch_ends_the_job_naming_it(cluster, aggregate_confi
     assert named, run["stderr"][-3000:]
     assert int(named.group(1)) in (2, 5) and named.group(2) == cluster.address(3)
     assert wall < timeout_s + 30, wall  # start-up and one epoch, then the abort
+    _no_mpi_process_left(cluster)
+
+
+def _no_mpi_process_left(cluster):
     for k in range(1, NODES + 1):  # the node's PFS client (netfs) stays; no Open MPI daemon or rank may
         left = []
         for pid in cluster.node_pids(k):
@@ -189,6 +193,39 @@ def test_a_node_killed_mid_epoch_ends_the_job_naming_it(cluster, aggregate_confi
             if b"orted" in cmd or report.RANK_SCRIPT.encode() in cmd:
                 left.append(pid)
         assert left == [], f"processes left on node{k}"
+
+
+def test_a_node_killed_mid_epoch_hdmlp_names_it_on_every_survivor(cluster, aggregate_config):
+    """As above, but mpirun told not to abort the job (--mca orte_abort_on_non_zero_status 0): hdmlp itself
+    must end every surviving rank with an error naming a lost rank of node3 within timeout_s (plus a margin
+    for start-up skew and a loaded machine), never hang. Open MPI 4.1's mpirun itself does not exit once a
+    rank died by a signal with abort off (even for ranks that never use MPI; docs/cluster.md), so the test
+    stops it once the survivors have reported, and then checks that nothing is left on the nodes."""
+    timeout_s = 8
+    spec = {"epochs": 3, "batch_size": 12, "seed": 4, "schemes": ["uniform"], "config": aggregate_config,
+            "timeout_s": timeout_s, "die": {"node": "node3", "epoch": 1, "batch": 1}}
+    lost = {2, 5}  # --map-by node: node3 runs ranks 2 and 5
+    survivors = [r for r in range(WORLD) if r not in lost]
+
+    def until_survivors_reported(proc, out):
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            if all(os.path.exists(os.path.join(out, f"rank{r}.json")) for r in survivors):
+                break
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGTERM)  # mpirun ends its daemons (and what is left of the job)
+
+    run = report.run_ranks(cluster, spec, timeout=120, during=until_survivors_reported,
+                           mpirun_args=["--mca", "orte_abort_on_non_zero_status", "0"])
+    assert set(run["died"]) == lost, run["died"]
+    died = min(run["died"].values())
+    for r in survivors:
+        rank = run["ranks"][r]
+        assert rank is not None and rank.get("error"), f"rank {r} reported nothing\n{run['stderr'][-3000:]}"
+        message = rank["error"]["message"]
+        assert re.search(r"rank [25] on node3 did not answer", message), (r, message)
+        assert rank["error"]["time"] - died < timeout_s + 6, (r, rank["error"]["time"] - died, message)
+    _no_mpi_process_left(cluster)
 
 
 def test_teardown_leaves_nothing_after_ctrl_c_and_sigkill(dataset, tmp_path):
