@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--step-ms", type=float, default=0.0, help="the consumer's simulated training step per batch")
     p.add_argument("--timeout-s", type=float, default=60.0, help="hdmlp's timeout_s")
     p.add_argument("--timeout", type=float, default=1200, help="seconds one mpirun may run")
+    p.add_argument("--mca", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="an Open MPI MCA parameter for mpirun (repeatable)")
     p.add_argument("--json", required=True, help="where the report goes")
     args = p.parse_args(argv)
 
@@ -85,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         for scheme in args.schemes.split(","):
             spec = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "schemes": [scheme],
                     "config": config, "timeout_s": args.timeout_s, "step_ms": args.step_ms}
-            run = report.run_ranks(cluster, spec, timeout=args.timeout)
+            run = report.run_ranks(cluster, spec, timeout=args.timeout,
+                                   mpirun_args=[a for name, value in args.mca for a in ("--mca", name, value)])
             failed = [r.get("error") for r in run["ranks"] if r is None or r.get("error")]
             if run["returncode"] != 0 or failed:
                 print(f"[cluster] {scheme}: mpirun exit {run['returncode']}; errors: {failed}\n"

@@ -778,9 +778,10 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
   } assembly{metrics_, epoch_};
   const std::string peer_error = cache_->PeerAbortMessage();
   if (!peer_error.empty()) {
-    // Passed on, so that a rank that needs nothing from a lost peer stops too rather than finishing
-    // and waiting for it at exit.
-    ThrowAndTellPeers(CapturedError::FromKindName("io", peer_error + " (reported to rank " + std::to_string(rank()) + ")"));
+    // Passed on as it is, so that a rank that needs nothing from a lost peer stops too rather than
+    // finishing and waiting for it at exit.
+    cache_->AbortPeers(peer_error);
+    throw IOError(peer_error + " (reported to rank " + std::to_string(rank()) + ")");
   }
   const int64_t batches = plan_->BatchesPerEpoch();
   if (batch_ >= batches) return Next::kEndOfEpoch;

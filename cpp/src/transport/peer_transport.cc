@@ -128,6 +128,12 @@ void PeerTransport::ServeLoop() {
 }
 
 IOError PeerTransport::PeerLost(int peer, int64_t sample) {
+  // A peer's abort that arrived meanwhile names the cause (this peer may have
+  // left because of it): raise that rather than blame this peer.
+  if (peer_aborted_.load() && !lost_[static_cast<size_t>(peer)].load()) {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    return IOError(peer_abort_message_ + " (reported to rank " + std::to_string(comm_->rank()) + ")");
+  }
   const std::string message =
       comm_->DescribeRank(peer) + " did not answer " + comm_->DescribeRank(comm_->rank()) + "'s request for sample " +
       std::to_string(sample) + " within " + std::to_string(static_cast<int>(comm_->timeout_s())) +
