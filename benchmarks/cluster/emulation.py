@@ -57,6 +57,14 @@ class ClusterUnavailable(RuntimeError):
     """This machine cannot run the emulated cluster; the message says why."""
 
 
+# Open MPI's TCP transport sends a message above btl_tcp_eager_limit (64 KiB by default) by
+# rendezvous, and a peer's reply of one ~100 KB sample then took ~40 ms: `uniform` epochs served
+# mostly by peers ran at 38-43 images/s. With samples sent eagerly they ran at 1100-2300
+# (docs/cluster.md). 4 MiB covers an ImageNet-like JPEG.
+TCP_EAGER_ARGS = ("--mca", "btl_tcp_eager_limit", "4194304", "--mca", "btl_tcp_rndv_eager_limit", "4194304",
+                  "--mca", "btl_tcp_max_send_size", "4194304")
+
+
 def _which(tool: str) -> str | None:
     return shutil.which(tool) or next((p for p in (f"/usr/sbin/{tool}", f"/sbin/{tool}") if os.access(p, os.X_OK)),
                                       None)
@@ -514,7 +522,8 @@ class EmulatedCluster:
                "-np", str(self.nodes * self.ranks_per_node), "--map-by", "node", "--bind-to", "none",
                "--mca", "plm_rsh_agent", self.agent, "--mca", "plm_rsh_no_tree_spawn", "1",
                "--mca", "pml", "ob1", "--mca", "btl", "tcp,vader,self",
-               "--mca", "btl_tcp_if_include", net, "--mca", "oob_tcp_if_include", net, *mpirun_args]
+               "--mca", "btl_tcp_if_include", net, "--mca", "oob_tcp_if_include", net,
+               *TCP_EAGER_ARGS, *mpirun_args]
         for key, value in (env or {}).items():
             cmd += ["-x", f"{key}={value}"]
         return cmd + list(command)

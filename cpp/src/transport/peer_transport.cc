@@ -100,7 +100,10 @@ void PeerTransport::ServeLoop() {
       count = 2;
     }
     // Never block on a reply: an asker that has said bye (or timed out and
-    // left) will not receive it, and a blocked server could not stop.
+    // left) will not receive it, and a blocked server could not stop. An
+    // asker that died never takes it: after timeout_s (when it has given up
+    // anyway) the server moves on rather than leave the other ranks unserved.
+    const auto reply_deadline = Clock::now() + std::chrono::duration<double>(comm_->timeout_s());
     Clock::time_point stop_deadline{};
     for (;;) {
       int done = 0;
@@ -110,8 +113,8 @@ void PeerTransport::ServeLoop() {
         break;
       }
       if (stopping_.load() && stop_deadline == Clock::time_point{}) stop_deadline = Clock::now() + std::chrono::seconds(1);
-      if (left_[static_cast<size_t>(asker)].load() ||
-          (stop_deadline != Clock::time_point{} && Clock::now() > stop_deadline)) {
+      if (left_[static_cast<size_t>(asker)].load() || lost_[static_cast<size_t>(asker)].load() ||
+          Clock::now() > reply_deadline || (stop_deadline != Clock::time_point{} && Clock::now() > stop_deadline)) {
         for (int i = 0; i < count; ++i) {
           if (replies[i] == MPI_REQUEST_NULL) continue;
           MPI_Cancel(&replies[i]);
