@@ -595,6 +595,10 @@ def report(result: dict, base: str, readme: bool, log=print) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["cluster"]:  # the emulated cluster has its own options (benchmarks/cluster/cli.py)
+        from benchmarks.cluster.cli import main as cluster_main
+        return cluster_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", help=f"one of: {', '.join(SCENARIOS)}; 'all' runs each; 'list' lists them; "

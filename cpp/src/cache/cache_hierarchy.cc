@@ -104,6 +104,7 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
     for (size_t j = 1; j < levels_.size(); ++j) prefetch_threads += levels_[j]->threads;
     // Lingering at close: long enough for a peer an epoch of a small job
     // behind, never longer than the job waits for a peer anyway.
+    serve_wait_s_ = comm->timeout_s() / 2;
     transport_ = std::make_unique<PeerTransport>(
         comm, config.distributed_threads, worker_slots_ + prefetch_threads,
         [this](int64_t sample, SampleBuffer* out) { return Serve(sample, out); }, std::min(10.0, comm->timeout_s()));
@@ -254,9 +255,15 @@ std::vector<std::pair<int64_t, int64_t>> CacheHierarchy::ClaimRun(int level, int
   return run;
 }
 
-bool CacheHierarchy::WaitWhileFilling(const std::atomic<uint8_t>& state, const std::atomic<bool>& stop) {
+bool CacheHierarchy::WaitWhileFilling(const std::atomic<uint8_t>& state, const std::atomic<bool>& stop,
+                                      double max_wait_s) {
   std::unique_lock<std::mutex> lock(mu_);
-  filled_cv_.wait(lock, [&] { return stop.load() || state.load() != kFilling; });
+  const auto filled = [&] { return stop.load() || state.load() != kFilling; };
+  if (max_wait_s <= 0) {
+    filled_cv_.wait(lock, filled);
+  } else if (!filled_cv_.wait_for(lock, std::chrono::duration<double>(max_wait_s), filled)) {
+    return false;
+  }
   return !stop.load();
 }
 
@@ -339,7 +346,7 @@ bool CacheHierarchy::Serve(int64_t sample, SampleBuffer* out) {
         }
         continue;
       case kFilling:
-        if (!WaitWhileFilling(state, serving_stopped_)) return false;
+        if (!WaitWhileFilling(state, serving_stopped_, serve_wait_s_)) return false;
         continue;
       default:
         return false;

@@ -412,15 +412,18 @@ void Job::CheckRanksAgree(const CapturedError& local_error) {
   seed_ = std::stoull(line(all[0], 1));  // rank 0's seed
   ranks_on_this_node_ = 0;
   ranks_sharing_cpus_ = 0;
+  std::vector<std::string> hosts;
   for (const auto& s : all) {
     const std::string host = line(s, 2);
     const size_t cpus = host.find(" cpus=");
+    hosts.push_back(host.substr(0, cpus));
     if (host.substr(0, cpus) != HostName()) continue;
     ++ranks_on_this_node_;
     if (cpus == std::string::npos || CpuListsIntersect(ParseCpuList(host.substr(cpus + 6)), my_cpus)) {
       ++ranks_sharing_cpus_;
     }
   }
+  if (comm_) comm_->set_host_names(std::move(hosts));  // errors about a peer name its node
 }
 
 void Job::ShareCapacities() {
@@ -798,7 +801,12 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
     ~AssemblyTimer() { metrics.AddAssembly(epoch, SecondsSince(start) - waited); }
   } assembly{metrics_, epoch_};
   const std::string peer_error = cache_->PeerAbortMessage();
-  if (!peer_error.empty()) throw IOError(peer_error + " (reported to rank " + std::to_string(rank()) + ")");
+  if (!peer_error.empty()) {
+    // Passed on as it is, so that a rank that needs nothing from a lost peer stops too rather than
+    // finishing and waiting for it at exit.
+    cache_->AbortPeers(peer_error);
+    throw IOError(peer_error + " (reported to rank " + std::to_string(rank()) + ")");
+  }
   const int64_t batches = plan_->BatchesPerEpoch();
   if (batch_ >= batches) return Next::kEndOfEpoch;
 

@@ -193,6 +193,12 @@ Communicator::~Communicator() {
   g_retired.push_back(comm_);
 }
 
+std::string Communicator::DescribeRank(int rank) const {
+  const std::string name = "rank " + std::to_string(rank);
+  if (rank < 0 || static_cast<size_t>(rank) >= hosts_.size() || hosts_[static_cast<size_t>(rank)].empty()) return name;
+  return name + " on " + hosts_[static_cast<size_t>(rank)];
+}
+
 void Communicator::Wait(MPI_Request* request, const std::string& what) {
   WaitUntil(request, timeout_s_, rank_, what, interrupt_);
 }

@@ -45,8 +45,11 @@ PeerTransport::PeerTransport(Communicator* comm, int serving_threads, int client
       linger_s_(linger_s),
       left_(new std::atomic<bool>[static_cast<size_t>(comm->size())]),
       said_bye_(new std::atomic<bool>[static_cast<size_t>(comm->size())]),
+      lost_(new std::atomic<bool>[static_cast<size_t>(comm->size())]),
       sequence_(new std::atomic<int64_t>[static_cast<size_t>(client_slots)]) {
-  for (int r = 0; r < comm->size(); ++r) left_[static_cast<size_t>(r)] = said_bye_[static_cast<size_t>(r)] = false;
+  for (int r = 0; r < comm->size(); ++r) {
+    left_[static_cast<size_t>(r)] = said_bye_[static_cast<size_t>(r)] = lost_[static_cast<size_t>(r)] = false;
+  }
   for (int s = 0; s < client_slots; ++s) sequence_[static_cast<size_t>(s)] = 0;
 }
 
@@ -140,7 +143,10 @@ void PeerTransport::ServeLoop() {
       count = 2;
     }
     // Never block on a reply: an asker that has said bye (or timed out and
-    // left) will not receive it, and a blocked server could not stop.
+    // left) will not receive it, and a blocked server could not stop. An
+    // asker that died never takes it: after timeout_s (when it has given up
+    // anyway) the server moves on rather than leave the other ranks unserved.
+    const auto reply_deadline = Clock::now() + std::chrono::duration<double>(comm_->timeout_s());
     Clock::time_point stop_deadline{};
     for (;;) {
       int done = 0;
@@ -150,8 +156,8 @@ void PeerTransport::ServeLoop() {
         break;
       }
       if (stopping_.load() && stop_deadline == Clock::time_point{}) stop_deadline = Clock::now() + std::chrono::seconds(1);
-      if (left_[static_cast<size_t>(asker)].load() ||
-          (stop_deadline != Clock::time_point{} && Clock::now() > stop_deadline)) {
+      if (left_[static_cast<size_t>(asker)].load() || lost_[static_cast<size_t>(asker)].load() ||
+          Clock::now() > reply_deadline || (stop_deadline != Clock::time_point{} && Clock::now() > stop_deadline)) {
         for (int i = 0; i < count; ++i) {
           if (replies[i] == MPI_REQUEST_NULL) continue;
           MPI_Cancel(&replies[i]);
@@ -167,8 +173,29 @@ void PeerTransport::ServeLoop() {
   }
 }
 
+IOError PeerTransport::PeerLost(int peer, int64_t sample) {
+  // A peer's abort that arrived meanwhile names the cause (this peer may have
+  // left because of it): raise that rather than blame this peer.
+  if (peer_aborted_.load() && !lost_[static_cast<size_t>(peer)].load()) {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    return IOError(peer_abort_message_ + " (reported to rank " + std::to_string(comm_->rank()) + ")");
+  }
+  const std::string message =
+      comm_->DescribeRank(peer) + " did not answer " + comm_->DescribeRank(comm_->rank()) + "'s request for sample " +
+      std::to_string(sample) + " within " + std::to_string(static_cast<int>(comm_->timeout_s())) +
+      " s: it may have crashed, hung or left the job (its node may have failed); raise timeout_s if it is only slow";
+  if (!lost_[static_cast<size_t>(peer)].exchange(true)) {
+    Communicator::MarkPeerFailure();
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (peer_abort_message_.empty()) peer_abort_message_ = message;
+    peer_aborted_ = true;
+  }
+  return IOError(message);
+}
+
 bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out) {
   if (PeerLeft(peer) || clients_stopped_.load()) return false;
+  if (lost_[static_cast<size_t>(peer)].load()) throw PeerLost(peer, sample);  // one timeout per lost peer
   MPI_Comm comm = comm_->comm();
   const int reply_tag = kReplyTagBase + slot;
   const int64_t seq = sequence_[static_cast<size_t>(slot)].fetch_add(1) + 1;
@@ -193,9 +220,12 @@ bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out)
       // A hit's payload follows its header on the same tag, in order.
       SampleBuffer payload = SampleBuffer::Allocate(std::max<int64_t>(header[1], 0));
       if (header[1] >= 0) {
-        do {
+        for (;;) {  // the peer may die between header and payload
           MPI_Improbe(peer, reply_tag, comm, &found, &message, &status);
-        } while (!found);
+          if (found) break;
+          if (Clock::now() > deadline) throw PeerLost(peer, sample);
+          Pause();
+        }
         MPI_Mrecv(payload.data.get(), static_cast<int>(payload.size), MPI_BYTE, &message, MPI_STATUS_IGNORE);
       }
       if (header[0] != seq) continue;  // a late reply to a request that timed out
@@ -210,11 +240,7 @@ bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out)
     }
     if (Clock::now() > deadline) {
       if (!sent) MPI_Request_free(&send);
-      Communicator::MarkPeerFailure();
-      throw IOError("rank " + std::to_string(peer) + " did not answer rank " + std::to_string(comm_->rank()) +
-                    "'s request for sample " + std::to_string(sample) + " within " +
-                    std::to_string(static_cast<int>(comm_->timeout_s())) +
-                    " s: it may have crashed, hung or left the job; raise timeout_s if it is only slow");
+      throw PeerLost(peer, sample);
     }
     Pause();
   }
@@ -255,7 +281,9 @@ void PeerTransport::StopClients() { clients_stopped_ = true; }
 
 bool PeerTransport::AllPeersLeft() const {
   for (int r = 0; r < comm_->size(); ++r) {
-    if (r != comm_->rank() && !said_bye_[static_cast<size_t>(r)].load()) return false;
+    if (r != comm_->rank() && !said_bye_[static_cast<size_t>(r)].load() && !lost_[static_cast<size_t>(r)].load()) {
+      return false;
+    }
   }
   return true;
 }

@@ -184,8 +184,9 @@ class CacheHierarchy {
   void SetState(int64_t slot, State state);
   // Marks a fill failed, keeping its error when the storage failed (fill_errors_).
   void FailFill(int64_t slot, const CapturedError& error);
-  // Waits until another thread has filled (or failed) a slot; false if `stop` was set meanwhile.
-  bool WaitWhileFilling(const std::atomic<uint8_t>& state, const std::atomic<bool>& stop);
+  // Waits until another thread has filled (or failed) a slot; false if `stop` was set meanwhile
+  // or `max_wait_s` (when above 0) passed.
+  bool WaitWhileFilling(const std::atomic<uint8_t>& state, const std::atomic<bool>& stop, double max_wait_s = 0);
   void PrefetchLoop(int level, int client);
   // Stores `bytes` of `sample` in its slot (the caller owns it: kFilling)
   // and sets the slot's state; true when stored.
@@ -219,6 +220,10 @@ class CacheHierarchy {
   PeerDirectory directory_;
   std::unique_ptr<PeerTransport> transport_;
   int worker_slots_ = 0;
+  // How long a peer's request waits for a slot this rank is filling before it is answered "not
+  // here": half the asker's timeout_s, so that a fill waiting on a lost third rank makes the asker
+  // read from the PFS rather than time out on this rank (and name the wrong one).
+  double serve_wait_s_ = 0;
   int64_t coalesce_bytes_ = 0;
   std::atomic<int64_t> pfs_reads_{0}, pfs_bytes_{0}, remote_reads_{0};
 

@@ -81,6 +81,11 @@ class Communicator {
   MPI_Comm comm() const { return comm_; }
   // Polled while a collective waits (set before calling them).
   void set_interrupt(InterruptCheck interrupt) { interrupt_ = std::move(interrupt); }
+  // Every rank's host name, in rank order, for messages that name a rank
+  // (set once, by the job's start-up check, before any thread uses it).
+  void set_host_names(std::vector<std::string> hosts) { hosts_ = std::move(hosts); }
+  // "rank 2 on node3", or "rank 2" while the host names are not known.
+  std::string DescribeRank(int rank) const;
 
   // Every rank's string, in rank order; strings may differ in length.
   std::vector<std::string> AllGather(const std::string& mine, const std::string& what);
@@ -98,6 +103,7 @@ class Communicator {
   int size_ = 1;
   double timeout_s_;
   InterruptCheck interrupt_;
+  std::vector<std::string> hosts_;
 };
 
 }  // namespace hdmlp

@@ -22,7 +22,10 @@
 // the caller falls back to the PFS. A rank that stops on an error tells every peer why
 // (tag 3, the message's bytes), so that every rank can raise it promptly
 // instead of waiting for the missing rank. A peer that does not answer within timeout_s makes Fetch
-// throw an IOError naming it (it crashed, hung or left without saying bye).
+// throw an IOError naming it and its host (it crashed, hung or left without saying bye). That peer
+// is then lost for good: every later Fetch from it throws the same error at once (a dead node
+// costs one timeout_s, not one per sample), PeerAbortMessage() reports it (so the job raises it at
+// its next batch even when only a prefetch asked), and Linger() no longer waits for it.
 //
 // A peer that stops on an error, or does not answer in time, is reported to
 // Communicator::MarkPeerFailure, so that the process does not wait for it
@@ -45,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "hdmlp/errors.h"
 #include "hdmlp/staging/staging_buffer.h"
 #include "hdmlp/transport/communicator.h"
 
@@ -68,7 +72,7 @@ class PeerTransport {
   // Tells every peer that this rank stops with `message` (waits at most a
   // second for the sends). Idempotent: only the first message is sent.
   void Abort(const std::string& message);
-  // The first abort message a peer sent ("" while none has).
+  // The first abort message a peer sent, or why a peer was found lost ("" while neither).
   std::string PeerAbortMessage() const;
   void StopClients();
   void Linger();
@@ -83,6 +87,9 @@ class PeerTransport {
   bool NextRequest(MPI_Message* message, MPI_Status* status);
   bool TakeControlMessage();  // true: one was taken
   bool AllPeersLeft() const;
+  // Marks `peer` lost (first time: reports it as PeerAbortMessage) and
+  // returns the IOError to throw.
+  IOError PeerLost(int peer, int64_t sample);
   // Sends to every rank but this one and those that are gone; waits at most
   // a second. `data` must outlive the transport: a send to a peer that is
   // gone is freed unfinished, and MPI may still read it.
@@ -95,6 +102,7 @@ class PeerTransport {
   const double linger_s_;
   std::unique_ptr<std::atomic<bool>[]> left_;      // said "gone": serves nothing more
   std::unique_ptr<std::atomic<bool>[]> said_bye_;  // said "bye" (or gone): reads nothing more
+  std::unique_ptr<std::atomic<bool>[]> lost_;      // did not answer within timeout_s
   std::unique_ptr<std::atomic<int64_t>[]> sequence_;  // per client slot
   std::vector<std::thread> threads_;
   std::mutex poll_mu_;  // held by the serving thread that polls

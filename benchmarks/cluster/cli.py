@@ -1,0 +1,116 @@
+"""``python -m benchmarks cluster``: an hdmlp job on an emulated cluster, one JSON report.
+
+    python -m benchmarks cluster --nodes 3 --ranks-per-node 2 --json out.json
+    python -m benchmarks cluster --nodes 4 --ranks-per-node 2 --link-mbit 1000 --node-mem-mb 4000 \\
+        --pfs netfs --pfs-mbit 200 --pfs-open-delay-ms 2 --images 2000 --epochs 3 --json out.json
+
+Builds the cluster (benchmarks/cluster/emulation.py), generates the dataset
+once (hdmlp.datasets.make_image_folder, in hdmlp's user cache), runs one mpirun
+of rank.py per distribution scheme, and writes per epoch and rank images/s,
+stall and reads by source, per link the bytes carried, PFS bytes against the
+dataset's size, and whether every sample arrived exactly once. Skips (exit 0,
+with the reason) where the machine cannot run the emulation.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from benchmarks import pfs as pfs_mod
+from benchmarks.cluster import emulation, report
+
+
+def write_config(path: str, dataset_bytes: int, ram_share: float, ranks_per_node: int) -> str:
+    """Each node's RAM class holds ram_share of the dataset, split evenly between its ranks (fixed MB)."""
+    per_rank_mb = max(0.01, ram_share * dataset_bytes / 2**20 / ranks_per_node)
+    text = (f"# python -m benchmarks cluster: each node's RAM class holds {ram_share:.0%} of the dataset, "
+            f"{per_rank_mb:.2f} MB per rank\n"
+            "storage_classes = ( { capacity = 16; threads = \"auto\"; },\n"
+            f"  {{ backend = \"memory\"; capacity = {per_rank_mb:.3f}; threads = 2; }} );\n")
+    with open(path, "w") as f:
+        f.write(text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks cluster", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--ranks-per-node", type=int, default=2)
+    p.add_argument("--link-mbit", type=float, help="each node's link rate, both ways (tc tbf); default unshaped")
+    p.add_argument("--node-mem-mb", type=int, help="cgroup v1 memory limit per node; default none")
+    p.add_argument("--node-cpus", type=int, help="CPUs per node (cgroup v1 cpuset); default all")
+    p.add_argument("--pfs", choices=["auto", "local", "netfs"], default="auto",
+                   help="auto: the network file server (benchmarks/netfs.py) when present, else a local stand-in")
+    p.add_argument("--pfs-open-delay-ms", type=float, default=0.0, help="the PFS server's delay per open/stat")
+    p.add_argument("--pfs-read-delay-ms", type=float, default=0.0, help="the PFS server's delay per read")
+    p.add_argument("--pfs-mbit", type=float, help="the PFS server's link rate")
+    p.add_argument("--images", type=int, default=600)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--data", help="use this dataset folder instead of generating one")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=32, help="global batch")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--schemes", default="uniform", help="comma-separated: uniform, local, partial_local")
+    p.add_argument("--ram-share", type=float, default=0.5,
+                   help="each node's RAM class as a share of the dataset (default %(default)s: 2 nodes hold it)")
+    p.add_argument("--step-ms", type=float, default=0.0, help="the consumer's simulated training step per batch")
+    p.add_argument("--timeout-s", type=float, default=60.0, help="hdmlp's timeout_s")
+    p.add_argument("--timeout", type=float, default=1200, help="seconds one mpirun may run")
+    p.add_argument("--mca", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="an Open MPI MCA parameter for mpirun (repeatable)")
+    p.add_argument("--json", required=True, help="where the report goes")
+    args = p.parse_args(argv)
+
+    reason = emulation.unavailable_reason()
+    if reason:
+        print(f"[cluster] skipped: the emulated cluster cannot run on this machine: {reason}")
+        return 0
+    import hdmlp
+    from hdmlp.datasets import make_image_folder
+    root = args.data or os.path.join(hdmlp.user_cache_dir(), "datasets", f"bench-{args.images}-{args.classes}")
+    if not args.data:
+        make_image_folder(root, num_images=args.images, num_classes=args.classes, seed=0)
+    files = report.dataset_files(root)
+    total = sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    pfs_mod.install_signal_handlers()
+    result = {"command": "python -m benchmarks cluster " + " ".join(sys.argv[2:] if argv is None else argv),
+              "jobs": [], "links_by_scheme": {}}
+    with emulation.EmulatedCluster(args.nodes, args.ranks_per_node, root, link_mbit=args.link_mbit,
+                                   node_mem_mb=args.node_mem_mb, node_cpus=args.node_cpus, pfs=args.pfs,
+                                   pfs_open_delay_ms=args.pfs_open_delay_ms,
+                                   pfs_read_delay_ms=args.pfs_read_delay_ms, pfs_mbit=args.pfs_mbit) as cluster:
+        config = os.path.join(cluster.work, "hdmlp.cfg")
+        result["hdmlp_config"] = write_config(config, total, args.ram_share, args.ranks_per_node)
+        for scheme in args.schemes.split(","):
+            spec = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "schemes": [scheme],
+                    "config": config, "timeout_s": args.timeout_s, "step_ms": args.step_ms}
+            run = report.run_ranks(cluster, spec, timeout=args.timeout,
+                                   mpirun_args=[a for name, value in args.mca for a in ("--mca", name, value)])
+            failed = [r.get("error") for r in run["ranks"] if r is None or r.get("error")]
+            if run["returncode"] != 0 or failed:
+                print(f"[cluster] {scheme}: mpirun exit {run['returncode']}; errors: {failed}\n"
+                      f"{run['stderr'][-2000:]}", file=sys.stderr)
+                result["jobs"].append({"scheme": scheme, "status": "error", "errors": failed,
+                                       "stderr": run["stderr"][-4000:]})
+                continue
+            merged = report.merge(cluster, run, files, total, cluster.pfs.over_network)
+            job = merged["jobs"][0]
+            job.update(status="ok", links=merged["links"], pfs_link_bytes=merged["pfs_link_bytes"],
+                       pfs_link_bytes_x_dataset=merged["pfs_link_bytes_x_dataset"],
+                       node_to_node_bytes=merged["node_to_node_bytes"], seconds=merged["seconds"])
+            result.update(cluster=merged["cluster"], dataset=merged["dataset"] | {"path": root},
+                          ranks=merged["ranks"])
+            result["jobs"].append(job)
+            once = all(e["ok"] for e in job["exactly_once"])
+            print(f"[cluster] {scheme}: " + " ".join(f"{e['img_per_s']:.0f}" for e in job["epochs"])
+                  + f" img/s per epoch; PFS {job['pfs_bytes_x_dataset']:.2f}x the dataset (hdmlp)"
+                  + (f", {job['pfs_link_bytes_x_dataset']:.2f}x on the links" if job["pfs_link_bytes"] else "")
+                  + f"; {job['node_to_node_bytes'] / 1e6:.1f} MB between nodes; exactly once: {once}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"[cluster] wrote {args.json}")
+    return 0 if all(j.get("status") == "ok" for j in result["jobs"]) else 1

@@ -1,0 +1,119 @@
+"""The PFS of an emulated cluster: how the dataset reaches each node's ``<work>/n<K>/pfs`` folder.
+
+A provider has ``start()``, ``stop()`` (idempotent), ``describe() -> dict`` and
+``over_network`` (whether PFS bytes cross the nodes' storage links, so that the
+links' counters measure them). Two providers:
+
+* ``local``: the dataset folder bind-mounted read-only on every node. No server
+  and no network: every node reads this machine's disk. A stand-in where the
+  network file server is not available; hdmlp's own counters still say how
+  much it read from the PFS.
+* ``netfs``: the project's TCP file server (benchmarks/netfs.py) in its own
+  namespace on the storage bridge, and one FUSE client per node, started in the
+  node's network namespace, mounted at the node's folder. Its options are a
+  delay per open/stat, a delay per read and the server's link rate.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+
+
+def netfs_available() -> bool:
+    return importlib.util.find_spec("benchmarks.netfs") is not None
+
+
+def make(kind: str, cluster, open_delay_ms: float = 0.0, read_delay_ms: float = 0.0, mbit: float | None = None):
+    if kind == "auto":
+        kind = "netfs" if netfs_available() else "local"
+    if kind == "local":
+        if open_delay_ms or read_delay_ms or mbit:
+            raise ValueError("the PFS delays and rate need the network PFS (pfs='netfs', benchmarks/netfs.py); "
+                             "the 'local' stand-in has neither a server nor a link")
+        return LocalFolderPFS(cluster)
+    if kind == "netfs":
+        if not netfs_available():
+            raise RuntimeError("pfs='netfs' needs benchmarks/netfs.py (the network file server), which this "
+                               "checkout does not have; use pfs='local'")
+        return NetFSPFS(cluster, open_delay_ms, read_delay_ms, mbit)
+    raise ValueError(f"unknown PFS kind {kind!r}: choose 'auto', 'local' or 'netfs'")
+
+
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        raise RuntimeError(f"`{' '.join(cmd)}` failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
+
+
+class LocalFolderPFS:
+    """The dataset bind-mounted read-only at every node's PFS folder (no network)."""
+
+    over_network = False
+
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        self.mounts: list[str] = []
+
+    def start(self) -> None:
+        for k in range(1, self.cluster.nodes + 1):
+            target = os.path.join(self.cluster.node_folder(k), "pfs")
+            _run(["mount", "--bind", self.cluster.dataset, target])
+            self.mounts.append(target)
+            _run(["mount", "-o", "remount,bind,ro", target])
+
+    def stop(self) -> None:
+        while self.mounts:
+            target = self.mounts.pop()
+            subprocess.run(["umount", target], capture_output=True, timeout=30)
+
+    def describe(self) -> dict:
+        return {"kind": "local", "note": "stand-in: the dataset folder bind-mounted read-only on every node "
+                                         "(no server, no link)"}
+
+
+class NetFSPFS:
+    """benchmarks/netfs.py's server in namespace <tag>pfs at 10.78.X.200, one FUSE client per node."""
+
+    over_network = True
+
+    def __init__(self, cluster, open_delay_ms: float, read_delay_ms: float, mbit: float | None) -> None:
+        self.cluster = cluster
+        self.options = {"open_delay_ms": open_delay_ms, "read_delay_ms": read_delay_ms, "mbit": mbit}
+        self.server = None
+        self.mounts: list = []
+
+    def start(self) -> None:
+        from benchmarks import netfs
+        c = self.cluster
+        ns, host_end, ns_end = c.pfs_netns, f"{c.tag}p", f"{c.tag}P"
+        _run(["ip", "netns", "add", ns])
+        _run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end])
+        _run(["ip", "link", "set", ns_end, "netns", ns])
+        _run(["ip", "link", "set", host_end, "master", c.storage_bridge])
+        _run(["ip", "link", "set", host_end, "up"])
+        nsx = ["ip", "netns", "exec", ns]
+        _run(nsx + ["ip", "link", "set", ns_end, "name", "pfs0"])
+        _run(nsx + ["ip", "addr", "add", f"{c.pfs_address}/24", "dev", "pfs0"])
+        _run(nsx + ["ip", "link", "set", "pfs0", "up"])
+        _run(nsx + ["ip", "link", "set", "lo", "up"])
+        self.server = netfs.NetFSServer(c.dataset, listen=c.pfs_address, netns=ns, log=c.log, **self.options)
+        self.server.start()
+        for k in range(1, c.nodes + 1):
+            mount = netfs.NetFSMount(c.pfs_address, self.server.port, os.path.join(c.node_folder(k), "pfs"),
+                                     netns=c.netns(k), log=c.log)
+            mount.start()
+            self.mounts.append(mount)
+
+    def stop(self) -> None:
+        while self.mounts:
+            self.mounts.pop().stop()
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+
+    def stats(self) -> dict | None:
+        return self.server.stats() if self.server is not None else None
+
+    def describe(self) -> dict:
+        return {"kind": "netfs", "address": self.cluster.pfs_address, **self.options}

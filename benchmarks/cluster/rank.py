@@ -1,0 +1,135 @@
+"""One rank of an emulated cluster's job: runs hdmlp Jobs and writes what it received.
+
+    mpirun ... python benchmarks/cluster/rank.py SPEC.json
+
+Run by file path, not as a module, so that it imports the installed hdmlp and
+nothing of the checkout. SPEC (JSON) holds ``data``, ``out``, ``epochs``,
+``batch_size``, ``seed``, ``schemes`` (one Job per distribution scheme, one
+after the other), and optionally ``config`` (an hdmlp config file),
+``timeout_s``, ``exchange_fraction`` and ``die`` (``{"node", "epoch",
+"batch"}``: the ranks on that host SIGKILL themselves there, a node failing,
+after writing the time to ``<out>/died<R>``).
+
+Writes ``<out>/rank<R>.json``: the host name, MemAvailable at start, and per
+job (scheme): per epoch the sample ids in the order received, a content hash
+per sample (sha256, 16 hex digits), seconds, the seconds spent waiting for
+batches (stall), images/s, hdmlp's reads by source; and hdmlp's metrics
+(PFS bytes, peer reads and requests served, the cache classes' capacities).
+A rank whose job fails records the error (type, message, seconds after the
+epoch began, time) and leaves without waiting for its peers.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+
+def mem_available() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def write(out: str, rank: int, result: dict) -> None:
+    tmp = os.path.join(out, f".rank{rank}.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(result, f)
+    os.replace(tmp, os.path.join(out, f"rank{rank}.json"))
+
+
+def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
+    kw = {"distr_scheme": scheme, "seed": spec["seed"], "timeout_s": spec.get("timeout_s", 60.0)}
+    if spec.get("config"):
+        kw["config_path"] = spec["config"]
+    if spec.get("exchange_fraction") is not None:
+        kw["exchange_fraction"] = spec["exchange_fraction"]
+    t0 = time.perf_counter()
+    job = hdmlp.Job(spec["data"], spec["batch_size"], spec["epochs"], **kw)
+    run = {"scheme": scheme, "startup_seconds": time.perf_counter() - t0, "epochs": []}
+    result.update(rank=job.rank, world_size=job.world_size, seed=job.seed)
+    if job.rank == 0:
+        root = os.path.realpath(spec["data"])
+        run["paths"] = [os.path.relpath(os.path.realpath(p), root) for p, _ in job.samples]
+    die = spec.get("die")
+    for epoch in range(spec["epochs"]):
+        ids, hashes = [], []
+        stall = 0.0
+        start = time.perf_counter()
+        batches = iter(job.epoch_batches(epoch))
+        b = 0
+        while True:
+            if die and die["node"] == host and die["epoch"] == epoch and die["batch"] == b:
+                with open(os.path.join(spec["out"], f"died{job.rank}"), "w") as f:
+                    f.write(repr(time.time()))  # when, for the survivors' errors to be timed against
+                os.kill(os.getpid(), signal.SIGKILL)  # the node fails: no goodbye to anyone
+            t = time.perf_counter()
+            try:
+                batch_ids, _labels, samples = next(batches)
+            except StopIteration:
+                stall += time.perf_counter() - t
+                break
+            except Exception as e:
+                run["error"] = {"type": type(e).__name__, "message": str(e), "epoch": epoch, "batch": b,
+                                "seconds_into_epoch": time.perf_counter() - start, "time": time.time()}
+                raise _JobFailed(run) from e
+            stall += time.perf_counter() - t
+            ids += [int(i) for i in batch_ids]
+            hashes += [hashlib.sha256(bytes(memoryview(s))).hexdigest()[:16] for s in samples]
+            b += 1
+            if spec.get("step_ms"):
+                time.sleep(spec["step_ms"] / 1000)
+        seconds = time.perf_counter() - start
+        run["epochs"].append({"ids": ids, "hashes": hashes, "seconds": seconds, "stall_seconds": stall,
+                              "img_per_s": len(ids) / seconds if seconds > 0 else None})
+    m = job.metrics()
+    for e, em in zip(run["epochs"], m["epochs"]):
+        e["reads"] = {src: {"count": r["count"], "bytes": r["bytes"]} for src, r in em["reads"].items() if r["count"]}
+        e["loader_stall_seconds"] = em["stall_seconds"]
+    run["metrics"] = {k: m.get(k) for k in ("pfs_bytes", "remote_reads", "requests_served", "transport")}
+    run["classes"] = [{k: c.get(k) for k in ("name", "capacity_bytes", "planned_samples", "filled_samples")}
+                      for c in m["classes"]]
+    t = time.perf_counter()
+    job.close()
+    run["close_seconds"] = time.perf_counter() - t
+    return run
+
+
+class _JobFailed(Exception):
+    def __init__(self, run: dict) -> None:
+        super().__init__(run["error"]["message"])
+        self.run = run
+
+
+def main() -> None:
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
+    host = socket.gethostname()
+    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    result = {"host": host, "rank": rank, "mem_available_bytes": mem_available(), "pid": os.getpid(),
+              "runs": []}
+    import hdmlp
+    for scheme in spec["schemes"]:
+        try:
+            result["runs"].append(run_job(hdmlp, spec, scheme, result, host))
+        except _JobFailed as e:
+            result["runs"].append(e.run)
+            result["error"] = e.run["error"]
+            write(spec["out"], result["rank"], result)
+            sys.stdout.flush()
+            os._exit(1)  # a peer is gone: do not wait for it in MPI_Finalize
+        except Exception as e:  # the Job did not start
+            result["error"] = {"type": type(e).__name__, "message": str(e), "epoch": None}
+            write(spec["out"], result["rank"], result)
+            os._exit(1)
+    write(spec["out"], result["rank"], result)
+
+
+if __name__ == "__main__":
+    main()

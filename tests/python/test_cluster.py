@@ -1,0 +1,269 @@
+"""hdmlp on an emulated cluster: 3 nodes (network namespaces, each with its own host name and
+node-local folder) x 2 ranks, MPI over TCP between nodes, every node reading one PFS
+(benchmarks/cluster). Needs root and network namespaces; skips with the reason otherwise.
+
+One cluster serves the module; each test runs its own mpirun on it."""
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if REPO not in sys.path:
+    sys.path.append(REPO)  # benchmarks/ is not installed; appended, so hdmlp stays the installed one
+
+from benchmarks.cluster import EmulatedCluster, unavailable_reason  # noqa: E402
+from benchmarks.cluster import report  # noqa: E402
+from benchmarks.cluster.emulation import leftovers  # noqa: E402
+
+NODES, RANKS_PER_NODE = 3, 2
+WORLD = NODES * RANKS_PER_NODE
+SCHEMES = ["uniform", "local", "partial_local"]  # every scheme hdmlp has (plan/access_plan.cc)
+
+_reason = unavailable_reason() if shutil.which("mpirun") else "mpirun (Open MPI) is not installed"
+pytestmark = pytest.mark.skipif(_reason is not None, reason=f"emulated cluster unavailable: {_reason}")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """80 files of random bytes (2-30 KB) in 4 classes: small, but enough for peer traffic to show."""
+    root = tmp_path_factory.mktemp("cluster") / "data"
+    rng = random.Random(22)
+    for c in range(4):
+        os.makedirs(root / f"class_{c}")
+        for i in range(20):
+            (root / f"class_{c}" / f"img_{i:02d}.jpg").write_bytes(rng.randbytes(rng.randint(2000, 30000)))
+    files = report.dataset_files(str(root))
+    total = sum(os.path.getsize(root / p) for p in files)
+    return str(root), files, total
+
+
+@pytest.fixture(scope="module")
+def cluster(dataset):
+    with EmulatedCluster(NODES, RANKS_PER_NODE, dataset[0], log=lambda *_: None) as c:
+        yield c
+    assert leftovers(os.getpid()) == [], "the teardown left something"
+
+
+@pytest.fixture(scope="module")
+def aggregate_config(dataset, tmp_path_factory):
+    """Each rank's RAM class holds 30% of the dataset: one rank alone cannot hold it, the 6 together can."""
+    _, _, total = dataset
+    cfg = tmp_path_factory.mktemp("cfg") / "aggregate.cfg"
+    cfg.write_text("storage_classes = ( { capacity = 0.1; threads = 2; },\n"
+                   f"  {{ backend = \"memory\"; capacity = {0.3 * total / 2**20}; threads = 2; }} );\n")
+    return str(cfg)
+
+
+def ok_run(run):
+    errors = [r.get("error") for r in run["ranks"] if r is not None and r.get("error")]
+    assert run["returncode"] == 0 and not errors and all(run["ranks"]), \
+        f"mpirun exit {run['returncode']}, errors {errors}\n{run['stderr'][-3000:]}"
+    return run
+
+
+@pytest.fixture(scope="module")
+def schemes_run(cluster, aggregate_config):
+    """One mpirun: a 3-epoch job under each distribution scheme, one after the other."""
+    spec = {"epochs": 3, "batch_size": 12, "seed": 7, "schemes": SCHEMES, "config": aggregate_config,
+            "timeout_s": 60, "exchange_fraction": 0.3}
+    return spec, ok_run(report.run_ranks(cluster, spec, timeout=240))
+
+
+def test_ranks_see_three_nodes_of_two(schemes_run):
+    _, run = schemes_run
+    hosts = [r["host"] for r in run["ranks"]]
+    assert sorted(set(hosts)) == ["node1", "node2", "node3"]
+    assert all(hosts.count(h) == RANKS_PER_NODE for h in set(hosts))
+
+
+def test_every_scheme_delivers_each_sample_once_per_epoch(cluster, dataset, schemes_run):
+    _, files, total = dataset
+    _, run = schemes_run
+    merged = report.merge(cluster, run, files, total, over_network=False)
+    assert [j["scheme"] for j in merged["jobs"]] == SCHEMES
+    for job in merged["jobs"]:
+        for e in job["exactly_once"]:
+            assert e["ok"], f"{job['scheme']}, epoch {e['epoch']}: {e}"
+            assert e["samples"] == len(files)
+
+
+def test_the_pfs_is_read_once_over_three_epochs(cluster, dataset, schemes_run):
+    """The 6 ranks' RAM holds the dataset in aggregate: over 3 epochs the PFS serves it once."""
+    _, files, total = dataset
+    _, run = schemes_run
+    merged = report.merge(cluster, run, files, total, over_network=cluster.pfs.over_network)
+    for job in merged["jobs"]:
+        assert job["pfs_bytes_x_dataset"] == pytest.approx(1.0, abs=0.005), (job["scheme"], job["pfs_bytes"], total)
+    if cluster.pfs.over_network:  # the bytes on the PFS links, protocol overhead included
+        assert 1.0 <= merged["pfs_link_bytes_x_dataset"] / len(SCHEMES) < 1.15
+
+
+def test_peer_reads_cross_the_bridge(cluster, dataset, schemes_run):
+    """Under uniform and partial_local a rank reads samples other ranks cache; under local each rank
+    keeps to its own shard, which it caches, so it asks no peer."""
+    _, files, total = dataset
+    _, run = schemes_run
+    merged = report.merge(cluster, run, files, total, over_network=False)
+    for job in merged["jobs"]:
+        if job["scheme"] == "local":
+            assert job["remote_reads"] == 0
+        else:
+            assert job["remote_reads"] > 0 and job["requests_served"] > 0, job["scheme"]
+    remote_bytes = sum(e["reads"].get("remote", {}).get("bytes", 0)
+                       for r in run["ranks"] for j in r["runs"] for e in j["epochs"])
+    assert remote_bytes > 0
+    # Part of the peers' samples came from another node: they crossed the compute links.
+    carried = merged["node_to_node_bytes"]
+    assert carried > remote_bytes / 4, (carried, remote_bytes)
+    assert all(v["from_nodes"] > 0 and v["to_nodes"] > 0 for v in merged["links"].values())
+
+
+def test_same_seed_same_order_as_on_one_host(dataset, schemes_run, tmp_path):
+    """The same job with 6 ranks under a plain local mpirun (one host): the same samples in the same order."""
+    root, _, _ = dataset
+    spec, run = schemes_run
+    local = dict(spec, data=root, out=str(tmp_path))
+    (tmp_path / "spec.json").write_text(json.dumps(local))
+    cmd = ["mpirun", "--oversubscribe", "-np", str(WORLD), sys.executable, report.RANK_SCRIPT,
+           str(tmp_path / "spec.json")]
+    if os.geteuid() == 0:
+        cmd.insert(1, "--allow-run-as-root")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
+                          env=dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    one_host = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(WORLD)]
+    assert {r["host"] for r in one_host} == {one_host[0]["host"]}
+    for j, scheme in enumerate(SCHEMES):
+        for r in range(WORLD):
+            cluster_ids = [e["ids"] for e in run["ranks"][r]["runs"][j]["epochs"]]
+            host_ids = [e["ids"] for e in one_host[r]["runs"][j]["epochs"]]
+            assert cluster_ids == host_ids, f"{scheme}: rank {r} got another order on the cluster"
+        assert run["ranks"][0]["runs"][j]["paths"] == one_host[0]["runs"][j]["paths"]
+
+
+def test_each_node_splits_its_capacity_between_its_ranks(cluster, tmp_path):
+    """A percent capacity is a share of the node: each of a node's 2 ranks gets half of it."""
+    cfg = tmp_path / "percent.cfg"
+    cfg.write_text('storage_classes = ( { capacity = 0.1; threads = 2; },\n'
+                   '  { backend = "memory"; capacity = "0.2%"; threads = 1; } );\n')
+    run = ok_run(report.run_ranks(cluster, {"epochs": 1, "batch_size": 12, "seed": 1, "schemes": ["uniform"],
+                                            "config": str(cfg), "timeout_s": 60}, timeout=120))
+    for r in run["ranks"]:
+        capacity = r["runs"][0]["classes"][0]["capacity_bytes"]
+        node_share = 0.002 * r["mem_available_bytes"]
+        assert 0.4 < capacity / node_share < 0.6, (r["rank"], r["host"], capacity, node_share)
+
+
+def test_a_node_killed_mid_epoch_ends_the_job_naming_it(cluster, aggregate_config):
+    """node3's two ranks SIGKILL themselves in epoch 1 (a node failing). Under mpirun's defaults the job
+    ends within timeout_s, mpirun naming the killed rank and its node's address; the surviving ranks
+    are stopped by mpirun before hdmlp's own peer timeout could fire (the next test turns that off)."""
+    timeout_s = 8
+    spec = {"epochs": 3, "batch_size": 12, "seed": 4, "schemes": ["uniform"], "config": aggregate_config,
+            "timeout_s": timeout_s, "die": {"node": "node3", "epoch": 1, "batch": 1}}
+    t = time.monotonic()
+    run = report.run_ranks(cluster, spec, timeout=60)
+    wall = time.monotonic() - t
+    assert run["returncode"] != 0
+    assert all(r is None or r.get("error") for r in run["ranks"]), "a rank finished although node3 died"
+    # --map-by node: ranks 2 and 5 are node3's, at 10.77.X.3
+    named = re.search(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal 9", run["stderr"])
+    assert named, run["stderr"][-3000:]
+    assert int(named.group(1)) in (2, 5) and named.group(2) == cluster.address(3)
+    assert wall < timeout_s + 30, wall  # start-up and one epoch, then the abort
+    _no_mpi_process_left(cluster)
+
+
+def _no_mpi_process_left(cluster):
+    for k in range(1, NODES + 1):  # the node's PFS client (netfs) stays; no Open MPI daemon or rank may
+        left = []
+        for pid in cluster.node_pids(k):
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            except OSError:
+                continue
+            if b"orted" in cmd or report.RANK_SCRIPT.encode() in cmd:
+                left.append(pid)
+        assert left == [], f"processes left on node{k}"
+
+
+def test_a_node_killed_mid_epoch_hdmlp_names_it_on_every_survivor(cluster, aggregate_config):
+    """As above, but mpirun told not to abort the job (--mca orte_abort_on_non_zero_status 0): hdmlp itself
+    must end every surviving rank with an error naming a lost rank of node3 within timeout_s (plus a margin
+    for start-up skew and a loaded machine), never hang; only a rank that needed nothing from node3 and
+    finished its epochs before a peer's error reached it may end without one. Open MPI 4.1's mpirun itself does not exit once a
+    rank died by a signal with abort off (even for ranks that never use MPI; docs/cluster.md), so the test
+    stops it once the survivors have reported, and then checks that nothing is left on the nodes."""
+    timeout_s = 8
+    # A training step of 50 ms a batch: the survivors still need node3's samples after it dies.
+    spec = {"epochs": 3, "batch_size": 12, "seed": 4, "schemes": ["uniform"], "config": aggregate_config,
+            "timeout_s": timeout_s, "die": {"node": "node3", "epoch": 0, "batch": 2}, "step_ms": 50}
+    lost = {2, 5}  # --map-by node: node3 runs ranks 2 and 5
+    survivors = [r for r in range(WORLD) if r not in lost]
+
+    def until_survivors_reported(proc, out):
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None:
+            if all(os.path.exists(os.path.join(out, f"rank{r}.json")) for r in survivors):
+                break
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGTERM)  # mpirun ends its daemons (and what is left of the job)
+
+    run = report.run_ranks(cluster, spec, timeout=120, during=until_survivors_reported,
+                           mpirun_args=["--mca", "orte_abort_on_non_zero_status", "0"])
+    assert set(run["died"]) == lost, run["died"]
+    died = min(run["died"].values())
+    raised = 0
+    for r in survivors:
+        rank = run["ranks"][r]
+        assert rank is not None, f"rank {r} reported nothing\n{run['stderr'][-3000:]}"
+        if not rank.get("error"):
+            # It needed nothing from node3 and finished before any peer's error reached it: then it
+            # delivered every epoch (and at exit hdmlp aborts the MPI job rather than wait for node3).
+            assert len(rank["runs"][0]["epochs"]) == spec["epochs"], (r, rank)
+            continue
+        raised += 1
+        message = rank["error"]["message"]
+        assert re.search(r"rank [25] on node3 did not answer", message), (r, message)
+        assert rank["error"]["time"] - died < timeout_s + 6, (r, rank["error"]["time"] - died, message)
+    assert raised >= 2, "node3 held samples the others needed: some survivors must have raised"
+    _no_mpi_process_left(cluster)
+
+
+def test_teardown_leaves_nothing_after_ctrl_c_and_sigkill(dataset, tmp_path):
+    """A driver interrupted (SIGINT) while mpirun runs tears everything down; one killed (SIGKILL) leaves
+    its namespaces behind, and the next cluster's start removes them."""
+    root, _, _ = dataset
+    script = tmp_path / "driver.py"
+    script.write_text(
+        f"import sys; sys.path.append({REPO!r})\n"
+        "from benchmarks.cluster import EmulatedCluster\n"
+        f"with EmulatedCluster(2, 1, {root!r}, link_mbit=100, log=lambda *_: None) as c:\n"
+        "    print('ready', flush=True)\n"
+        "    c.run(['sleep', '60'], timeout=90)\n")
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        deadline = time.monotonic() + 20
+        while len(subprocess.run(["ip", "netns", "pids", f"hc{proc.pid}n2"], capture_output=True,
+                                 text=True).stdout.split()) < 2:  # Open MPI's daemon and sleep
+            assert time.monotonic() < deadline, "mpirun did not start sleep on the nodes"
+            time.sleep(0.2)
+        proc.send_signal(sig)
+        proc.wait(60)
+        if sig == signal.SIGKILL:
+            assert leftovers(proc.pid), "SIGKILL should have left the cluster behind"
+            from benchmarks.cluster import remove_stale
+            remove_stale(log=lambda *_: None)
+        assert leftovers(proc.pid) == [], f"after {sig.name}"
+        ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
+        assert f"hdmlp-cluster-{proc.pid}-" not in ps, ps  # mpirun (its agent's path) is gone too
