@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import resource
+import shlex
 import statistics
 import subprocess
 import sys
@@ -107,7 +108,7 @@ def main() -> int:
               "load_before": load_before, "load_after": load_after, "rounds": rounds, "median": med,
               "cpu_per_1000": cpu, "cpu_per_1000_median": cpu_med, "ratio_slim_to_dev": ratio,
               "ratios_images_per_s": ratios, "ratios_by_cpu": cpu_ratios, "sides": info,
-              "command": "python benchmarks/wheel_speed.py " + " ".join(sys.argv[1:])}
+              "command": "python benchmarks/wheel_speed.py " + shlex.join(sys.argv[1:])}
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as f:
         json.dump(result, f, indent=1)
