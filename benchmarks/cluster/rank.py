@@ -17,6 +17,12 @@ batches (stall), images/s, hdmlp's reads by source; and hdmlp's metrics
 (PFS bytes, peer reads and requests served, the cache classes' capacities).
 A rank whose job fails records the error (type, message, seconds after the
 epoch began, time) and leaves without waiting for its peers.
+
+With ``"loader": "dataloader"`` in SPEC the rank runs, in place of hdmlp,
+torchvision's ImageFolder (raw file bytes as the sample, as hdmlp delivers
+them) under torch's DistributedSampler and DataLoader (``num_workers`` from
+SPEC, default 1) and writes the same record, with the bytes it read from the
+PFS as ``pfs_bytes``: the baseline of issue 22's goal 2.
 """
 from __future__ import annotations
 
@@ -101,6 +107,78 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
     return run
 
 
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _collate(batch):
+    return [i for i, _ in batch], [s for _, s in batch]
+
+
+class _Indexed:
+    """The ImageFolder's (index, raw bytes) at each index, so that the rank can record which sample came."""
+
+    def __init__(self, folder) -> None:
+        self.folder = folder
+
+    def __len__(self) -> int:
+        return len(self.folder)
+
+    def __getitem__(self, i: int):
+        return i, self.folder[i][0]
+
+
+def run_dataloader(spec: dict, result: dict, rank: int, world: int) -> dict:
+    """torchvision ImageFolder + DistributedSampler + DataLoader over the same files, recorded like run_job."""
+    import torch.utils.data as tud
+    from torchvision.datasets import ImageFolder
+    workers = int(spec.get("num_workers", 1))
+    t0 = time.perf_counter()
+    folder = ImageFolder(spec["data"], loader=_read_bytes)
+    sampler = tud.DistributedSampler(_Indexed(folder), num_replicas=world, rank=rank, shuffle=True,
+                                     seed=spec["seed"], drop_last=False)
+    per_rank_batch = max(1, spec["batch_size"] // world)
+    loader = tud.DataLoader(_Indexed(folder), batch_size=per_rank_batch, sampler=sampler, num_workers=workers,
+                            collate_fn=_collate, persistent_workers=workers > 0,
+                            prefetch_factor=2 if workers > 0 else None)
+    run = {"scheme": f"dataloader(num_workers={workers})", "startup_seconds": time.perf_counter() - t0,
+           "epochs": []}
+    result.update(rank=rank, world_size=world, seed=spec["seed"])
+    if rank == 0:
+        root = os.path.realpath(spec["data"])
+        run["paths"] = [os.path.relpath(os.path.realpath(p), root) for p, _ in folder.samples]
+    read_bytes = 0
+    for epoch in range(spec["epochs"]):
+        sampler.set_epoch(epoch)
+        ids, hashes = [], []
+        stall = 0.0
+        epoch_bytes = 0
+        start = time.perf_counter()
+        batches = iter(loader)
+        while True:
+            t = time.perf_counter()
+            try:
+                batch_ids, samples = next(batches)
+            except StopIteration:
+                stall += time.perf_counter() - t
+                break
+            stall += time.perf_counter() - t
+            ids += [int(i) for i in batch_ids]
+            hashes += [hashlib.sha256(s).hexdigest()[:16] for s in samples]
+            epoch_bytes += sum(len(s) for s in samples)
+            if spec.get("step_ms"):
+                time.sleep(spec["step_ms"] / 1000)
+        seconds = time.perf_counter() - start
+        run["epochs"].append({"ids": ids, "hashes": hashes, "seconds": seconds, "stall_seconds": stall,
+                              "img_per_s": len(ids) / seconds if seconds > 0 else None,
+                              "reads": {"pfs": {"count": len(ids), "bytes": epoch_bytes}}})
+        read_bytes += epoch_bytes
+    run["metrics"] = {"pfs_bytes": read_bytes, "remote_reads": 0, "requests_served": 0, "transport": None}
+    run["classes"] = []
+    return run
+
+
 class _JobFailed(Exception):
     def __init__(self, run: dict) -> None:
         super().__init__(run["error"]["message"])
@@ -114,6 +192,16 @@ def main() -> None:
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     result = {"host": host, "rank": rank, "mem_available_bytes": mem_available(), "pid": os.getpid(),
               "runs": []}
+    if spec.get("loader") == "dataloader":
+        world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+        try:
+            result["runs"].append(run_dataloader(spec, result, rank, world))
+        except Exception as e:
+            result["error"] = {"type": type(e).__name__, "message": str(e), "epoch": None}
+            write(spec["out"], rank, result)
+            os._exit(1)
+        write(spec["out"], rank, result)
+        return
     import hdmlp
     for scheme in spec["schemes"]:
         try:

@@ -1,0 +1,207 @@
+"""Issue 22's cluster goals 2 and 4, as modes of ``python -m benchmarks cluster``.
+
+    python -m benchmarks cluster vs-dataloader --nodes 4 --ranks-per-node 2 --images 1200 --epochs 3 \\
+        --pfs-mbit 100 --ram-share 0.3 --json benchmarks/results/cluster_vs_dataloader.json \\
+        --markdown benchmarks/results/cluster_vs_dataloader.md
+    python -m benchmarks cluster scale --nodes-list 2,4,8 --images 1200 \\
+        --json benchmarks/results/cluster_scale.json --markdown benchmarks/results/cluster_scale.md
+
+``vs-dataloader`` (goal 2): in one emulated cluster whose PFS is netfs with a
+bandwidth cap, hdmlp's job (each node's RAM class ``ram_share`` of the
+dataset, below the dataset and above a quarter of it) and then torchvision's
+ImageFolder + DistributedSampler + DataLoader over the same files, both
+delivering raw file bytes, by the same rank script (rank.py). Compares PFS
+bytes (the loaders' own counts, the netfs server's and the storage links'),
+epoch times, stall per rank and the whole job's time; checks exactly once
+for both. netfs opens files with direct I/O, so no node's page cache helps
+the DataLoader's later epochs (as on a PFS without a client cache).
+
+``scale`` (goal 4): the same hdmlp job on 2, 4, 8 nodes of one rank:
+start-up (Job construction, which includes the placement exchange, to the
+first batch) and the bytes of the compute links during start-up (see
+docs/cluster.md for what that holds).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from benchmarks import machine
+from benchmarks import pfs as pfs_mod
+from benchmarks.cluster import emulation, report
+from benchmarks.cluster.cli import write_config
+
+
+def _dataset(args) -> tuple[str, dict, int]:
+    import hdmlp
+    from hdmlp.datasets import make_image_folder
+    root = args.data or os.path.join(hdmlp.user_cache_dir(), "datasets", f"bench-{args.images}-{args.classes}")
+    if not args.data:
+        make_image_folder(root, num_images=args.images, num_classes=args.classes, seed=0)
+    files = report.dataset_files(root)
+    return root, files, sum(os.path.getsize(os.path.join(root, f)) for f in files)
+
+
+def _server_bytes(cluster) -> int | None:
+    stats = cluster.pfs.stats() if hasattr(cluster.pfs, "stats") else None
+    return None if stats is None else int(stats.get("bytes_served", 0))
+
+
+def _side(cluster, run: dict, files: dict, total: int, server_bytes: int | None) -> dict:
+    """One loader's numbers from one run of run_ranks."""
+    failed = [r.get("error") if r else "no report" for r in run["ranks"] if r is None or r.get("error")]
+    if run["returncode"] != 0 or failed:
+        return {"status": "error", "returncode": run["returncode"], "errors": failed, "stderr": run["stderr"][-4000:]}
+    merged = report.merge(cluster, run, files, total, cluster.pfs.over_network)
+    job = merged["jobs"][0]
+    per_rank_job = [r["runs"][0]["startup_seconds"] + sum(e["seconds"] for e in r["runs"][0]["epochs"])
+                    for r in run["ranks"]]
+    stall = {r["rank"]: [round(e["stall_seconds"], 3) for e in r["runs"][0]["epochs"]] for r in run["ranks"]}
+    return {
+        "status": "ok", "loader": job["scheme"],
+        "job_seconds": max(per_rank_job), "mpirun_seconds": run["seconds"],
+        "startup_seconds": job["startup_seconds"],
+        "epoch_seconds": [e["seconds"] for e in job["epochs"]],
+        "epoch_img_per_s": [e["img_per_s"] for e in job["epochs"]],
+        "stall_share_by_epoch": [e["stall_share"] for e in job["epochs"]],
+        "stall_seconds_by_rank": stall,
+        "reads_by_source_by_epoch": [e["reads_by_source"] for e in job["epochs"]],
+        "exactly_once": all(e["ok"] for e in job["exactly_once"]), "exactly_once_by_epoch": job["exactly_once"],
+        "loader_pfs_bytes": job["pfs_bytes"], "loader_pfs_bytes_x_dataset": job["pfs_bytes_x_dataset"],
+        "server_bytes": server_bytes, "server_bytes_x_dataset": None if server_bytes is None else server_bytes / total,
+        "pfs_link_bytes": merged["pfs_link_bytes"], "pfs_link_bytes_x_dataset": merged["pfs_link_bytes_x_dataset"],
+        "node_to_node_bytes": merged["node_to_node_bytes"], "epochs": job["epochs"],
+    }
+
+
+def vs_dataloader(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks cluster vs-dataloader",
+                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", type=int, default=4)
+    p.add_argument("--ranks-per-node", type=int, default=2)
+    p.add_argument("--images", type=int, default=1200)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--data", help="use this dataset folder instead of generating one")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=32, help="global batch (the DataLoader's is this / ranks)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scheme", default="uniform", help="hdmlp's distribution scheme (uniform shuffles globally, "
+                                                       "as DistributedSampler does)")
+    p.add_argument("--ram-share", type=float, default=0.3, help="each node's RAM class as a share of the dataset")
+    p.add_argument("--pfs-mbit", type=float, default=100.0, help="the PFS server's bandwidth (the bottleneck)")
+    p.add_argument("--pfs-open-delay-ms", type=float, default=0.0)
+    p.add_argument("--link-mbit", type=float, help="each node's link; default unshaped")
+    p.add_argument("--num-workers", type=int, default=1, help="the DataLoader's workers per rank")
+    p.add_argument("--step-ms", type=float, default=0.0, help="simulated training step per batch (both sides)")
+    p.add_argument("--timeout", type=float, default=1200)
+    p.add_argument("--json", required=True)
+    p.add_argument("--markdown")
+    args = p.parse_args(argv)
+    reason = emulation.unavailable_reason()
+    if reason:
+        print(f"[cluster vs-dataloader] skipped: the emulated cluster cannot run on this machine: {reason}")
+        return 0
+    if not 0.25 < args.ram_share < 1.0:
+        print(f"[cluster vs-dataloader] note: --ram-share {args.ram_share} is outside goal 2's (0.25, 1) "
+              "(RAM per node below the dataset, above a quarter of it)")
+    rec = machine.LoadRecorder()
+    root, files, total = _dataset(args)
+    pfs_mod.install_signal_handlers()
+    command = "python -m benchmarks cluster vs-dataloader " + " ".join(argv)
+    result = {"command": command, "machine": machine.machine_facts(), "goal": {
+        "pfs_bytes_x_dataset_at_most": 1.05, "dataloader_job_over_hdmlp_job_at_least": 3.0}}
+    with emulation.EmulatedCluster(args.nodes, args.ranks_per_node, root, link_mbit=args.link_mbit, pfs="netfs",
+                                   pfs_open_delay_ms=args.pfs_open_delay_ms, pfs_mbit=args.pfs_mbit) as cluster:
+        config = os.path.join(cluster.work, "hdmlp.cfg")
+        result["hdmlp_config"] = write_config(config, total, args.ram_share, args.ranks_per_node)
+        base = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "step_ms": args.step_ms}
+        sides = {}
+        for name, spec in (("hdmlp", dict(base, schemes=[args.scheme], config=config, timeout_s=60.0)),
+                           ("dataloader", dict(base, loader="dataloader", num_workers=args.num_workers))):
+            before = _server_bytes(cluster)
+            with rec.run(name):
+                run = report.run_ranks(cluster, spec, timeout=args.timeout)
+            after = _server_bytes(cluster)
+            sides[name] = _side(cluster, run, files, total, None if before is None else after - before)
+            s = sides[name]
+            if s["status"] != "ok":
+                print(f"[cluster vs-dataloader] {name} failed: {s['errors']}\n{s['stderr'][-2000:]}", file=sys.stderr)
+            else:
+                print(f"[cluster vs-dataloader] {name}: job {s['job_seconds']:.1f} s, epochs "
+                      + " ".join(f"{x:.1f}" for x in s["epoch_seconds"])
+                      + f" s; PFS {s['server_bytes_x_dataset']:.2f}x the dataset (server), "
+                      f"{s['pfs_link_bytes_x_dataset']:.2f}x (links); exactly once: {s['exactly_once']}")
+        result.update(cluster=cluster.describe(), dataset={"path": root, "files": len(files), "bytes": total},
+                      sides=sides)
+    result["load"] = rec.finish()
+    h, d = sides.get("hdmlp", {}), sides.get("dataloader", {})
+    if h.get("status") == "ok" and d.get("status") == "ok":
+        result["summary"] = {
+            "hdmlp_pfs_bytes_x_dataset": h["server_bytes_x_dataset"],
+            "dataloader_pfs_bytes_x_dataset": d["server_bytes_x_dataset"],
+            "dataloader_job_over_hdmlp_job": d["job_seconds"] / h["job_seconds"],
+            "pfs_goal_met": h["server_bytes_x_dataset"] <= 1.05,
+            "speed_goal_met": d["job_seconds"] / h["job_seconds"] >= 3.0,
+        }
+    machine.print_warnings(result["load"])
+    _write(args.json, result)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown_vs(result))
+        print(f"[cluster vs-dataloader] wrote {args.markdown}")
+    return 0 if "summary" in result else 1
+
+
+def _write(path: str, result: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"[cluster] wrote {path}")
+
+
+def markdown_vs(result: dict) -> str:
+    c, ds = result["cluster"], result["dataset"]
+    lines = ["# hdmlp against DistributedSampler + DataLoader on an emulated cluster (issue 22, goal 2)", "",
+             f"Generated by: `{result['command']}`", "", *machine.report_lines(result["load"]), "",
+             f"Machine: {machine.describe_facts(result['machine'])}", "",
+             f"Cluster: {c.get('nodes')} nodes x {c.get('ranks_per_node')} ranks; PFS: {json.dumps(c.get('pfs'))}. "
+             f"Dataset: {ds['files']} files, {ds['bytes'] / 1e6:.1f} MB.", "",
+             "hdmlp config: `" + result["hdmlp_config"].strip().splitlines()[0].lstrip("# ") + "`", "",
+             "| | whole job [s] | start-up [s] | epoch times [s] | stall share per epoch | PFS bytes x dataset "
+             "(server / links / loader) | exactly once |",
+             "|---|---|---|---|---|---|---|"]
+    for name, s in result["sides"].items():
+        if s["status"] != "ok":
+            lines.append(f"| {name} | failed: {s['errors']} | | | | | |")
+            continue
+        lines.append(f"| {name} ({s['loader']}) | {s['job_seconds']:.1f} | {s['startup_seconds']:.2f} | "
+                     + " / ".join(f"{x:.1f}" for x in s["epoch_seconds"]) + " | "
+                     + " / ".join(f"{x:.0%}" for x in s["stall_share_by_epoch"]) + " | "
+                     + f"{s['server_bytes_x_dataset']:.3f} / {s['pfs_link_bytes_x_dataset']:.3f} / "
+                       f"{s['loader_pfs_bytes_x_dataset']:.3f} | {s['exactly_once']} |")
+    lines += ["", "Stall seconds per rank and epoch:", ""]
+    for name, s in result["sides"].items():
+        if s["status"] == "ok":
+            lines.append(f"- {name}: " + "; ".join(f"rank {r}: " + " / ".join(f"{x:.1f}" for x in v)
+                                                  for r, v in s["stall_seconds_by_rank"].items()))
+    if "summary" in result:
+        sm = result["summary"]
+        lines += ["", f"Goal: hdmlp's PFS bytes at most 1.05x the dataset: {sm['hdmlp_pfs_bytes_x_dataset']:.3f}x "
+                      f"({'met' if sm['pfs_goal_met'] else 'not met'}); the DataLoader's whole job at least 3x "
+                      f"hdmlp's: {sm['dataloader_job_over_hdmlp_job']:.2f}x "
+                      f"({'met' if sm['speed_goal_met'] else 'not met'})."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["vs-dataloader"]:
+        return vs_dataloader(argv[1:])
+    if argv[:1] == ["scale"]:
+        return scale(argv[1:])
+    raise SystemExit(f"unknown cluster goal {argv[:1]}: choose vs-dataloader or scale")
+
+
+def scale(argv: list[str]) -> int:
+    raise SystemExit("not yet")
