@@ -1096,7 +1096,12 @@ class Job:
         indexed them, and ``changed`` names them. ``pfs_bytes``/``pfs_reads``
         count every read of the dataset's storage this rank made (staging,
         prefetching, serving peers); ``remote_reads`` the samples it got from
-        peers and ``requests_served`` those it gave them.
+        peers and ``requests_served`` those it gave them. ``placement_exchange``
+        holds the start-up's exchange of cache placements between ranks (the peer
+        directory; all zero with one rank): ``sent_bytes`` and ``received_bytes``
+        (message bytes to and from other ranks), ``self_bytes`` (its messages to
+        itself, which stay in memory), ``rounds`` (all-to-alls) and
+        ``seconds``.
         """
         job = self._job
         epochs, classes = job.metrics(), job.class_statuses()
@@ -1122,6 +1127,7 @@ class Job:
             "pfs_reads": job.pfs_reads,
             "remote_reads": job.remote_reads,
             "requests_served": job.requests_served,
+            "placement_exchange": job.placement_exchange,
             "skipped_samples": skipped_samples,
             "skipped": skipped,
             "padded_samples": padded_samples,

@@ -476,6 +476,17 @@ void BindJob(py::module_& m) {
       .def_property_readonly("pfs_bytes", [](PyJob& j) { return j.job().cache().pfs_bytes(); })
       .def_property_readonly("remote_reads", [](PyJob& j) { return j.job().cache().remote_reads(); })
       .def_property_readonly("requests_served", [](PyJob& j) { return j.job().cache().requests_served(); })
+      .def_property_readonly("placement_exchange",
+                             [](PyJob& j) {
+                               const auto& s = j.job().cache().exchange_stats();
+                               py::dict d;
+                               d["sent_bytes"] = s.sent_bytes;
+                               d["received_bytes"] = s.received_bytes;
+                               d["self_bytes"] = s.self_bytes;
+                               d["rounds"] = s.rounds;
+                               d["seconds"] = s.seconds;
+                               return d;
+                             })
       .def("close", [](PyJob& j) {
         py::gil_scoped_release release;
         j.Close();

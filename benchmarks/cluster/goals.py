@@ -203,5 +203,104 @@ def main(argv: list[str]) -> int:
     raise SystemExit(f"unknown cluster goal {argv[:1]}: choose vs-dataloader or scale")
 
 
+def exchange_model(cached: list[int], reads: list[int]) -> dict:
+    """The planning benchmark's model (benchmarks/peer_directory.cc) of the placement exchange, per rank.
+
+    Offers and queries are 8 bytes an entry, answers 4: a rank sends 8 x (samples it caches + distinct samples it
+    reads) + 4 x (queries it answers as a home), its own messages included. Over all ranks the queries answered
+    equal the reads, so the mean is 8 x mean cached + 12 x mean reads, exactly. Exchanging whole placements
+    (allgather) would cost every rank 8 x all ranks' cached samples."""
+    n = len(cached)
+    return {"mean_sent_bytes": (8 * sum(cached) + 12 * sum(reads)) / n, "allgather_bytes_per_rank": 8 * sum(cached)}
+
+
 def scale(argv: list[str]) -> int:
-    raise SystemExit("not yet")
+    p = argparse.ArgumentParser(prog="python -m benchmarks cluster scale", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes-list", default="2,4,8")
+    p.add_argument("--images", type=int, default=1200)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--data", help="use this dataset folder instead of generating one")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scheme", default="uniform")
+    p.add_argument("--ram-share", type=float, default=0.3, help="each node's RAM class as a share of the dataset")
+    p.add_argument("--timeout", type=float, default=1200)
+    p.add_argument("--json", required=True)
+    p.add_argument("--markdown")
+    args = p.parse_args(argv)
+    reason = emulation.unavailable_reason()
+    if reason:
+        print(f"[cluster scale] skipped: the emulated cluster cannot run on this machine: {reason}")
+        return 0
+    rec = machine.LoadRecorder()
+    root, files, total = _dataset(args)
+    pfs_mod.install_signal_handlers()
+    result = {"command": "python -m benchmarks cluster scale " + " ".join(argv), "machine": machine.machine_facts(),
+              "dataset": {"path": root, "files": len(files), "bytes": total}, "runs": []}
+    for n in [int(x) for x in args.nodes_list.split(",")]:
+        with emulation.EmulatedCluster(n, 1, root, pfs="netfs") as cluster:
+            config = os.path.join(cluster.work, "hdmlp.cfg")
+            write_config(config, total, args.ram_share, 1)
+            spec = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed,
+                    "schemes": [args.scheme], "config": config, "timeout_s": 60.0}
+            with rec.run(f"{n} nodes"):
+                run = report.run_ranks(cluster, spec, timeout=args.timeout)
+        failed = [r.get("error") if r else "no report" for r in run["ranks"] if r is None or r.get("error")]
+        if run["returncode"] != 0 or failed:
+            print(f"[cluster scale] {n} nodes failed: {failed}\n{run['stderr'][-2000:]}", file=sys.stderr)
+            result["runs"].append({"nodes": n, "status": "error", "errors": failed})
+            continue
+        jobs = [r["runs"][0] for r in run["ranks"]]
+        cached = [sum(c["planned_samples"] or 0 for c in j["classes"]) for j in jobs]
+        reads = [len({i for e in j["epochs"] for i in e["ids"]}) for j in jobs]
+        ex = [j["metrics"]["placement_exchange"] for j in jobs]
+        model = exchange_model(cached, reads)
+        measured_mean = sum(e["sent_bytes"] + e["self_bytes"] for e in ex) / n
+        row = {"nodes": n, "status": "ok",
+               "startup_seconds": [round(j["startup_seconds"], 3) for j in jobs],
+               "first_batch_seconds": [round(j["first_batch_seconds"], 3) for j in jobs],
+               "exchange": ex, "cached_samples": cached, "distinct_reads": reads,
+               "exchange_seconds_max": max(e["seconds"] for e in ex),
+               "sent_bytes_per_rank_max": max(e["sent_bytes"] for e in ex),
+               "sent_plus_self_bytes_mean": measured_mean, "model": model,
+               "measured_over_model": measured_mean / model["mean_sent_bytes"] if model["mean_sent_bytes"] else None,
+               "exactly_once": all(e["ok"] for e in report.exactly_once(run["ranks"], 0, files))}
+        result["runs"].append(row)
+        print(f"[cluster scale] {n} nodes: first batch after {max(row['first_batch_seconds']):.2f} s (Job "
+              f"{max(row['startup_seconds']):.2f} s, exchange {row['exchange_seconds_max'] * 1e3:.1f} ms); exchange "
+              f"sent per rank at most {row['sent_bytes_per_rank_max'] / 1e3:.1f} kB (to others), mean sent+self "
+              f"{measured_mean / 1e3:.1f} kB vs the model's {model['mean_sent_bytes'] / 1e3:.1f} kB; allgather would "
+              f"be {model['allgather_bytes_per_rank'] / 1e3:.1f} kB; exactly once: {row['exactly_once']}")
+    result["load"] = rec.finish()
+    machine.print_warnings(result["load"])
+    _write(args.json, result)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown_scale(result))
+        print(f"[cluster scale] wrote {args.markdown}")
+    return 0 if all(r["status"] == "ok" for r in result["runs"]) else 1
+
+
+def markdown_scale(result: dict) -> str:
+    ds = result["dataset"]
+    lines = ["# Start-up and placement exchange on 2 to 8 emulated nodes (issue 22, goal 4)", "",
+             f"Generated by: `{result['command']}`", "", *machine.report_lines(result["load"]), "",
+             f"Machine: {machine.describe_facts(result['machine'])}", "",
+             f"Dataset: {ds['files']} files, {ds['bytes'] / 1e6:.1f} MB; 1 rank per node; netfs PFS without delays.",
+             "", "| nodes | Job construction [s] (max) | to first batch [s] (max) | exchange [ms] (max) | "
+                 "sent to others per rank [kB] (max) | sent+self per rank [kB] (mean) | model [kB] | "
+                 "measured / model | allgather per rank [kB] | exactly once |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["runs"]:
+        if r["status"] != "ok":
+            lines.append(f"| {r['nodes']} | failed: {r['errors']} |||||||||")
+            continue
+        m = r["model"]
+        lines.append(f"| {r['nodes']} | {max(r['startup_seconds']):.2f} | {max(r['first_batch_seconds']):.2f} | "
+                     f"{r['exchange_seconds_max'] * 1e3:.1f} | {r['sent_bytes_per_rank_max'] / 1e3:.1f} | "
+                     f"{r['sent_plus_self_bytes_mean'] / 1e3:.1f} | {m['mean_sent_bytes'] / 1e3:.1f} | "
+                     f"{r['measured_over_model']:.3f} | {m['allgather_bytes_per_rank'] / 1e3:.1f} | "
+                     f"{r['exactly_once']} |")
+    return "\n".join(lines) + "\n"

@@ -14,7 +14,9 @@ Writes ``<out>/rank<R>.json``: the host name, MemAvailable at start, and per
 job (scheme): per epoch the sample ids in the order received, a content hash
 per sample (sha256, 16 hex digits), seconds, the seconds spent waiting for
 batches (stall), images/s, hdmlp's reads by source; and hdmlp's metrics
-(PFS bytes, peer reads and requests served, the cache classes' capacities).
+(PFS bytes, peer reads and requests served, the placement exchange's bytes,
+the cache classes' capacities), and the seconds from Job construction to the
+first batch.
 A rank whose job fails records the error (type, message, seconds after the
 epoch began, time) and leaves without waiting for its peers.
 
@@ -86,6 +88,8 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
                                 "seconds_into_epoch": time.perf_counter() - start, "time": time.time()}
                 raise _JobFailed(run) from e
             stall += time.perf_counter() - t
+            if "first_batch_seconds" not in run:
+                run["first_batch_seconds"] = time.perf_counter() - t0  # Job construction to the first batch
             ids += [int(i) for i in batch_ids]
             hashes += [hashlib.sha256(bytes(memoryview(s))).hexdigest()[:16] for s in samples]
             b += 1
@@ -98,7 +102,8 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
     for e, em in zip(run["epochs"], m["epochs"]):
         e["reads"] = {src: {"count": r["count"], "bytes": r["bytes"]} for src, r in em["reads"].items() if r["count"]}
         e["loader_stall_seconds"] = em["stall_seconds"]
-    run["metrics"] = {k: m.get(k) for k in ("pfs_bytes", "remote_reads", "requests_served", "transport")}
+    run["metrics"] = {k: m.get(k) for k in ("pfs_bytes", "remote_reads", "requests_served", "transport",
+                                             "placement_exchange")}
     run["classes"] = [{k: c.get(k) for k in ("name", "capacity_bytes", "planned_samples", "filled_samples")}
                       for c in m["classes"]]
     t = time.perf_counter()

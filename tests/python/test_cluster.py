@@ -126,6 +126,29 @@ def test_peer_reads_cross_the_bridge(cluster, dataset, schemes_run):
     assert all(v["from_nodes"] > 0 and v["to_nodes"] > 0 for v in merged["links"].values())
 
 
+def test_the_placement_exchange_is_counted_and_matches_the_planning_model(schemes_run):
+    """metrics()["placement_exchange"] counts the start-up's all-to-all bytes; over all ranks they are the
+    planning benchmark's model exactly (8 bytes per cached sample and per distinct read, 4 per answer),
+    the model `python -m benchmarks cluster scale` compares against (benchmarks/cluster/goals.py).
+    Under `local` every message is a rank's to itself."""
+    from benchmarks.cluster.goals import exchange_model
+    _, run = schemes_run
+    for j, scheme in enumerate(SCHEMES):
+        jobs = [r["runs"][j] for r in run["ranks"]]
+        ex = [job["metrics"]["placement_exchange"] for job in jobs]
+        assert all(e["rounds"] == 3 and e["seconds"] > 0 for e in ex), (scheme, ex)
+        sent = sum(e["sent_bytes"] for e in ex)
+        assert sent == sum(e["received_bytes"] for e in ex), (scheme, ex)
+        # Under local a rank caches and reads its own shard, whose home it is: nothing leaves it.
+        assert sent == 0 if scheme == "local" else sent > 0, (scheme, ex)
+        cached = [sum(c["planned_samples"] for c in job["classes"]) for job in jobs]
+        reads = [len({i for e in job["epochs"] for i in e["ids"]}) for job in jobs]
+        assert sum(cached) > 0, [job["classes"] for job in jobs]
+        model = exchange_model(cached, reads)
+        measured = sum(e["sent_bytes"] + e["self_bytes"] for e in ex) / WORLD
+        assert measured == pytest.approx(model["mean_sent_bytes"]), (scheme, ex, cached, reads)
+
+
 def test_same_seed_same_order_as_on_one_host(dataset, schemes_run, tmp_path):
     """The same job with 6 ranks under a plain local mpirun (one host): the same samples in the same order."""
     root, _, _ = dataset

@@ -117,9 +117,21 @@ void CacheHierarchy::ExchangePlacements(const AccessPlan& plan, Communicator* co
   for (size_t j = 1; j < levels_.size(); ++j) {
     for (int64_t sample : levels_[j]->samples) cached.push_back({sample, static_cast<int>(j)});
   }
-  directory_ = PeerDirectory::Exchange(plan, my_rank_, cached, reads, [comm](const RankMessages& out) {
-    return comm->AllToAll(out, "the exchange of cache placements");
+  const auto start = std::chrono::steady_clock::now();
+  ExchangeStats& stats = exchange_stats_;
+  const size_t me = static_cast<size_t>(my_rank_);
+  directory_ = PeerDirectory::Exchange(plan, my_rank_, cached, reads, [comm, me, &stats](const RankMessages& out) {
+    RankMessages in = comm->AllToAll(out, "the exchange of cache placements");
+    for (size_t r = 0; r < out.size(); ++r) {
+      (r != me ? stats.sent_bytes : stats.self_bytes) += static_cast<int64_t>(out[r].size());
+    }
+    for (size_t r = 0; r < in.size(); ++r) {
+      if (r != me) stats.received_bytes += static_cast<int64_t>(in[r].size());
+    }
+    ++stats.rounds;
+    return in;
   });
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 CacheHierarchy::~CacheHierarchy() { Close(); }

@@ -144,6 +144,21 @@ class CacheHierarchy {
   std::vector<std::string> ChangedFiles() const;
   // Entries of the peer directory (several ranks), for tests and benchmarks.
   int64_t peer_directory_entries() const { return directory_.entries(); }
+  // The placement exchange at construction (several ranks; zeros alone): the
+  // message bytes this rank sent to and received from other ranks over its
+  // all-to-all rounds, its messages to itself apart (they stay in memory), the
+  // rounds, and its wall time. The planning benchmark's model
+  // (benchmarks/peer_directory.cc) counts sent + self per rank: 8 bytes per
+  // cached sample and per distinct sample read, 4 per query answered. Read
+  // once the hierarchy is built.
+  struct ExchangeStats {
+    int64_t sent_bytes = 0;
+    int64_t received_bytes = 0;
+    int64_t self_bytes = 0;
+    int rounds = 0;
+    double seconds = 0;
+  };
+  const ExchangeStats& exchange_stats() const { return exchange_stats_; }
   // Tells the other ranks that this one stops on `message` (no-op alone).
   void AbortPeers(const std::string& message) {
     if (transport_) transport_->Abort(message);
@@ -218,6 +233,7 @@ class CacheHierarchy {
   // Several ranks: whom to ask for the samples this rank reads.
   int my_rank_ = 0;
   PeerDirectory directory_;
+  ExchangeStats exchange_stats_;  // written only by ExchangePlacements, in the constructor
   std::unique_ptr<PeerTransport> transport_;
   int worker_slots_ = 0;
   // How long a peer's request waits for a slot this rank is filling before it is answered "not
