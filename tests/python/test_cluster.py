@@ -149,6 +149,26 @@ def test_the_placement_exchange_is_counted_and_matches_the_planning_model(scheme
         assert measured == pytest.approx(model["mean_sent_bytes"]), (scheme, ex, cached, reads)
 
 
+def test_the_dataloader_baseline_runs_on_the_cluster_and_rereads_the_pfs(cluster, dataset):
+    """rank.py's baseline of `cluster vs-dataloader` (torchvision ImageFolder + DistributedSampler +
+    DataLoader): each file's own bytes, every epoch from the PFS. 80 files on 6 ranks: the sampler
+    pads each epoch to 84 with 4 repeats (drop_last=False), where hdmlp delivers each once."""
+    pytest.importorskip("torchvision")
+    _, files, total = dataset
+    spec = {"epochs": 2, "batch_size": 12, "seed": 3, "loader": "dataloader", "num_workers": 1}
+    run = ok_run(report.run_ranks(cluster, spec, timeout=180))
+    merged = report.merge(cluster, run, files, total, over_network=cluster.pfs.over_network)
+    job = merged["jobs"][0]
+    assert job["scheme"] == "dataloader(num_workers=1)"
+    padded = -len(files) % WORLD
+    for e in job["exactly_once"]:
+        assert (e["missing"], e["duplicated"], e["wrong_bytes"], e["samples"]) == (0, padded, 0, len(files) + padded)
+    read = sum(os.path.getsize(os.path.join(dataset[0], p)) for p in files)
+    assert job["pfs_bytes"] >= 2 * read  # no cache between epochs
+    if cluster.pfs.over_network:  # netfs keeps no page cache: every epoch crosses the storage links
+        assert merged["pfs_link_bytes_x_dataset"] >= 2.0
+
+
 def test_same_seed_same_order_as_on_one_host(dataset, schemes_run, tmp_path):
     """The same job with 6 ranks under a plain local mpirun (one host): the same samples in the same order."""
     root, _, _ = dataset
