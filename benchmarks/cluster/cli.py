@@ -10,6 +10,11 @@ of rank.py per distribution scheme, and writes per epoch and rank images/s,
 stall and reads by source, per link the bytes carried, PFS bytes against the
 dataset's size, and whether every sample arrived exactly once. Skips (exit 0,
 with the reason) where the machine cannot run the emulation.
+
+Two more modes, issue 22's goals (benchmarks/cluster/goals.py; ``--help`` after the mode):
+``python -m benchmarks cluster vs-dataloader ...`` (hdmlp against DistributedSampler +
+DataLoader on a bandwidth-capped PFS) and ``python -m benchmarks cluster scale ...``
+(start-up and the placement exchange on 2, 4, 8 nodes).
 """
 from __future__ import annotations
 
