@@ -4,6 +4,7 @@ Several ranks without MPI are several Jobs in this process, each told its rank b
 RANK/WORLD_SIZE environment a launcher such as torchrun sets: they plan the same global
 order and read their slices, exactly as separate processes would.
 """
+import gc
 import random
 import warnings
 
@@ -241,10 +242,13 @@ def test_jobs_of_one_process_share_the_memory_budget(uneven, tmp_path):
     """Train and val jobs together stay within what one job alone would use."""
     root, _ = uneven
     cfg = tmp_path / "pct.cfg"
-    # A RAM class of a tiny percent (a few kB of this machine's memory), smaller than the
-    # dataset, so that the first job fills it and the second gets what is left.
-    mem_available_mb = _mem_available_mb()
-    percent = 20 * 1024 / (mem_available_mb * 1024 * 1024) * 100  # about 20 kB
+    # A RAM class of a tiny percent of this machine's memory: a third of the dataset, so that
+    # the first job fills it and the second gets what is left. A third keeps it between a few
+    # files and the whole dataset even if MemAvailable moves by half before the job reads it
+    # (other tests' processes come and go); a fixed 20 kB sometimes held no file at all.
+    gc.collect()  # jobs that earlier tests left to the collector must not hold a share of the budget
+    dataset_bytes = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    percent = dataset_bytes / 3 / (_mem_available_mb() * 1024 * 1024) * 100
     cfg.write_text(f'storage_classes = ( {{ capacity = "1%"; threads = 2; }},\n'
                    f'  {{ backend = "memory"; capacity = "{percent:.8f}%"; threads = 1; }} );\n')
     train = hdmlp.Job(root, 8, 1, config_path=str(cfg), index_cache=False, seed=1)
