@@ -23,7 +23,8 @@ the CPU). The chain is ImageNet's: ``RandomResizedCrop(224)``, ``RandomHorizonta
 ``ToTensor``, ``Normalize``. The JSON records the machine (CPU, cores, memory, GPU, driver,
 torch); without a CUDA device it says that no GPU machine was available and its numbers are
 the CPU code path's, not measurements of the issue's table. The nvJPEG rows of the issue are
-not measured here yet (no GPU decode stage exists).
+measured as ``ImgDecode(device=...)`` rows (``--shares``: the share of each batch the CPU decodes,
+0 for the device alone), decoding alone (``supply``) and feeding each model (``fed``).
 
 ``--smoke`` shrinks everything (24 images of 40-80 px, 16 px crops, batch 8, 2 epochs, each model a
 stand-in of a few hundred parameters) so that tests/python/test_gpu_e2e.py runs the whole path on a CPU.
@@ -142,11 +143,14 @@ def torchvision_loader(args, device: torch.device, workers: int):
                                        drop_last=False)
 
 
-def hdmlp_job(args, threads: int | None, device: torch.device | None, handoff: str | None):
-    chain = [T.ImgDecode(), T.RandomResizedCrop(args.size), T.RandomHorizontalFlip(), T.ToTensor(),
+def hdmlp_job(args, threads: int | None, device: torch.device | None, handoff: str | None,
+              cpu_share: float | None = None):
+    """A job with the training chain; ``cpu_share`` not None: ``ImgDecode(device=device, cpu_share=...)``."""
+    decode = T.ImgDecode() if cpu_share is None else T.ImgDecode(device=device, cpu_share=cpu_share)
+    chain = [decode, T.RandomResizedCrop(args.size), T.RandomHorizontalFlip(), T.ToTensor(),
              T.Normalize(MEAN, STD)]
     job = hdmlp.Job(args.data, args.batch, args.epochs, transforms=chain, seed=1, num_workers=threads,
-                    device=device, handoff=handoff)
+                    device=device if cpu_share is None else None, handoff=handoff)
     return job, HDMLPDataLoader(HDMLPImageFolder(args.data, job), channels_last=device is not None)
 
 
@@ -182,7 +186,7 @@ def gpu_facts(device: torch.device) -> dict:
     return facts
 
 
-def run(args) -> dict:
+def run(args, progress: Callable[[dict], None] | None = None) -> dict:
     device = torch.device(args.device if args.device else ("cuda" if torch.cuda.is_available() else "cpu"))
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
@@ -195,11 +199,14 @@ def run(args) -> dict:
     n = len(torchvision.datasets.ImageFolder(args.data))  # no hdmlp job (and its threads) before the forks below
     steps = max(1, n // args.batch)
     rows: list[dict] = []
+    accuracy: dict = {}
 
     def add(kind: str, system: str, result: dict, **extra: Any) -> None:
         row = {"row": kind, "system": system, **extra, **result}
         rows.append(row)
         print(f"{kind:13s} {system:34s} {extra.get('model', ''):9s} {row['images_per_s']} images/s", flush=True)
+        if progress is not None:  # what a run cut short by its time limit has measured so far
+            progress(result_of(args, device, n, rows, accuracy))
 
     for name in args.models:
         add("gpu_resident", "synthetic batch on the device", gpu_resident(name, args, device, steps), model=name)
@@ -216,6 +223,18 @@ def run(args) -> dict:
         job, loader = hdmlp_job(args, threads, None, None)
         add("supply", f"hdmlp, {threads} threads", supply(loader, args, device), threads=threads)
         job.close()
+    # Decoding on the device (ImgDecode(device=...)): alone, then feeding each model, at each CPU share.
+    for share in args.shares:
+        job, loader = hdmlp_job(args, None, device, None, cpu_share=share)
+        add("supply", f"hdmlp {decode_name(share)}", supply(loader, args, device), cpu_share=share)
+        job.close()
+    for name in args.fed_models:
+        for share in args.shares:
+            job, loader = hdmlp_job(args, None, device, None, cpu_share=share)
+            trainer = Trainer(name, args.classes, args.size, device, args.smoke)
+            add("fed", f"hdmlp {decode_name(share)}", fed(trainer, loader, args, False), model=name,
+                cpu_share=share, decoded=job.metrics()["device_decode"])
+            job.close()
     for name in args.fed_models:
         for handoff, what in (("float", "float chain"), (None, "uint8 + normalise on the device")):
             for threads in (None, args.workers):
@@ -226,6 +245,42 @@ def run(args) -> dict:
                     model=name, threads=job.num_workers, default_threads=threads is None,
                     handoff=handoff or "uint8")
                 job.close()
+    accuracy.update(decode_accuracy(args, device))
+    print(f"device decode against the CPU chain: {accuracy}", flush=True)
+    return result_of(args, device, n, rows, accuracy)
+
+
+def decode_accuracy(args, device: torch.device) -> dict:
+    """The 8-bit images of ``ImgDecode(device=...)`` against the CPU chain's (same seed, same draws), one epoch."""
+    import numpy as np
+
+    def job(decode: Any) -> Any:
+        return hdmlp.Job(args.data, args.batch, 1, seed=1, transforms=[
+            decode, T.RandomResizedCrop(args.size), T.RandomHorizontalFlip(), T.ToUint8()])
+    cpu, dev = job(T.ImgDecode()), job(T.ImgDecode(device=device))
+    counts = torch.zeros(256, dtype=torch.int64)
+    for a, b in zip(cpu.batches(), dev.batches()):
+        assert a.ids == b.ids, "the two jobs deliver the same samples in the same order"
+        diff = (torch.from_numpy(np.asarray(a.samples)).to(device).int() - b.samples.int()).abs()
+        counts += torch.bincount(diff.flatten(), minlength=256).cpu()
+    decoded = dev.metrics()["device_decode"]
+    cpu.close()
+    dev.close()
+    total = int(counts.sum())
+    levels = torch.arange(256)
+    return {"values": total, "mean_abs_diff": round(float((counts * levels).sum()) / total, 4),
+            "max_abs_diff": int(levels[counts > 0].max()),
+            "share_equal": round(int(counts[0]) / total, 4),
+            "share_within_1": round(int(counts[:2].sum()) / total, 4),
+            "share_within_2": round(int(counts[:3].sum()) / total, 4),
+            "share_over_8": round(int(counts[9:].sum()) / total, 5), "decoded": decoded}
+
+
+def decode_name(share: float) -> str:
+    return "device decode" if share == 0 else f"hybrid decode, {share:.0%} on the CPU"
+
+
+def result_of(args, device: torch.device, n: int, rows: list[dict], accuracy: dict | None = None) -> dict:
     resident = {r["model"]: r["images_per_s"] for r in rows if r["row"] == "gpu_resident"}
     for r in rows:
         if r["row"] == "fed" and resident.get(r["model"]) and r["images_per_s"]:
@@ -241,8 +296,9 @@ def run(args) -> dict:
                     "hdmlp": hdmlp.__version__},
         "settings": {"images": n, "batch": args.batch, "epochs": args.epochs, "size": args.size,
                      "workers": args.workers, "threads": args.threads, "models": args.models,
-                     "fed_models": args.fed_models, "data": args.data},
+                     "fed_models": args.fed_models, "shares": args.shares, "data": args.data},
         "rows": rows,
+        "device_decode_accuracy": accuracy or None,
     }
 
 
@@ -255,6 +311,12 @@ def markdown(result: dict) -> str:
         share = r.get("share_of_gpu_resident")
         lines.append(f"| {r['row']} | {r['system']} | {r.get('model', '')} | {r['images_per_s']} | "
                      f"{'' if share is None else f'{share:.0%}'} |")
+    acc = result.get("device_decode_accuracy")
+    if acc:
+        lines += ["", f"Device decode against the CPU chain (8-bit values of one epoch, same draws): mean absolute "
+                      f"difference {acc['mean_abs_diff']} of 255, max {acc['max_abs_diff']}; equal "
+                      f"{acc['share_equal']:.1%}, within 1 {acc['share_within_1']:.1%}, within 2 "
+                      f"{acc['share_within_2']:.1%}, over 8 {acc['share_over_8']:.2%}."]
     return "\n".join(lines) + "\n"
 
 
@@ -275,14 +337,17 @@ def parse(argv: list[str] | None = None):
     p.add_argument("--threads", default="1,2,4,8,16", help="hdmlp staging threads of the supply rows")
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--fed-models", default="resnet50,resnet18")
+    p.add_argument("--shares", default="0,0.3,0.5,0.7",
+                   help="ImgDecode(device=..., cpu_share=S) rows: the shares of each batch the CPU decodes")
     p.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     p.add_argument("--smoke", action="store_true", help="tiny settings: the code path in well under a minute")
     args = p.parse_args(argv)
     if args.smoke:
         args.images, args.min_side, args.max_side, args.size, args.batch, args.epochs, args.classes = \
             24, 40, 80, 16, 8, 2, 3
-        args.workers, args.threads = 1, "1,2"
+        args.workers, args.threads, args.shares = 1, "1,2", "0,0.5"
     args.threads = [int(t) for t in args.threads.split(",") if t]
+    args.shares = [float(t) for t in args.shares.split(",") if t]
     args.models = [m for m in args.models.split(",") if m]
     args.fed_models = [m for m in args.fed_models.split(",") if m]
     for m in args.models + args.fed_models:
@@ -296,10 +361,13 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:
         if args.work is None and args.data is None:
             args.work = stack.enter_context(tempfile.TemporaryDirectory(prefix="gpu_e2e-"))
-        result = run(args)
-    out = pathlib.Path(args.json)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(result))
+        out = pathlib.Path(args.json)
+
+        def write(result: dict) -> None:
+            out.write_text(json.dumps(result, indent=2) + "\n")
+            out.with_suffix(".md").write_text(markdown(result))
+        result = run(args, write)
+    write(result)
     print(markdown(result))
     return 0
 

@@ -236,6 +236,13 @@ class DeviceFeeder:
                 out = self._tail.apply(out, self._constants)
         return out
 
+    def _resolve(self, batch: _InFlight) -> None:
+        """Completes ``batch.item`` and ``batch.event`` before it is handed over (a decoding feeder's
+        batches are still being made when launched)."""
+
+    def _settle(self, batch: _InFlight) -> None:
+        """Like :meth:`_resolve` for a batch left over when the pass ends; never raises."""
+
     def _launch(self, host: tuple) -> _InFlight:
         samples, labels, extra = host
         with self._streams.side():
@@ -258,6 +265,7 @@ class DeviceFeeder:
                 if not pending:
                     return
                 batch = pending.popleft()
+                self._resolve(batch)
                 samples, labels, _ = batch.item
                 self._streams.hand_over(batch.event, _device_tensors(samples) + _device_tensors(labels))
                 self.releasing.append(batch)
@@ -270,12 +278,18 @@ class DeviceFeeder:
                 yield item
         finally:
             for batch in list(self.releasing) + list(pending):
-                self._streams.synchronize(batch.event)  # never hand memory back while a copy reads it
+                self._settle(batch)
+                if batch.event is not None:
+                    self._streams.synchronize(batch.event)  # never hand memory back while a copy reads it
             self.releasing.clear()
             pending.clear()
             close = getattr(source, "close", None)
             if close is not None:
                 close()
+            # Python 3.12 can keep a closed generator's last values (a host batch) until the generator
+            # itself is freed: the feeder holds it no longer.
+            self._batches = iter(())
+            del source
 
 
 def feed_pass(job: Any, opened: Any, first: int, host: Iterator[tuple[Any, Any]], device: torch.device,

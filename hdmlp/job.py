@@ -644,18 +644,34 @@ class Job:
         self.drop_last_batch = drop_last_batch
         from hdmlp.python_transforms import split_chain
         self._python_chain = split_chain(transforms)  # the Python part of the chain, if any
+        items = getattr(transforms, "transforms", transforms)
+        if self._python_chain is not None and isinstance(items, (list, tuple)) and \
+                any(getattr(t, "device", None) is not None for t in items):
+            raise ValueError("ImgDecode(device=...) with Python transforms: the device decodes for chains of hdmlp "
+                             "ops only (docs/gpu.md); decode on the CPU (ImgDecode()) before Python callables")
         if python_workers is not None:
             _int_in("python_workers", python_workers, 1, 1024)
         if python_start_method not in ("spawn", "forkserver"):
             raise ValueError(f"python_start_method must be 'spawn' or 'forkserver', got {python_start_method!r}: "
                              "hdmlp never forks a process that runs its C++ threads")
         self._specs: list = []
+        self._decode_chain: Any = None
+        self._decode_device: Any = None
         if transforms is not None and self._python_chain is None:
             from hdmlp.transforms import pipeline_specs
             self._specs = pipeline_specs(transforms)
             if not self._specs:
                 raise ValueError("transforms is an empty list: pass None to receive each file's bytes, or a chain "
                                  "starting with hdmlp.transforms.ImgDecode()")
+            first = getattr(transforms, "transforms", transforms)[0]
+            if getattr(first, "device", None) is not None:  # ImgDecode(device=...): hdmlp.device_decode
+                from hdmlp.device_decode import plan_device_decode
+                if on_error != "raise":
+                    raise ValueError(f"on_error={on_error!r} with ImgDecode(device=...): a bad image raises ValueError "
+                                     "naming it; use on_error='raise', or ImgDecode() on the CPU to skip bad images")
+                self._decode_chain = plan_device_decode(self._specs, first.cpu_share)
+                self._decode_device = first.device
+                self._specs = []  # the workers hand over the file bytes
         self.transforms = transforms
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -703,6 +719,20 @@ class Job:
         self._tail: Any = None
         self._spare_cores = 0
         self._pin_memory_arg = pin_memory
+        if self._decode_chain is not None:
+            from hdmlp.device import resolve_device
+            decoding = resolve_device(self._decode_device, "ImgDecode(device=...)")
+            if device is not None and resolve_device(device) != decoding:
+                raise ValueError(f"device={device!r} differs from ImgDecode(device={self._decode_device!r}): the "
+                                 "batches arrive where they are decoded; give one of them")
+            if handoff is not None:
+                raise ValueError(f"handoff={handoff!r} with ImgDecode(device=...): the device decodes, so there is no "
+                                 "hand-off to choose; leave handoff unset")
+            if pin_memory:
+                warnings.warn("hdmlp: pin_memory=True has no effect with ImgDecode(device=...) (the workers hand over "
+                              "file bytes)", RuntimeWarning, stacklevel=3)
+            self.device = decoding
+            return False
         if device is None:
             if handoff is not None:
                 raise ValueError(f"handoff={handoff!r} needs a device: it says what the workers hand to the device")
@@ -724,6 +754,11 @@ class Job:
             return self.device, self._tail
         from hdmlp.device import plan_hand_off, resolve_device
         target = resolve_device(device)
+        if self._decode_chain is not None:
+            if target != self.device:
+                raise ValueError(f"device={device!r} differs from the job's ImgDecode(device=...), {self.device}: "
+                                 "batches arrive where they are decoded")
+            return target, None
         if self.device is None:
             plan = plan_hand_off(self._specs, target, None, self._pin_memory_arg)
             if plan.tail is not None or plan.spare_cores:
@@ -944,6 +979,9 @@ class Job:
             raise ValueError("channels_last needs a device (device='cpu' for tensors in host memory)")
         opened = self._open_pass(epoch)
         first = self._position().batches
+        if target is not None and self._decode_chain is not None:
+            from hdmlp.device_decode import decoded_job_pass
+            return decoded_job_pass(self, opened, first, channels_last, ahead)
         if target is not None:
             from hdmlp.device import feed_job_pass
             return feed_job_pass(self, opened, first, target, tail, channels_last, ahead)
@@ -1101,7 +1139,10 @@ class Job:
         directory; all zero with one rank): ``sent_bytes`` and ``received_bytes``
         (message bytes to and from other ranks), ``self_bytes`` (its messages to
         itself, which stay in memory), ``rounds`` (all-to-alls) and
-        ``seconds``.
+        ``seconds``. ``device_decode`` (None unless the chain has ``ImgDecode(device=...)``)
+        counts the samples of the last pass decoded on the device (``device``), by the C++
+        chain on CPU threads (``cpu``: the ``cpu_share`` and files the device cannot decode)
+        and those the device failed on (``device_failed``, included in ``cpu``).
         """
         job = self._job
         epochs, classes = job.metrics(), job.class_statuses()
@@ -1121,8 +1162,10 @@ class Job:
             skipped = skipped + self._python.skipped_files
         for e in epochs:
             e.update(self._loop_seconds.get(e["epoch"], dict.fromkeys(_LOOP_TIMERS, 0.0)))
+        decoder = getattr(self, "_device_decoder", None)
         return {
             "epochs": epochs,
+            "device_decode": dict(decoder.counts) if decoder is not None else None,
             "pfs_bytes": job.pfs_bytes,
             "pfs_reads": job.pfs_reads,
             "remote_reads": job.remote_reads,

@@ -334,8 +334,17 @@ class HDMLPDataLoader:
         if target is None:
             yield from self._deliver(opened)
             return
-        from hdmlp.device import feed_pass
         first = self.job._position().batches
+        if self.job._decode_chain is not None:  # ImgDecode(device=...)
+            from hdmlp.device_decode import decoded_job_pass
+            decoded = decoded_job_pass(self.job, opened, first, self.channels_last, self.ahead)
+            try:
+                for batch in decoded:
+                    yield batch.samples, batch.labels
+            finally:
+                decoded.close()
+            return
+        from hdmlp.device import feed_pass
         batches = feed_pass(self.job, opened, first, self._deliver(opened), target, tail, self.channels_last,
                             self.ahead)
         try:

@@ -179,11 +179,33 @@ class ImgDecode(Transform):
             result is still a function of (seed, epoch, sample); the values
             move by about 1-3 levels of 255 on average (docs/transforms.md,
             "Fast decoding"). Other formats are decoded exactly.
+        device: Decode on this device instead (``"cuda"``, ``"cuda:0"``; ``"cpu"`` runs the
+            same code path on the CPU): the staging workers hand over the file bytes, the
+            device decodes each batch's JPEGs at once (nvJPEG through torchvision's
+            ``decode_jpeg``) and crops, resizes and flips them in batched operations, with the
+            same draws as the CPU chain. Batches then arrive on that device. For chains of
+            ``RandomResizedCrop``, ``RandomHorizontalFlip``, ``ToTensor``/``Normalize`` or
+            ``ToUint8`` (:mod:`hdmlp.device_decode`, docs/gpu.md).
+        cpu_share: With ``device``, the share of each batch (0 to 1) that the C++ chain
+            decodes on CPU threads at the same time (hybrid decoding; docs/gpu.md says how
+            to pick it). Files the device cannot decode (not JPEG, CMYK) always go there.
     """
 
-    def __init__(self, draft: bool = False, fast: bool = False) -> None:
+    def __init__(self, draft: bool = False, fast: bool = False, device: Any = None, cpu_share: float = 0.0) -> None:
         self.draft = bool(draft)
         self.fast = bool(fast)
+        self.device = device
+        if isinstance(cpu_share, bool) or not isinstance(cpu_share, (int, float)) or not 0.0 <= cpu_share <= 1.0:
+            raise ValueError(f"cpu_share must be a number in [0, 1] (the share of each batch the CPU decodes), "
+                             f"got {cpu_share!r}")
+        if cpu_share and device is None:
+            raise ValueError("cpu_share needs device=...: it splits each batch between the CPU and that device")
+        self.cpu_share = float(cpu_share)
+
+    def __repr__(self) -> str:
+        on = f", device={self.device!r}" if self.device is not None else ""
+        share = f", cpu_share={self.cpu_share!r}" if self.cpu_share else ""
+        return f"ImgDecode(draft={self.draft!r}, fast={self.fast!r}{on}{share})"
 
     def _spec(self) -> Spec:
         return ("ImgDecode", {"draft": [1.0 if self.draft else 0.0], "fast": [1.0 if self.fast else 0.0]})

@@ -30,7 +30,8 @@ declare -A STEP=([zlib]=zlib [libjpeg-turbo]=jpeg [libpng1.6]=png [libwebp]=webp
                  [libconfig]=libconfig [hdf5]=hdf5 [opencv]=opencv)
 # CPython version, the Debian suite that serves its headers, and the pinned package.
 PYTHONS=(3.11:bookworm:libpython3.11-dev=3.11.2-6+deb12u8 3.13:trixie:libpython3.13-dev=3.13.5-2+deb13u5)
-# HDMLP_WHEEL_PYTHONS replaces that list (same form); HDMLP_WHEEL_ONLY="3.13 ..." keeps only those versions.
+# HDMLP_WHEEL_PYTHONS replaces that list (same form, or VERSION:headers:TARBALL for headers carried
+# from another machine, see fetch_python_headers); HDMLP_WHEEL_ONLY="3.13 ..." keeps only those versions.
 [[ -n ${HDMLP_WHEEL_PYTHONS:-} ]] && read -r -a PYTHONS <<<"$HDMLP_WHEEL_PYTHONS"
 if [[ -n ${HDMLP_WHEEL_ONLY:-} ]]; then
   kept=()
@@ -90,10 +91,26 @@ fetch_sources() {
 }
 
 fetch_python_headers() {
-  local spec ver pkg
+  local spec ver suite pkg
   mkdir -p "$CACHE/python"
   for spec in "${PYTHONS[@]}"; do
-    IFS=: read -r ver _ pkg <<<"$spec"
+    IFS=: read -r ver suite pkg <<<"$spec"
+    if [[ $suite == headers ]]; then
+      # A tarball of another machine's headers (its /usr/include/pythonX.Y and
+      # x86_64-linux-gnu/pythonX.Y, as ../shared/gpu-node.md's step 1 packs them) for a
+      # CPython that no Debian suite serves, e.g. Ubuntu 24.04's 3.12.
+      [[ -f $pkg ]] || { echo "HDMLP_WHEEL_PYTHONS: $spec: no such headers tarball $pkg" >&2; exit 2; }
+      local sum
+      sum=$(sha256sum "$pkg" | cut -c1-16)
+      if [[ ! -f $CACHE/python/$ver/.done || $(cat "$CACHE/python/$ver/.done") != "headers-$sum" ]]; then
+        rm -rf "$CACHE/python/$ver" && mkdir -p "$CACHE/python/$ver/usr/include"
+        tar xzf "$pkg" -C "$CACHE/python/$ver/usr/include"
+        [[ -f $CACHE/python/$ver/usr/include/python$ver/Python.h ]] ||
+          { echo "HDMLP_WHEEL_PYTHONS: $pkg holds no python$ver/Python.h at its top" >&2; exit 2; }
+        echo "headers-$sum" > "$CACHE/python/$ver/.done"
+      fi
+      continue
+    fi
     if [[ ! -f $CACHE/python/$ver/.done || $(cat "$CACHE/python/$ver/.done") != "$pkg" ]]; then
       log "headers of CPython $ver ($pkg)"
       rm -rf "$CACHE/python/$ver" "$CACHE/python/deb"

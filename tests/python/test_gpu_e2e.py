@@ -30,10 +30,16 @@ def test_smoke_run_writes_every_row_and_records_the_machine(tmp_path):
     resident = {r["model"] for r in rows if r["row"] == "gpu_resident"}
     assert resident == {"resnet50", "resnet18", "vit_b_16"}
     supply = [r["system"] for r in rows if r["row"] == "supply"]
-    assert supply == ["DataLoader, 1 workers", "hdmlp, 1 threads", "hdmlp, 2 threads"]
+    assert supply == ["DataLoader, 1 workers", "hdmlp, 1 threads", "hdmlp, 2 threads", "hdmlp device decode",
+                      "hdmlp hybrid decode, 50% on the CPU"]
     fed = [r for r in rows if r["row"] == "fed"]
-    # Per model: the DataLoader, and hdmlp float / uint8 at default and explicit threads.
-    assert len(fed) == 2 * 5
+    # Per model: the DataLoader, hdmlp float / uint8 at default and explicit threads, device and hybrid decode.
+    assert len(fed) == 2 * 7
+    for r in fed:
+        if "cpu_share" in r:  # every sample of the last epoch decoded once, the share by the CPU
+            counts = r["decoded"]
+            assert counts["device"] + counts["cpu"] == n
+            assert (counts["cpu"] > 0) is (r["cpu_share"] > 0)
     assert {(r["model"], r.get("handoff")) for r in fed} >= {("resnet50", "float"), ("resnet50", "uint8"),
                                                              ("resnet18", "float"), ("resnet18", "uint8")}
     for r in rows:
@@ -44,3 +50,6 @@ def test_smoke_run_writes_every_row_and_records_the_machine(tmp_path):
         assert r["share_of_gpu_resident"] > 0
     markdown = out.with_suffix(".md").read_text()
     assert result["status"] in markdown and markdown.count("\n| ") == len(rows) + 1
+    acc = result["device_decode_accuracy"]
+    assert acc["values"] == n * 3 * result["settings"]["size"] ** 2
+    assert 0 <= acc["mean_abs_diff"] <= acc["max_abs_diff"] and acc["share_equal"] <= acc["share_within_1"] <= 1

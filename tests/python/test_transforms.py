@@ -436,6 +436,8 @@ def test_repr_shows_the_arguments():
     assert repr(T.Resize(256)) == "Resize(size=256, interpolation='bilinear', max_size=None, antialias=True)"
     assert repr(T.RandomResizedCrop((224, 200))).startswith("RandomResizedCrop(size=(224, 200), scale=(0.08, 1.0)")
     assert repr(T.ImgDecode()) == "ImgDecode(draft=False, fast=False)"
+    assert repr(T.ImgDecode(device="cuda", cpu_share=0.25)) == \
+        "ImgDecode(draft=False, fast=False, device='cuda', cpu_share=0.25)"
     assert repr(T.ImgDecode(fast=True)) == "ImgDecode(draft=False, fast=True)"
 
 

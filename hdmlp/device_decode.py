@@ -1,0 +1,420 @@
+"""Decoding on the device: ``ImgDecode(device="cuda")`` for when the CPU cannot decode fast enough.
+
+hdmlp still reads, caches and plans the bytes; the staging workers hand over each sample's file
+bytes, and this module turns a batch of them into one ``[B, C, H, W]`` batch on the device:
+
+* JPEGs are decoded by the device, the whole batch in one call (nvJPEG's batched decoder, through
+  torchvision's ``decode_jpeg``; on ``device="cpu"`` the same call runs libjpeg-turbo, which is
+  how the tests run this code without a GPU).
+* Each sample's crop and flip are the C++ chain's: drawn from (seed, epoch, sample) and the image's
+  size by the chain's own :meth:`random_draws`, so they are the same as the CPU would draw.
+* Crop, resize (PIL's antialiased bilinear filter, in two separable passes rounded to 8 bits
+  between them as PIL and the C++ resampler do) and flip run as a few batched tensor operations for
+  the whole batch (:func:`resize_crops`), not as a kernel per image.
+* ``cpu_share`` of each batch (and every sample the device cannot decode: PNGs, CMYK JPEGs, a
+  corrupt file, which then gets the C++ chain's error naming it) is decoded by the C++ chain on
+  CPU threads at the same time (hybrid). The two parts are merged in batch order.
+* The chain's end, ``ToTensor()`` and ``Normalize`` (or ``ToUint8()``), and ``channels_last`` run
+  on the device, as :mod:`hdmlp.device` does for the 8-bit hand-off.
+
+The values differ from the CPU chain only by the decoders' rounding (nvJPEG's IDCT and chroma
+upsampling are not libjpeg-turbo's) and float rounding in the resize: docs/gpu.md gives the
+measured difference. Everything runs in a decoder thread on a side CUDA stream, ahead of the
+training loop (``ahead`` batches); the training stream waits on an event.
+
+Supported chains: ``ImgDecode(device=...)``, ``RandomResizedCrop(size, scale, ratio)`` (bilinear,
+antialias), optionally ``RandomHorizontalFlip(p)``, then ``ToTensor()`` [``Normalize(mean, std)``]
+or ``ToUint8()``. Anything else raises ValueError naming the op.
+
+Thread-safety: a :class:`DeviceDecoder` is used by one pass's feeder; its threads are its own and
+end with :meth:`DeviceDecoder.close` (a pass's end, a ``break``, a deleted job).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import math
+import os
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+
+from hdmlp.device import DeviceFeeder, FloatTail, Streams, _InFlight, streams_for
+
+__all__ = ["DecodeChain", "DeviceDecoder", "plan_device_decode", "resize_crops"]
+
+_BILINEAR = 2
+SUPPORTED = ("ImgDecode(device=...), RandomResizedCrop(size, scale, ratio) with bilinear interpolation and "
+             "antialias, optionally RandomHorizontalFlip(p), then ToTensor() [and Normalize(mean, std)] or ToUint8()")
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeChain:
+    """A chain that decodes on the device, as planned from its specs.
+
+    ``cpu_specs`` is the same chain ending in ``ToUint8()`` for the C++ pipeline: it draws every
+    sample's crop and flip, and decodes the CPU's share. ``tail`` is what the device computes
+    after the 8-bit images (None: they are the output).
+    """
+
+    cpu_specs: list
+    size: tuple[int, int]  # (height, width) of the output
+    tail: FloatTail | None
+    cpu_share: float
+
+
+def plan_device_decode(specs: Sequence[tuple[str, dict]], cpu_share: float) -> DecodeChain:
+    """Checks that ``specs`` (the chain, its ``ImgDecode`` first) can decode on the device."""
+    specs = list(specs)
+    if not specs or specs[0][0] != "ImgDecode":
+        raise ValueError("ImgDecode(device=...) must be the chain's first transform")
+
+    def unsupported(op: str, why: str) -> ValueError:
+        return ValueError(f"ImgDecode(device=...): {op} {why}; a chain that decodes on the device is {SUPPORTED}. "
+                          "Run other chains on the CPU (ImgDecode() without device, and device= on the Job)")
+
+    if len(specs) < 2 or specs[1][0] != "RandomResizedCrop":
+        raise unsupported(specs[1][0] if len(specs) > 1 else "a chain of ImgDecode alone",
+                          "cannot follow it" if len(specs) > 1 else "gives images of different sizes")
+    crop = specs[1][1]
+    if int(crop["interpolation"][0]) != _BILINEAR or not crop["antialias"][0]:
+        raise unsupported("RandomResizedCrop", "with other than bilinear, antialiased resizing is not supported")
+    size = (int(crop["size"][0]), int(crop["size"][-1]))
+    rest = specs[2:]
+    if rest and rest[0][0] == "RandomHorizontalFlip":
+        rest = rest[1:]
+    cpu = specs[:len(specs) - len(rest)]
+    tail: FloatTail | None
+    names = [op for op, _ in rest]
+    if names == ["ToTensor"]:
+        tail = FloatTail()
+    elif names == ["ToTensor", "Normalize"]:
+        tail = FloatTail(tuple(rest[1][1]["mean"]), tuple(rest[1][1]["std"]))
+    elif names == ["ToUint8"] and rest[0][1].get("layout", [0.0]) == [0.0]:
+        tail = None
+    else:
+        raise unsupported(rest[0][0] if rest else "a chain without ToTensor() or ToUint8() at its end",
+                          "at this place is not supported" if rest else "is not supported")
+    if isinstance(cpu_share, bool) or not isinstance(cpu_share, (int, float)) or not 0.0 <= cpu_share <= 1.0:
+        raise ValueError(f"ImgDecode(cpu_share=...) must be a number in [0, 1] (the share of each batch decoded "
+                         f"by the CPU), got {cpu_share!r}")
+    return DecodeChain(cpu + [("ToUint8", {"layout": [0.0]})], size, tail, float(cpu_share))
+
+
+def _coefficients(in_size: torch.Tensor, out_size: int, taps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """PIL's bilinear resampling taps from ``in_size[n]`` pixels to ``out_size``, on ``in_size``'s
+    device: (input pixel of each tap [N, out, taps] long, normalised weights [N, out, taps] float32).
+    ``taps`` must cover the widest support (:func:`_taps_for`)."""
+    size = in_size.to(torch.float64)
+    device = size.device
+    scale = size / out_size
+    filter_scale = scale.clamp(min=1.0)
+    support = filter_scale  # the triangle filter's support is 1, widened when shrinking
+    centre = (torch.arange(out_size, dtype=torch.float64, device=device) + 0.5)[None] * scale[:, None]
+    first = torch.trunc(centre - support[:, None] + 0.5).clamp(min=0)
+    end = torch.minimum(torch.trunc(centre + support[:, None] + 0.5), size[:, None])
+    x = first[..., None] + torch.arange(taps, dtype=torch.float64, device=device)
+    weight = (1 - ((x - centre[..., None] + 0.5) / filter_scale[:, None, None]).abs()).clamp(min=0)
+    weight = torch.where(x < end[..., None], weight, torch.zeros((), dtype=torch.float64, device=device))
+    total = weight.sum(-1, keepdim=True)
+    weight = weight / torch.where(total > 0, total, torch.ones((), dtype=torch.float64, device=device))
+    index = torch.minimum(x, (size - 1)[:, None, None]).to(torch.int64)
+    return index, weight.to(torch.float32)
+
+
+def _taps_for(largest_input: int, out_size: int) -> int:
+    return int(math.ceil(max(largest_input / out_size, 1.0))) * 2 + 1
+
+
+def _dense_weights(in_size: torch.Tensor, out_size: int, padded: int) -> torch.Tensor:
+    """The taps of :func:`_coefficients` as ``[N, padded, out_size]`` matrices (input pixel x output
+    pixel; zero past each input's size), so that a resampling pass is one batched matrix product.
+    ``padded`` is the largest of ``in_size``."""
+    index, weight = _coefficients(in_size, out_size, _taps_for(padded, out_size))
+    dense = torch.zeros((len(in_size), padded, out_size), dtype=torch.float32, device=in_size.device)
+    dense.scatter_add_(1, index.transpose(1, 2), weight.transpose(1, 2))
+    return dense
+
+
+def _to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A small host tensor on ``device`` without making the host wait for the stream's earlier work."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
+def resize_crops(images: Sequence[torch.Tensor], boxes: torch.Tensor, flips: torch.Tensor,
+                 size: tuple[int, int], *, group: int = 64) -> torch.Tensor:
+    """Crop ``boxes[n] = (top, left, height, width)`` of each ``[C, H, W]`` uint8 image, resize it to
+    ``size`` with PIL's antialiased bilinear filter and mirror it where ``flips[n]``: one uint8
+    ``[N, C, h, w]`` batch on the images' device.
+
+    The images are joined into one buffer; per group of up to ``group`` crops of similar size, one
+    gather cuts the crops out (padded to the group's largest), and each pass (horizontal, then
+    vertical, rounded to 8 bits between them as PIL does) is one batched float32 matrix product. A
+    few large kernels per batch, not one per image, and the host never waits for the device; a batch
+    with one huge photo pads only its own group.
+    """
+    n = len(images)
+    out_h, out_w = size
+    if n == 0:
+        return torch.empty((0, 3, out_h, out_w), dtype=torch.uint8)
+    device = images[0].device
+    channels = images[0].shape[0]
+    flat = torch.cat([im.reshape(-1) for im in images])
+    dims = torch.tensor([[im.shape[1], im.shape[2]] for im in images], dtype=torch.int64)
+    plane = dims[:, 0] * dims[:, 1]
+    starts = torch.zeros(n, dtype=torch.int64)
+    starts[1:] = torch.cumsum(plane * channels, 0)[:-1]
+    boxes = boxes.to(torch.int64).cpu()
+    order = sorted(range(n), key=lambda i: (int(boxes[i, 2]) * int(boxes[i, 3]), i))
+    table = torch.cat([starts[:, None], plane[:, None], dims[:, 1:], boxes, flips.to(torch.int64).cpu()[:, None]], 1)
+    table = _to_device(torch.cat([table[order], torch.tensor(order)[:, None]], 1), device)  # sorted by crop area
+    out = torch.empty((n, channels, out_h, out_w), dtype=torch.uint8, device=device)
+    channel = torch.arange(channels, device=device)[None, :, None, None]
+    for first in range(0, n, group):
+        members = order[first:first + group]
+        rows, cols = int(boxes[members, 2].max()), int(boxes[members, 3].max())
+        start, plane_g, width, top, left, box_h, box_w, mirrored, slot = table[first:first + group].unbind(1)
+        r = torch.minimum(torch.arange(rows, device=device)[None], (box_h - 1)[:, None])  # [m, rows]
+        x = torch.minimum(torch.arange(cols, device=device)[None], (box_w - 1)[:, None])  # [m, cols]
+        index = (start[:, None, None, None] + channel * plane_g[:, None, None, None]
+                 + ((top[:, None] + r) * width[:, None])[:, None, :, None] + (left[:, None] + x)[:, None, None, :])
+        crops = flat[index].to(torch.float32)  # [m, C, rows, cols]; past a crop: its last row/column, weight 0
+        m = len(members)
+        col_weights = _dense_weights(box_w, out_w, cols)  # [m, cols, out_w]
+        col_weights = torch.where(mirrored.bool()[:, None, None], col_weights.flip(2), col_weights)
+        wide = _round8(torch.bmm(crops.view(m, channels * rows, cols), col_weights)).view(m, channels, rows, out_w)
+        row_weights = _dense_weights(box_h, out_h, rows).transpose(1, 2)  # [m, out_h, rows]
+        tall = _round8(torch.matmul(row_weights[:, None], wide))  # [m, C, out_h, out_w]
+        out.index_copy_(0, slot, tall.to(torch.uint8))
+    return out
+
+
+def _round8(x: torch.Tensor) -> torch.Tensor:
+    return torch.floor_(x.add_(0.5)).clamp_(0, 255)
+
+
+_FRAME_MARKERS = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # SOF0-15 (not DHT, JPG, DAC)
+
+
+def device_decodable(sample: torch.Tensor) -> bool:
+    """A JPEG of 1 or 3 components that ends in its end-of-image marker. Others go to the C++ chain:
+    CMYK (which it converts as PIL does), other formats, and a file cut short, which it names in its
+    error rather than a device decoder filling the missing part silently."""
+    data = memoryview(sample.numpy()) if sample.device.type == "cpu" else memoryview(sample.cpu().numpy())
+    n = len(data)
+    if n < 8 or data[0] != 0xFF or data[1] != 0xD8 or data[n - 2] != 0xFF or data[n - 1] != 0xD9:
+        return False
+    at = 2
+    while at + 9 < n:  # the segments before the frame header: marker, 16-bit length
+        if data[at] != 0xFF:
+            return False
+        marker = data[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker in _FRAME_MARKERS:
+            return data[at + 9] in (1, 3)
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+            at += 2
+            continue
+        at += 2 + (data[at + 2] << 8 | data[at + 3])
+    return False
+
+
+def _default_cpu_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)) - 1)
+    except AttributeError:  # not Linux
+        return max(1, (os.cpu_count() or 2) - 1)
+
+
+class DeviceDecoder:
+    """Batches of file bytes in, batches of images on ``device`` out (see the module's text).
+
+    ``describe(sample)`` names a sample's file in errors; ``decode_jpegs(list, device)`` is
+    torchvision's batched decoder unless a test gives another. Not copyable; :meth:`close` ends
+    its threads.
+    """
+
+    def __init__(self, chain: DecodeChain, device: torch.device, seed: int, describe: Callable[[int], str], *,
+                 cpu_threads: int | None = None, streams: Streams | None = None,
+                 decode_jpegs: Callable[[list, torch.device], list] | None = None) -> None:
+        from hdmlp import _core
+        self.chain = chain
+        self.device = device
+        self._seed = seed
+        self._describe = describe
+        self._pipeline = _core.TransformPipeline(chain.cpu_specs)
+        self._streams = streams if streams is not None else streams_for(device)
+        self._decode_jpegs = decode_jpegs or _torchvision_decode
+        self._constants: dict = {}
+        # Two batches at once: one decodes while the other is cut, resized and merged with its CPU share.
+        # The device decodes one batch at a time (two decodes at once are slower than one after the other).
+        self._gpu = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="hdmlp-device-decode")
+        self._decoding = threading.Lock()
+        self._cpu = concurrent.futures.ThreadPoolExecutor(cpu_threads or _default_cpu_threads(),
+                                                          thread_name_prefix="hdmlp-cpu-decode")
+        self._lock = threading.Lock()
+        self.counts = {"device": 0, "cpu": 0, "device_failed": 0}
+
+    def close(self) -> None:
+        """Waits for the batches in flight and ends the threads."""
+        self._gpu.shutdown(wait=True, cancel_futures=True)
+        self._cpu.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, samples: list, labels: Any, ids: Sequence[int], epoch: int) -> concurrent.futures.Future:
+        """Starts a batch: a future of ``(images, labels, event)`` on the device."""
+        return self._gpu.submit(self._batch, samples, labels, list(ids), epoch)
+
+    def _on_cpu(self, sample: torch.Tensor, sample_id: int, epoch: int) -> torch.Tensor:
+        data = sample.numpy() if sample.device.type == "cpu" else sample.cpu().numpy()
+        buffer, shape = self._pipeline.apply(data, self._describe(sample_id), self._seed, epoch, sample_id)
+        return torch.frombuffer(buffer, dtype=torch.uint8).view(shape)
+
+    def _geometry(self, decoded: list, ids: list[int], epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        boxes, flips = [], []
+        for image, sample_id in zip(decoded, ids):
+            box, flip = None, False
+            for draw in self._pipeline.random_draws(int(image.shape[2]), int(image.shape[1]), self._seed, epoch,
+                                                    sample_id):
+                if draw["op"] == "RandomResizedCrop":
+                    box = (draw["top"], draw["left"], draw["height"], draw["width"])
+                elif draw["op"] == "RandomHorizontalFlip":
+                    flip = bool(draw["flip"])
+            assert box is not None, "RandomResizedCrop always draws a box"
+            boxes.append(box)
+            flips.append(flip)
+        return torch.tensor(boxes, dtype=torch.int64), torch.tensor(flips, dtype=torch.bool)
+
+    def _decode_on_device(self, samples: list) -> list:
+        """The decoded images, None where the device could not decode one (it then goes to the CPU)."""
+        try:
+            return list(self._decode_jpegs(samples, self.device))
+        except RuntimeError:
+            pass
+        out = []  # one of the batch failed: find which, one at a time
+        for s in samples:
+            try:
+                out.append(self._decode_jpegs([s], self.device)[0])
+            except RuntimeError:
+                out.append(None)
+        return out
+
+    def _batch(self, samples: list, labels: Any, ids: list[int], epoch: int) -> tuple:
+        count = len(samples)
+        on_cpu = int(round(self.chain.cpu_share * count))
+        cpu_rows = set(range(count - on_cpu, count))
+        cpu_rows |= {i for i in range(count - on_cpu) if not device_decodable(samples[i])}
+        futures = {i: self._cpu.submit(self._on_cpu, samples[i], ids[i], epoch) for i in sorted(cpu_rows)}
+        height, width = self.chain.size
+        with self._streams.side():
+            gpu_rows = [i for i in range(count) if i not in cpu_rows]
+            with self._decoding:
+                decoded = self._decode_on_device([samples[i] for i in gpu_rows]) if gpu_rows else []
+            failed = [row for row, image in zip(gpu_rows, decoded) if image is None]
+            for row in failed:
+                futures[row] = self._cpu.submit(self._on_cpu, samples[row], ids[row], epoch)
+            pairs = [(row, image) for row, image in zip(gpu_rows, decoded) if image is not None]
+            images = torch.empty((count, 3, height, width), dtype=torch.uint8, device=self.device)
+            if pairs:
+                rows = [row for row, _ in pairs]
+                decoded = [image for _, image in pairs]
+                boxes, flips = self._geometry(decoded, [ids[i] for i in rows], epoch)
+                resized = resize_crops(decoded, boxes, flips, (height, width))
+                images.index_copy_(0, torch.tensor(rows, device=self.device), resized)
+            if futures:
+                rows = sorted(futures)
+                host = torch.stack([futures[i].result() for i in rows])  # a bad file raises here, naming it
+                images.index_copy_(0, torch.tensor(rows, device=self.device), host.to(self.device))
+            out: Any = images
+            if self.chain.tail is not None:
+                out = self.chain.tail.apply(images, self._constants)
+            label_tensor = labels.to(self.device, non_blocking=True) if isinstance(labels, torch.Tensor) else labels
+            event = self._streams.record()
+        with self._lock:
+            self.counts["device"] += len(pairs)
+            self.counts["cpu"] += len(futures)
+            self.counts["device_failed"] += len(failed)
+        return out, label_tensor, event
+
+
+def _torchvision_decode(samples: list, device: torch.device) -> list:
+    from torchvision.io import ImageReadMode, decode_jpeg
+    return decode_jpeg(samples, mode=ImageReadMode.RGB, device=device)
+
+
+# torchvision 0.29 deprecates its decoders in favour of TorchCodec, which has no batched JPEG
+# decoder on the device yet; the warning would repeat every batch.
+warnings.filterwarnings("ignore", message="The image decoding and encoding capabilities of TorchVision",
+                        category=DeprecationWarning)
+
+
+class DecodingFeeder(DeviceFeeder):
+    """A :class:`DeviceFeeder` whose host batches are ``(file bytes, labels, (ids, epoch, extra))``,
+    decoded by a :class:`DeviceDecoder` ``ahead`` batches in advance."""
+
+    def __init__(self, batches: Iterator[tuple], decoder: DeviceDecoder, *, channels_last: bool = False,
+                 ahead: int = 2, on_hand_out: Callable[[Any], None] | None = None) -> None:
+        super().__init__(batches, decoder.device, channels_last=channels_last, ahead=ahead, on_hand_out=on_hand_out,
+                         streams=decoder._streams)
+        self._decoder = decoder
+
+    def _launch(self, host: tuple) -> _InFlight:
+        samples, labels, (ids, epoch, extra) = host
+        return _InFlight(self._decoder.submit(samples, labels, ids, epoch), None, host)
+
+    def _resolve(self, batch: _InFlight) -> None:
+        if isinstance(batch.item, concurrent.futures.Future):
+            images, labels, event = batch.item.result()
+            if self._channels_last:
+                with self._streams.side():
+                    images = images.contiguous(memory_format=torch.channels_last)
+                    event = self._streams.record()
+            batch.item, batch.event = (images, labels, batch.host[2][2]), event
+
+    def _settle(self, batch: _InFlight) -> None:
+        if isinstance(batch.item, concurrent.futures.Future):
+            try:
+                self._resolve(batch)
+            except Exception:  # the pass is ending anyway; the error was or will be raised by the loop
+                batch.event = None
+
+
+def decoded_job_pass(job: Any, opened: Any, first: int, channels_last: bool, ahead: int) -> Iterator[Any]:
+    """A job's open pass of file bytes as :class:`hdmlp.batches.Batch` objects of decoded device images.
+
+    The decoder lives for the pass: its threads end when the pass does (exhausted, or closed by a
+    ``break``), after the batches in flight.
+    """
+    from hdmlp.batches import Batch
+    from hdmlp.device import check_ahead, check_channels_last
+    from hdmlp.torch import host_tensors
+    check_ahead(ahead)
+    check_channels_last(channels_last)
+    decoder = DeviceDecoder(job._decode_chain, job.device, job.seed, job._core.path)
+    job._device_decoder = decoder  # its counts go into job.metrics()
+
+    def host() -> Iterator[tuple]:
+        try:
+            for index, (ids, labels, buffers) in enumerate(opened, start=first):
+                samples, label_tensor = host_tensors(buffers, labels)
+                yield samples, label_tensor, (list(ids), opened.epoch, (index, list(ids)))
+        finally:
+            opened.close()
+
+    def generate() -> Iterator[Any]:
+        feeder = DecodingFeeder(host(), decoder, channels_last=channels_last, ahead=ahead,
+                                on_hand_out=lambda extra: job._hand_out(opened.epoch, extra[0] + 1))
+        batches = iter(feeder)
+        try:
+            for images, labels, (index, ids) in batches:
+                yield Batch(images, labels, ids, opened.epoch, index)
+        finally:
+            batches.close()
+            decoder.close()
+    return generate()
