@@ -42,7 +42,6 @@ import os
 import platform
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -50,6 +49,7 @@ import time
 
 from benchmarks import machine as machine_mod
 from benchmarks import pfs as pfs_mod
+from benchmarks import system_tools
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -156,16 +156,7 @@ def run_process(cmd: list[str], env: dict, timeout: float, log_path: str) -> int
         try:
             return proc.wait(timeout)
         except BaseException:
-            for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    proc.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            system_tools.stop_group(proc)
             raise
 
 

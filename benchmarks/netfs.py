@@ -46,6 +46,11 @@ import tempfile
 import threading
 import time
 
+try:
+    from benchmarks import system_tools
+except ImportError:  # run as a script from benchmarks/
+    import system_tools
+
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netfs", "netfs.cc")
 FS_TYPE = "fuse.netfs"
 WORK_PREFIX = "hdmlp-netfs-"
@@ -59,42 +64,15 @@ class NetFSUnavailable(RuntimeError):
     """This machine cannot run netfs; the message says why."""
 
 
-def _which(tool: str) -> str | None:
-    if tool == "fuse3.pc":
-        pc = shutil.which("pkg-config")
-        ok = pc and subprocess.run([pc, "--exists", "fuse3"], capture_output=True).returncode == 0
-        return "fuse3.pc" if ok else None
-    return shutil.which(tool) or next((p for p in (f"/usr/sbin/{tool}", f"/sbin/{tool}") if os.access(p, os.X_OK)),
-                                      None)
-
-
-def _run(cmd: list[str], check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
-    return proc
+_which = system_tools.which
+_run = system_tools.run
+_pid_alive = system_tools.pid_alive
+_stop_process = system_tools.stop_process
 
 
 def ensure_tools(install: bool = True, log=print) -> None:
     """Installs the Debian packages of missing tools with apt-get (root only); raises NetFSUnavailable."""
-    missing = sorted({pkg for tool, pkg in TOOLS.items() if _which(tool) is None})
-    if not missing:
-        return
-    if not install:
-        raise NetFSUnavailable(f"missing Debian packages: {' '.join(missing)}")
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise NetFSUnavailable(f"missing Debian packages {' '.join(missing)}, and apt-get cannot install them here "
-                               f"(needs root and apt-get)")
-    log(f"[netfs] installing Debian packages: {' '.join(missing)}")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-q"],
-                ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-        if proc.returncode != 0:
-            raise NetFSUnavailable(f"`{' '.join(cmd)}` failed: {proc.stderr.strip()[-400:]}")
-    still = sorted({pkg for tool, pkg in TOOLS.items() if _which(tool) is None})
-    if still:
-        raise NetFSUnavailable(f"Debian packages {' '.join(still)} installed but their commands are still missing")
+    system_tools.install_packages(TOOLS, NetFSUnavailable, "netfs", install, log)
 
 
 def cache_dir() -> str:
@@ -148,25 +126,9 @@ def unavailable_reason(install: bool = True, log=print) -> str | None:
 
 # -- processes, mounts, leftovers ------------------------------------------------------------
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def mounts() -> list[tuple[str, str]]:
     """(fsname, mount point) of every netfs mount."""
-    out = []
-    with open("/proc/mounts") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) > 2 and parts[2] == FS_TYPE:
-                out.append((parts[0], parts[1].replace("\\040", " ")))
-    return out
+    return [(source, mnt) for source, mnt, kind in system_tools.mount_table() if kind == FS_TYPE]
 
 
 def is_mounted(path: str) -> bool:
@@ -198,17 +160,6 @@ def _netns_prefix(netns: str | None) -> list[str]:
         raise FileNotFoundError(f"the network namespace '{netns}' does not exist ({path}); make it with "
                                 f"`ip netns add {netns}`")
     return ["nsenter", f"--net={path}", "--"]
-
-
-def _stop_process(proc: subprocess.Popen | None, grace: float = 5.0) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 class _Managed:

@@ -62,9 +62,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 try:
-    from benchmarks import netfs
+    from benchmarks import netfs, system_tools
 except ImportError:  # run as a script from benchmarks/
     import netfs
+    import system_tools
 
 NAME_PREFIX = "hdmlp-pfs-"
 KINDS = ("netfs", "sshfs")
@@ -83,19 +84,14 @@ class PFSUnavailable(RuntimeError):
 
 
 def _which(tool: str) -> str | None:
-    if tool == "fuse3.pc":
-        return netfs._which(tool)
     if tool == "sshd":
         return SBIN_SSHD if os.access(SBIN_SSHD, os.X_OK) else shutil.which("sshd")
-    return shutil.which(tool) or next((p for p in (f"/usr/sbin/{tool}", f"/sbin/{tool}") if os.access(p, os.X_OK)),
-                                      None)
+    return system_tools.which(tool)
 
 
-def _run(cmd: list[str], check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
-    return proc
+_run = system_tools.run
+_pid_alive = system_tools.pid_alive
+_kill_netns_pids = system_tools.kill_netns_pids
 
 
 def _check_kind(kind: str) -> dict:
@@ -109,25 +105,7 @@ def ensure_tools(install: bool = True, log=print, kind: str = DEFAULT_KIND) -> N
 
     Raises PFSUnavailable naming what is missing when it cannot.
     """
-    tools = _check_kind(kind)
-    missing = sorted({pkg for tool, pkg in tools.items() if _which(tool) is None})
-    if not missing:
-        return
-    if not install:
-        raise PFSUnavailable(f"missing Debian packages: {' '.join(missing)}")
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        raise PFSUnavailable(f"missing Debian packages {' '.join(missing)}, and apt-get cannot install them here "
-                             f"(needs root and apt-get)")
-    log(f"[pfs] installing Debian packages: {' '.join(missing)}")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in (["apt-get", "update", "-q"],
-                ["apt-get", "install", "-y", "-q", "--no-install-recommends", *missing]):
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-        if proc.returncode != 0:
-            raise PFSUnavailable(f"`{' '.join(cmd)}` failed: {proc.stderr.strip()[-400:]}")
-    still = sorted({pkg for tool, pkg in tools.items() if _which(tool) is None})
-    if still:
-        raise PFSUnavailable(f"Debian packages {' '.join(still)} installed but their commands are still missing")
+    system_tools.install_packages(_check_kind(kind), PFSUnavailable, "pfs", install, log, find=_which)
 
 
 def unavailable_reason(install: bool = True, log=print, kind: str = DEFAULT_KIND) -> str | None:
@@ -158,20 +136,8 @@ def unavailable_reason(install: bool = True, log=print, kind: str = DEFAULT_KIND
     return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _fuse_mounts() -> list[str]:
-    with open("/proc/mounts") as f:
-        return [line.split()[1].replace("\\040", " ") for line in f
-                if " fuse.sshfs " in line or f" {netfs.FS_TYPE} " in line]
+    return [mnt for _, mnt, kind in system_tools.mount_table() if kind in ("fuse.sshfs", netfs.FS_TYPE)]
 
 
 def remove_stale(log=print) -> None:
@@ -190,15 +156,6 @@ def remove_stale(log=print) -> None:
             _kill_netns_pids(name)
             _run(["ip", "netns", "del", name], check=False)
     netfs.remove_stale(log)
-
-
-def _kill_netns_pids(netns: str) -> None:
-    proc = _run(["ip", "netns", "pids", netns], check=False)
-    for pid in map(int, proc.stdout.split()):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def install_signal_handlers() -> None:
@@ -415,14 +372,7 @@ class EmulatedPFS:
                 if _run(["fusermount3", "-u", self.path], check=False).returncode != 0:
                     _run(["fusermount3", "-uz", self.path], check=False)
             for name in ("sshfs", "proxy", "sshd"):
-                proc = self._procs.pop(name, None)
-                if proc is not None and proc.poll() is None:
-                    proc.terminate()
-                    try:
-                        proc.wait(5)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
+                system_tools.stop_process(self._procs.pop(name, None))
             if self._netns_made:
                 _kill_netns_pids(self.netns)
                 _run(["ip", "netns", "del", self.netns], check=False)  # takes the veth pair with it

@@ -68,7 +68,7 @@ import time
 import traceback
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from hdmlp import _core

@@ -43,6 +43,7 @@ import tempfile
 import threading
 import time
 
+from benchmarks import system_tools
 from benchmarks.cluster import pfs_provider
 
 RUN_ROOT = "/run"
@@ -65,16 +66,10 @@ TCP_EAGER_ARGS = ("--mca", "btl_tcp_eager_limit", "4194304", "--mca", "btl_tcp_r
                   "--mca", "btl_tcp_max_send_size", "4194304")
 
 
-def _which(tool: str) -> str | None:
-    return shutil.which(tool) or next((p for p in (f"/usr/sbin/{tool}", f"/sbin/{tool}") if os.access(p, os.X_OK)),
-                                      None)
-
-
-def _run(cmd: list[str], check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
-    return proc
+_which = system_tools.which
+_run = system_tools.run
+_pid_alive = system_tools.pid_alive
+_kill_netns_pids = system_tools.kill_netns_pids
 
 
 def unavailable_reason() -> str | None:
@@ -103,19 +98,8 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _mounts() -> list[str]:
-    with open("/proc/mounts") as f:
-        return [line.split()[1].replace("\\040", " ") for line in f]
+    return [mnt for _, mnt, _ in system_tools.mount_table()]
 
 
 def _unmount_under(prefix: str) -> None:
@@ -125,15 +109,6 @@ def _unmount_under(prefix: str) -> None:
         if _run(["umount", mnt], check=False).returncode != 0:
             if _run(["fusermount3", "-uz", mnt], check=False).returncode != 0:
                 _run(["umount", "-l", mnt], check=False)
-
-
-def _kill_netns_pids(netns: str) -> None:
-    proc = _run(["ip", "netns", "pids", netns], check=False)
-    for pid in map(int, proc.stdout.split()):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _kill_mpirun_of(pid: int) -> None:
@@ -556,16 +531,7 @@ class EmulatedCluster:
         proc = self._mpirun
         if proc is None or proc.poll() is not None:
             return
-        for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        system_tools.stop_group(proc)
         for k in range(1, self.nodes + 1):
             _kill_netns_pids(self.netns(k))
 
