@@ -127,6 +127,26 @@ TEST(PackSourceTest, ChangedBytesFailTheirChecksumNeverServed) {
   EXPECT_EQ(AsString(source.Read(5)), samples[5].bytes);
 }
 
+TEST(PackSourceTest, ReadRunReadsNeighboursInOneSpanAndChecksEach) {
+  TempDir dir;
+  const auto samples = Samples(12);
+  testing::WritePack(dir.path(), samples, {"c0", "c1", "c2"}, 1 << 20);  // one shard
+  PackSource source(Env::Default(), dir.path());
+  const auto run = source.ReadRun(3, 6);
+  ASSERT_EQ(run.size(), 6u);
+  for (int k = 0; k < 6; ++k) EXPECT_EQ(AsString(run[static_cast<size_t>(k)]), samples[static_cast<size_t>(3 + k)].bytes);
+  // A byte changed in sample 6 fails the run that holds it, naming the sample, as Read does.
+  int64_t offset = 32;
+  for (int i = 0; i < 6; ++i) offset += static_cast<int64_t>(samples[static_cast<size_t>(i)].bytes.size());
+  ASSERT_GT(samples[6].bytes.size(), 0u);
+  std::fstream f(dir / "shard-00000.hdmlp-shard", std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offset);
+  f.put(static_cast<char>(samples[6].bytes[0] ^ 0x55));
+  f.close();
+  ExpectThrowContains([&] { source.ReadRun(3, 6); }, {"checksum", "sample 6"});
+  EXPECT_EQ(AsString(source.ReadRun(7, 3)[0]), samples[7].bytes);
+}
+
 TEST(PackSourceTest, CorruptOrMissingIndexAndShardsAreNamed) {
   TempDir dir;
   testing::WritePack(dir.path(), Samples(10), {"c0", "c1", "c2"}, 1 << 20);

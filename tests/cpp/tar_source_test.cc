@@ -67,6 +67,20 @@ TEST(TarSourceTest, GroupsMembersByKeyAndReadsInPlace) {
   EXPECT_EQ(AsString(by_json.Read(2)), "{}");
 }
 
+TEST(TarSourceTest, ReadRunCutsNeighboursOutOfOneSpanOfTheShard) {
+  TempDir dir;
+  WriteShards(dir.path(), 2, 6);
+  auto source = OpenSource(Env::Default(), dir.path(), {}, NoCache());
+  // Samples 1..4 of shard 0: one span with the .cls and .json members between them left out.
+  const auto run = source->ReadRun(1, 4);
+  ASSERT_EQ(run.size(), 4u);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(AsString(run[static_cast<size_t>(k)]), Image(1 + k));
+  // Across two shards: read one by one, the same bytes.
+  const auto across = source->ReadRun(4, 4);
+  ASSERT_EQ(across.size(), 4u);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(AsString(across[static_cast<size_t>(k)]), Image(4 + k));
+}
+
 TEST(TarSourceTest, IndexIsCachedUntilAShardChanges) {
   TempDir dir, cache;
   WriteShards(dir.path(), 2, 4);

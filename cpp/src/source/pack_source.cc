@@ -200,21 +200,8 @@ std::vector<SampleBuffer> PackSource::ReadRun(int64_t first, int64_t count) {
   // One read of the span; a sample past a truncated shard's end fails alone.
   const Shard& shard = shards_[static_cast<size_t>(a.file)];
   if (b.offset + b.size > shard.size) return Source::ReadRun(first, count);
-  std::unique_ptr<uint8_t[]> span(new uint8_t[static_cast<size_t>(b.offset + b.size - a.offset)]);
-  ReadInPieces(ShardFile(static_cast<uint32_t>(a.file)), a.offset, b.offset + b.size - a.offset, span.get());
-  std::vector<SampleBuffer> out;
-  for (int64_t i = first; i < first + count; ++i) {
-    const Extent e = ExtentOf(i);
-    if (e.file != a.file || e.offset < a.offset || e.offset + e.size > b.offset + b.size) {
-      throw InvalidArgumentError("PackSource::ReadRun: samples " + std::to_string(first) + ".." +
-                                 std::to_string(first + count - 1) + " do not lie in order in one shard");
-    }
-    SampleBuffer bytes = SampleBuffer::Allocate(e.size);
-    std::memcpy(bytes.data.get(), span.get() + (e.offset - a.offset), static_cast<size_t>(e.size));
-    CheckCrc(i, bytes);
-    out.push_back(std::move(bytes));
-  }
-  return out;
+  return ReadSpan(ShardFile(static_cast<uint32_t>(a.file)), first, count,
+                  [this](int64_t i, const SampleBuffer& bytes) { CheckCrc(i, bytes); });
 }
 
 void PackSource::ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) {

@@ -150,6 +150,27 @@ std::vector<SampleBuffer> Source::ReadRun(int64_t first, int64_t count) {
   return out;
 }
 
+std::vector<SampleBuffer> Source::ReadSpan(ReadableFile* file, int64_t first, int64_t count,
+                                           const std::function<void(int64_t, const SampleBuffer&)>& check) {
+  const Extent a = ExtentOf(first), b = ExtentOf(first + count - 1);
+  const int64_t span_size = b.offset + b.size - a.offset;
+  std::unique_ptr<uint8_t[]> span(new uint8_t[static_cast<size_t>(span_size)]);
+  ReadInPieces(file, a.offset, span_size, span.get());
+  std::vector<SampleBuffer> out;
+  for (int64_t i = first; i < first + count; ++i) {
+    const Extent e = ExtentOf(i);
+    if (e.file != a.file || e.offset < a.offset || e.offset + e.size > b.offset + b.size) {
+      throw InvalidArgumentError(kind_ + " source: samples " + std::to_string(first) + ".." +
+                                 std::to_string(first + count - 1) + " do not lie in order in one shard");
+    }
+    SampleBuffer bytes = SampleBuffer::Allocate(e.size);
+    std::memcpy(bytes.data.get(), span.get() + (e.offset - a.offset), static_cast<size_t>(e.size));
+    check(i, bytes);
+    out.push_back(std::move(bytes));
+  }
+  return out;
+}
+
 void ReadInPieces(ReadableFile* file, int64_t offset, int64_t n, uint8_t* dst, int pieces) {
   constexpr int64_t kMinPiece = 512 << 10;
   const int64_t count = std::clamp<int64_t>(n / kMinPiece, 1, std::max(pieces, 1));

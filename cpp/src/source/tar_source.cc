@@ -569,20 +569,7 @@ std::vector<SampleBuffer> TarSource::ReadRun(int64_t first, int64_t count) {
   if (count == 1 || a.file != b.file || b.offset < a.offset || b.offset + b.size > infos_[a.file].size) {
     return Source::ReadRun(first, count);
   }
-  std::unique_ptr<uint8_t[]> span(new uint8_t[static_cast<size_t>(b.offset + b.size - a.offset)]);
-  ReadInPieces(ShardFile(static_cast<uint32_t>(a.file)), a.offset, b.offset + b.size - a.offset, span.get());
-  std::vector<SampleBuffer> out;
-  for (int64_t i = first; i < first + count; ++i) {
-    const Extent e = ExtentOf(i);
-    if (e.file != a.file || e.offset < a.offset || e.offset + e.size > b.offset + b.size) {
-      throw InvalidArgumentError("TarSource::ReadRun: samples " + std::to_string(first) + ".." +
-                                 std::to_string(first + count - 1) + " do not lie in order in one shard");
-    }
-    SampleBuffer bytes = SampleBuffer::Allocate(e.size);
-    std::memcpy(bytes.data.get(), span.get() + (e.offset - a.offset), static_cast<size_t>(e.size));
-    out.push_back(std::move(bytes));
-  }
-  return out;
+  return ReadSpan(ShardFile(static_cast<uint32_t>(a.file)), first, count, [](int64_t, const SampleBuffer&) {});
 }
 
 SampleBuffer TarSource::Read(int64_t i) {

@@ -33,6 +33,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -172,6 +173,13 @@ class Source {
   std::unique_ptr<ReadableFile> Open(const std::string& path);
   // Throws InvalidArgumentError when i is outside [0, size()).
   void CheckSample(int64_t i) const;
+  // ReadRun's one read for samples that share `file` (packs, tar shards):
+  // the bytes from first's start to last's end (ExtentOf), cut into the
+  // samples, each passed to `check` (which throws for a bad one). The caller
+  // has checked that they lie in order in that file; InvalidArgumentError
+  // if they do not.
+  std::vector<SampleBuffer> ReadSpan(ReadableFile* file, int64_t first, int64_t count,
+                                     const std::function<void(int64_t, const SampleBuffer&)>& check);
 
   std::string kind_;
   Env* env_;
