@@ -145,6 +145,24 @@ TEST(JobSourcesTest, TransformsOnArraysAreRefused) {
 namespace hdmlp {
 namespace {
 
+PlanOptions PlanOf(int64_t samples, int batch_size, int epochs, uint64_t seed) {
+  PlanOptions p;
+  p.num_samples = samples;
+  p.batch_size = batch_size;
+  p.epochs = epochs;
+  p.seed = seed;
+  return p;
+}
+
+// Waits (at most `limit`) for class 0 of `cache` to hold `samples` samples; its count then.
+int64_t WaitUntilFilled(CacheHierarchy& cache, int64_t samples, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (cache.Status()[0].filled_samples < samples && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  return cache.Status()[0].filled_samples;
+}
+
 // The prefetch threads of a class holding a whole pack read neighbouring
 // samples together: far fewer reads than samples, each sample stored intact.
 TEST(CoalescingTest, PrefetchReadsNeighboursInAShardTogether) {
@@ -158,19 +176,10 @@ TEST(CoalescingTest, PrefetchReadsNeighboursInAShardTogether) {
                                        ";\nstorage_classes = ( { capacity = 1.0; threads = 1; },"
                                        " { backend = \"memory\"; capacity = 1.0; threads = 2; } );\n");
     auto source = OpenSource(&env, dir / "pack");
-    PlanOptions p;
-    p.num_samples = 40;
-    p.batch_size = 8;
-    p.epochs = 2;
-    p.seed = 1;
-    AccessPlan plan(p);
+    AccessPlan plan(PlanOf(40, 8, 2, 1));
     CacheHierarchy cache(config, plan, 0, *source, Env::Default());
     cache.Start();
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (cache.Status()[0].filled_samples < 40 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(5ms);
-    }
-    ASSERT_EQ(cache.Status()[0].filled_samples, 40);
+    ASSERT_EQ(WaitUntilFilled(cache, 40, 30s), 40);
     for (int i = 0; i < 40; ++i) {
       SampleBuffer b;
       EXPECT_EQ(cache.Fetch(i, &b), "memory");
@@ -205,19 +214,10 @@ TEST(FetchViewTest, LendsTheMemoryClassBytesInPlaceAndReadsTheRest) {
         std::string("storage_classes = ( { capacity = 1.0; threads = 1; }") +
         (ram ? ", { backend = \"memory\"; capacity = 1.0; threads = 2; }" : "") + " );\n");
     auto source = OpenSource(&env, dir / "pack");
-    PlanOptions p;
-    p.num_samples = 40;
-    p.batch_size = 8;
-    p.epochs = 2;
-    p.seed = 1;
-    AccessPlan plan(p);
+    AccessPlan plan(PlanOf(40, 8, 2, 1));
     CacheHierarchy cache(config, plan, 0, *source, Env::Default());
     cache.Start();
-    const auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (ram && cache.Status()[0].filled_samples < 40 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(5ms);
-    }
-    if (ram) ASSERT_EQ(cache.Status()[0].filled_samples, 40);
+    if (ram) ASSERT_EQ(WaitUntilFilled(cache, 40, 30s), 40);
     for (int i = 0; i < 40; ++i) {
       const std::string& want = samples[static_cast<size_t>(i)].bytes;
       SampleBuffer storage;
@@ -264,19 +264,10 @@ TEST(CoalescingTest, DefaultConfigKeepsMoreThanTwoRunsInFlight) {
     slow.read_bandwidth_mbps = 5;  // a 512 KiB piece takes 105 ms
     ThrottledEnv env(Env::Default(), slow);
     auto source = OpenSource(&env, dir / "pack");
-    PlanOptions p;
-    p.num_samples = 256;
-    p.batch_size = 16;
-    p.epochs = 1;
-    p.seed = 3;
-    AccessPlan plan(p);
+    AccessPlan plan(PlanOf(256, 16, 1, 3));
     CacheHierarchy cache(config, plan, 0, *source, Env::Default());
     cache.Start();
-    const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (cache.Status()[0].filled_samples < 256 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(5ms);
-    }
-    ASSERT_EQ(cache.Status()[0].filled_samples, 256);
+    ASSERT_EQ(WaitUntilFilled(cache, 256, 60s), 256);
     for (int i = 0; i < 256; i += 37) {
       SampleBuffer b;
       EXPECT_EQ(cache.Fetch(i, &b), "memory");
