@@ -48,7 +48,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,8 +55,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(HERE))
     sys.path = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 from benchmarks import machine  # noqa: E402
-from benchmarks.transform_pipeline import (BUILD_CEILING, CEILING_BINARY, consume, hdmlp_chain,  # noqa: E402
-                                           run_ceiling)
+from benchmarks.transform_pipeline import (BUILD_CEILING, CEILING_BINARY, apply_in_threads, consume,  # noqa: E402
+                                           files_in_memory, hdmlp_chain, run_ceiling)
 
 SYSTEMS = ("hdmlp", "bare", "ceiling")
 # How hdmlp's threads are grouped: by the name's prefix (the Python thread is the process's own id).
@@ -135,34 +134,13 @@ def run_hdmlp(spec: dict) -> dict:
 
 def run_bare(spec: dict) -> dict:
     cpu_start = process_cpu()
-    import hdmlp
     import hdmlp.transforms as T
-    with hdmlp.Job(spec["root"], 1, 1) as probe:
-        paths = [p for p, _ in probe.samples]
-    files = []
-    for p in paths:
-        with open(p, "rb") as f:
-            files.append(f.read())
+    paths, files = files_in_memory(spec["root"])
     pipeline = T.compile_pipeline(hdmlp_chain(spec["chain"], 224))
     epochs = []
     for epoch in range(spec["epochs"]):
-        lock, position = threading.Lock(), [0]
-
-        def work():
-            while True:
-                with lock:
-                    i = position[0]
-                    position[0] += 1
-                if i >= len(files):
-                    return
-                pipeline.apply(files[i], paths[i], 1, epoch, i)  # seed 1, as the hdmlp job's; releases the GIL
-
         c0, w0 = process_cpu(), time.perf_counter()
-        pool = [threading.Thread(target=work) for _ in range(spec["threads"])]
-        for t in pool:
-            t.start()
-        for t in pool:
-            t.join()
+        apply_in_threads(pipeline, paths, files, epoch, spec["threads"])
         epochs.append({"images": len(files), "cpu_s": process_cpu() - c0, "wall_s": time.perf_counter() - w0})
     return {"epochs": epochs, "process_cpu_s": process_cpu() - cpu_start, "threads": spec["threads"]}
 

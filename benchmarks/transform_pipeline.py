@@ -179,37 +179,49 @@ def run_hdmlp(spec: dict) -> dict:
     return out
 
 
-def run_bare(spec: dict) -> dict:
+def files_in_memory(root: str) -> tuple[list[str], list[bytes]]:
+    """The folder's sample paths in hdmlp's index order and their bytes, read once."""
     import hdmlp
-    import hdmlp.transforms as T
-    with hdmlp.Job(spec["root"], 1, 1) as probe:
+    with hdmlp.Job(root, 1, 1) as probe:
         paths = [p for p, _ in probe.samples]
     files = []
     for p in paths:
         with open(p, "rb") as f:
             files.append(f.read())
+    return paths, files
+
+
+def apply_in_threads(pipeline, paths: list[str], files: list[bytes], epoch: int, threads: int) -> None:
+    """The bare C++ pipeline over every file, on ``threads`` Python threads taking the next file in
+    turn (``apply`` releases the GIL); seed 1, as the hdmlp jobs of these benchmarks."""
+    lock, position = threading.Lock(), [0]
+
+    def work():
+        while True:
+            with lock:
+                i = position[0]
+                position[0] += 1
+            if i >= len(files):
+                return
+            pipeline.apply(files[i], paths[i], 1, epoch, i)
+
+    pool = [threading.Thread(target=work) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+
+
+def run_bare(spec: dict) -> dict:
+    import hdmlp.transforms as T
+    paths, files = files_in_memory(spec["root"])
     pipeline = T.compile_pipeline(hdmlp_chain(spec["chain"], spec["size"], spec["system"] == "bare-draft",
                                               spec["system"] == "bare-fast"))
     threads = spec["threads"]
     timer = EpochTimer()
     for epoch in range(spec["epochs"]):
-        lock, position = threading.Lock(), [0]
-
-        def work():
-            while True:
-                with lock:
-                    i = position[0]
-                    position[0] += 1
-                if i >= len(files):
-                    return
-                pipeline.apply(files[i], paths[i], 1, epoch, i)  # releases the GIL
-
         with timer.epoch([len(files)]):
-            pool = [threading.Thread(target=work) for _ in range(threads)]
-            for t in pool:
-                t.start()
-            for t in pool:
-                t.join()
+            apply_in_threads(pipeline, paths, files, epoch, threads)
     return timer.result() | {"threads": threads}
 
 
