@@ -515,13 +515,8 @@ def main(argv=None) -> int:
         results.append({"images": scenario_images, "max-side": scenario_max_side, "hdf5": scenario_hdf5}[s](args))
     command = "python benchmarks/formats.py " + " ".join(argv)
     load = _recorder.finish()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"command": command, "results": results, "load": load}, f, indent=2)
     text = markdown(results, command, load)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text + "\n")
+    machine.write_results(args.json, {"command": command, "results": results, "load": load}, args.markdown, text)
     print(text)
     machine.print_warnings(load, log)
     return 0

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import json
 import os
 import platform
 import time
@@ -240,6 +241,17 @@ def print_warnings(load: dict, log=print) -> None:
     for line in warning_lines(load):
         bar = "!" * min(len(line), 100)
         log(f"\n{bar}\n{line}\n{bar}")
+
+
+def write_results(json_path: str | None, result: dict, markdown_path: str | None, markdown: str,
+                  indent: int = 2) -> None:
+    """A benchmark's results as JSON and its report as Markdown, each where a path is given."""
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(result, f, indent=indent)
+    if markdown_path:
+        with open(markdown_path, "w") as f:
+            f.write(markdown + "\n")
 
 
 # -- facts about the machine ----------------------------------------------------------

@@ -25,7 +25,6 @@ The machine is shared: the load is recorded (benchmarks/machine.py) and the repo
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -190,13 +189,8 @@ def main(argv=None) -> int:
     result = run(args)
     command = "python benchmarks/pack_metadata.py " + " ".join(argv)
     load = _recorder.finish()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"command": command, "result": result, "load": load}, f, indent=2)
     text = markdown(result, command, load)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(text + "\n")
+    machine.write_results(args.json, {"command": command, "result": result, "load": load}, args.markdown, text)
     print(text)
     machine.print_warnings(load, log)
     return 0

@@ -170,3 +170,15 @@ def test_scaling_knee_is_where_no_later_point_adds_the_gain():
     assert knee([(1, 1000), (2, 1050), (4, 1500)], 0.10) is None  # a dip, then growth again
     assert knee([(1, 1000), (2, 1020)], 0.10) == 1
     assert knee([(1, 1000)], 0.10) is None
+
+
+def test_write_results_writes_each_file_only_where_a_path_is_given(tmp_path):
+    import json
+
+    from benchmarks.machine import write_results
+    write_results(str(tmp_path / "r.json"), {"a": [1, 2]}, None, "# report")
+    assert json.loads((tmp_path / "r.json").read_text()) == {"a": [1, 2]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+    write_results(None, {"a": 1}, str(tmp_path / "r.md"), "# report\n\nline")
+    assert (tmp_path / "r.md").read_text() == "# report\n\nline\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.md"]
