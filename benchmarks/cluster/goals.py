@@ -218,7 +218,9 @@ def exchange_model(cached: list[int], reads: list[int]) -> dict:
 
 def startup_phases(jobs: list[dict], rank_files: list[dict]) -> dict:
     """Per phase of the Job's start-up, over the ranks: the most wall seconds, and the mean wall, thread CPU and
-    process CPU seconds; and when the ranks got to ``hdmlp.Job`` against the first (``arrival``)."""
+    process CPU seconds; and when the ranks got to ``hdmlp.Job`` against the first (``arrival``): its
+    ``collectives`` say when MPI's start (phase ``communicator``) and the start-up check ended on each rank,
+    in seconds after the last rank began its Job's constructor (``started_at``; the nodes share one clock)."""
     phases: dict[str, dict] = {}
     for name in jobs[0]["metrics"]["startup"]["phases"]:
         per_rank = [j["metrics"]["startup"]["phases"][name] for j in jobs]
@@ -229,6 +231,19 @@ def startup_phases(jobs: list[dict], rank_files: list[dict]) -> dict:
     arrival = {"import_seconds_mean": sum(r["imported_at"] - r["main_at"] for r in rank_files) / len(rank_files),
                "called_after_first_main": [round(j["called_at"] - first_main, 3) for j in jobs],
                "called_spread_seconds": max(j["called_at"] for j in jobs) - min(j["called_at"] for j in jobs)}
+    startups = [j["metrics"]["startup"] for j in jobs]
+    last_start = max(s["started_at"] for s in startups)
+
+    def ends(upto: str) -> list[float]:
+        out = []
+        for s in startups:
+            names = list(s["phases"])
+            through = sum(s["phases"][k]["wall_seconds"] for k in names[:names.index(upto) + 1])
+            out.append(round(s["started_at"] + through - last_start, 4))
+        return out
+    arrival["constructor_start_spread_seconds"] = last_start - min(s["started_at"] for s in startups)
+    arrival["collectives"] = {"communicator_ends_after_last_start": ends("communicator"),
+                              "startup_check_ends_after_last_start": ends("startup_check")}
     return {"phases": phases, "arrival": arrival}
 
 
@@ -347,10 +362,17 @@ def markdown_scale(result: dict) -> str:
                        f"{sum(s['cpu_seconds'] for s in r['startup']) / len(walls) * 1e3:.1f}",
                        f"{sum(s['process_cpu_seconds'] for s in r['startup']) / len(walls) * 1e3:.1f}"]
         lines.append("| **all phases** | " + " | ".join(totals) + " |")
-        lines += ["", "When the ranks called `hdmlp.Job`, in s after the first rank's script began (rank 0 first); "
-                      "importing hdmlp took each rank's script this long on average:", ""]
+        lines += ["", "When the ranks called `hdmlp.Job`, in s after the first rank's script began (in rank order), "
+                      "with the mean time the ranks' scripts took to import hdmlp; and when MPI's start (phase "
+                      "`communicator`) and the start-up check ended, in s after the last rank began constructing "
+                      "its Job (earliest to latest rank):", ""]
         for r in ok:
             a = r["arrival"]
-            lines.append(f"- {r['nodes']} nodes: {', '.join(f'{t:.2f}' for t in a['called_after_first_main'])} "
-                         f"(spread {a['called_spread_seconds']:.2f} s; import {a['import_seconds_mean']:.2f} s)")
+            c = a["collectives"]
+            span = lambda xs: f"{min(xs):.3f} to {max(xs):.3f}"
+            lines.append(f"- {r['nodes']} nodes: called {', '.join(f'{t:.2f}' for t in a['called_after_first_main'])} "
+                         f"(spread {a['called_spread_seconds']:.2f} s; import {a['import_seconds_mean']:.2f} s); "
+                         f"constructors began within {a['constructor_start_spread_seconds']:.3f} s; MPI's start "
+                         f"ended {span(c['communicator_ends_after_last_start'])} s and the check "
+                         f"{span(c['startup_check_ends_after_last_start'])} s after the last began")
     return "\n".join(lines) + "\n"
