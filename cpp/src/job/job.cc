@@ -8,7 +8,6 @@
 #include <optional>
 #include <random>
 
-#include <time.h>
 #include <unistd.h>
 
 #include "hdmlp/config/cpu_budget.h"
