@@ -1139,7 +1139,22 @@ class Job:
         directory; all zero with one rank): ``sent_bytes`` and ``received_bytes``
         (message bytes to and from other ranks), ``self_bytes`` (its messages to
         itself, which stay in memory), ``rounds`` (all-to-alls) and
-        ``seconds``. ``device_decode`` (None unless the chain has ``ImgDecode(device=...)``)
+        ``seconds``. ``startup`` says where the construction of the job's core went (the latest
+        one: :meth:`load_state_dict` makes a new one), phase by phase: ``phases`` maps each phase, in
+        order, to its ``wall_seconds``, ``cpu_seconds`` (the constructing thread's CPU clock) and
+        ``process_cpu_seconds`` (every thread of the process, so also the scan's and the placement's
+        parallel helpers and MPI's own threads); ``wall_seconds``, ``cpu_seconds`` and
+        ``process_cpu_seconds`` are their sums and ``started_at`` the Unix time it began. The phases:
+        ``communicator`` (MPI's start when hdmlp initialises it, and its communicator), ``config`` (the
+        config file and the transform chain), ``scan`` (the dataset's index, scanned or loaded from the
+        index cache), ``startup_check`` (every rank's view of the job gathered and compared; it includes
+        the wait for the last rank to arrive), ``access_plan``, ``batch_memory`` (the output shape,
+        reading the first image when the chain's size depends on it, and the batch buffers),
+        ``cache_classes``, ``placement_plan`` (which samples each storage class keeps),
+        ``cache_slots`` (the classes' slots and memory), ``placement_exchange`` (the peer directory's
+        all-to-alls), ``peer_transport``, ``cache_start`` (the prefetch and transport threads) and
+        ``staging`` (the staging buffer and workers). Wall well above CPU is waiting: for storage, for
+        other ranks, or for cores other processes hold. ``device_decode`` (None unless the chain has ``ImgDecode(device=...)``)
         counts the samples of the last pass decoded on the device (``device``), by the C++
         chain on CPU threads (``cpu``: the ``cpu_share`` and files the device cannot decode)
         and those the device failed on (``device_failed``, included in ``cpu``).
@@ -1171,6 +1186,7 @@ class Job:
             "remote_reads": job.remote_reads,
             "requests_served": job.requests_served,
             "placement_exchange": job.placement_exchange,
+            "startup": job.startup,
             "skipped_samples": skipped_samples,
             "skipped": skipped,
             "padded_samples": padded_samples,

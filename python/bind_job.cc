@@ -487,6 +487,29 @@ void BindJob(py::module_& m) {
                                d["seconds"] = s.seconds;
                                return d;
                              })
+      .def_property_readonly("startup",
+                             [](PyJob& j) {
+                               const PhaseTimer& timer = j.job().StartupPhases();
+                               py::dict phases;
+                               double wall = 0, cpu = 0, process_cpu = 0;
+                               for (const PhaseTime& p : timer.phases()) {
+                                 py::dict d;
+                                 d["wall_seconds"] = p.wall_seconds;
+                                 d["cpu_seconds"] = p.cpu_seconds;
+                                 d["process_cpu_seconds"] = p.process_cpu_seconds;
+                                 phases[py::str(p.name)] = d;
+                                 wall += p.wall_seconds;
+                                 cpu += p.cpu_seconds;
+                                 process_cpu += p.process_cpu_seconds;
+                               }
+                               py::dict d;
+                               d["phases"] = phases;
+                               d["wall_seconds"] = wall;
+                               d["cpu_seconds"] = cpu;
+                               d["process_cpu_seconds"] = process_cpu;
+                               d["started_at"] = timer.started_at();
+                               return d;
+                             })
       .def("close", [](PyJob& j) {
         py::gil_scoped_release release;
         j.Close();

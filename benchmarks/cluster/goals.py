@@ -19,7 +19,9 @@ the DataLoader's later epochs (as on a PFS without a client cache).
 ``scale`` (goal 4): the same hdmlp job on 2, 4, 8 nodes of one rank:
 start-up (Job construction, which includes the placement exchange, to the
 first batch) and the bytes of the compute links during start-up (see
-docs/cluster.md for what that holds).
+docs/cluster.md for what that holds), with the Job's start-up by phase
+(``metrics()["startup"]``: wall, the constructing thread's CPU and the
+process's CPU, per rank) and how far apart the ranks reached ``hdmlp.Job``.
 """
 from __future__ import annotations
 
@@ -214,6 +216,37 @@ def exchange_model(cached: list[int], reads: list[int]) -> dict:
     return {"mean_sent_bytes": (8 * sum(cached) + 12 * sum(reads)) / n, "allgather_bytes_per_rank": 8 * sum(cached)}
 
 
+def startup_phases(jobs: list[dict], rank_files: list[dict]) -> dict:
+    """Per phase of the Job's start-up, over the ranks: the most wall seconds, and the mean wall, thread CPU and
+    process CPU seconds; and when the ranks got to ``hdmlp.Job`` against the first (``arrival``): its
+    ``collectives`` say when MPI's start (phase ``communicator``) and the start-up check ended on each rank,
+    in seconds after the last rank began its Job's constructor (``started_at``; the nodes share one clock)."""
+    phases: dict[str, dict] = {}
+    for name in jobs[0]["metrics"]["startup"]["phases"]:
+        per_rank = [j["metrics"]["startup"]["phases"][name] for j in jobs]
+        phases[name] = {"wall_max": max(p["wall_seconds"] for p in per_rank),
+                        **{f"{k}_mean": sum(p[f"{k}_seconds"] for p in per_rank) / len(per_rank)
+                           for k in ("wall", "cpu", "process_cpu")}}
+    first_main = min(r["main_at"] for r in rank_files)
+    arrival = {"import_seconds_mean": sum(r["imported_at"] - r["main_at"] for r in rank_files) / len(rank_files),
+               "called_after_first_main": [round(j["called_at"] - first_main, 3) for j in jobs],
+               "called_spread_seconds": max(j["called_at"] for j in jobs) - min(j["called_at"] for j in jobs)}
+    startups = [j["metrics"]["startup"] for j in jobs]
+    last_start = max(s["started_at"] for s in startups)
+
+    def ends(upto: str) -> list[float]:
+        out = []
+        for s in startups:
+            names = list(s["phases"])
+            through = sum(s["phases"][k]["wall_seconds"] for k in names[:names.index(upto) + 1])
+            out.append(round(s["started_at"] + through - last_start, 4))
+        return out
+    arrival["constructor_start_spread_seconds"] = last_start - min(s["started_at"] for s in startups)
+    arrival["collectives"] = {"communicator_ends_after_last_start": ends("communicator"),
+                              "startup_check_ends_after_last_start": ends("startup_check")}
+    return {"phases": phases, "arrival": arrival}
+
+
 def scale(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks cluster scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -266,13 +299,18 @@ def scale(argv: list[str]) -> int:
                "sent_bytes_per_rank_max": max(e["sent_bytes"] for e in ex),
                "sent_plus_self_bytes_mean": measured_mean, "model": model,
                "measured_over_model": measured_mean / model["mean_sent_bytes"] if model["mean_sent_bytes"] else None,
-               "exactly_once": all(e["ok"] for e in report.exactly_once(run["ranks"], 0, files))}
+               "exactly_once": all(e["ok"] for e in report.exactly_once(run["ranks"], 0, files)),
+               "startup": [j["metrics"]["startup"] for j in jobs], **startup_phases(jobs, run["ranks"])}
         result["runs"].append(row)
         print(f"[cluster scale] {n} nodes: first batch after {max(row['first_batch_seconds']):.2f} s (Job "
               f"{max(row['startup_seconds']):.2f} s, exchange {row['exchange_seconds_max'] * 1e3:.1f} ms); exchange "
               f"sent per rank at most {row['sent_bytes_per_rank_max'] / 1e3:.1f} kB (to others), mean sent+self "
               f"{measured_mean / 1e3:.1f} kB vs the model's {model['mean_sent_bytes'] / 1e3:.1f} kB; allgather would "
               f"be {model['allgather_bytes_per_rank'] / 1e3:.1f} kB; exactly once: {row['exactly_once']}")
+        top = sorted(row["phases"].items(), key=lambda kv: -kv[1]["wall_mean"])[:4]
+        print(f"[cluster scale] {n} nodes: start-up phases, mean wall / thread CPU / process CPU [ms]: " + "; ".join(
+            f"{k} {p['wall_mean'] * 1e3:.0f}/{p['cpu_mean'] * 1e3:.0f}/{p['process_cpu_mean'] * 1e3:.0f}"
+            for k, p in top) + f"; ranks called hdmlp.Job within {row['arrival']['called_spread_seconds']:.2f} s")
     result["load"] = rec.finish()
     machine.print_warnings(result["load"])
     _write(args.json, result)
@@ -303,4 +341,38 @@ def markdown_scale(result: dict) -> str:
                      f"{r['sent_plus_self_bytes_mean'] / 1e3:.1f} | {m['mean_sent_bytes'] / 1e3:.1f} | "
                      f"{r['measured_over_model']:.3f} | {m['allgather_bytes_per_rank'] / 1e3:.1f} | "
                      f"{r['exactly_once']} |")
+    ok = [r for r in result["runs"] if r["status"] == "ok" and "phases" in r]
+    if ok:
+        lines += ["", "Job construction by phase (`metrics()[\"startup\"]`), in ms, mean over the ranks: wall "
+                      "(the most of any rank in brackets), the constructing thread's CPU, and the process's CPU "
+                      "(all its threads: the scan's and placement's helpers, MPI's own threads).", "",
+                  "| phase | " + " | ".join(f"{r['nodes']} nodes: wall (max) | CPU thread | CPU process" for r in ok)
+                  + " |", "|---|" + "---|---|---|" * len(ok)]
+        for name in ok[0]["phases"]:
+            cells = []
+            for r in ok:
+                p = r["phases"][name]
+                cells += [f"{p['wall_mean'] * 1e3:.1f} ({p['wall_max'] * 1e3:.1f})", f"{p['cpu_mean'] * 1e3:.1f}",
+                          f"{p['process_cpu_mean'] * 1e3:.1f}"]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        totals = []
+        for r in ok:
+            walls = [s["wall_seconds"] for s in r["startup"]]
+            totals += [f"{sum(walls) / len(walls) * 1e3:.1f} ({max(walls) * 1e3:.1f})",
+                       f"{sum(s['cpu_seconds'] for s in r['startup']) / len(walls) * 1e3:.1f}",
+                       f"{sum(s['process_cpu_seconds'] for s in r['startup']) / len(walls) * 1e3:.1f}"]
+        lines.append("| **all phases** | " + " | ".join(totals) + " |")
+        lines += ["", "When the ranks called `hdmlp.Job`, in s after the first rank's script began (in rank order), "
+                      "with the mean time the ranks' scripts took to import hdmlp; and when MPI's start (phase "
+                      "`communicator`) and the start-up check ended, in s after the last rank began constructing "
+                      "its Job (earliest to latest rank):", ""]
+        for r in ok:
+            a = r["arrival"]
+            c = a["collectives"]
+            span = lambda xs: f"{min(xs):.3f} to {max(xs):.3f}"
+            lines.append(f"- {r['nodes']} nodes: called {', '.join(f'{t:.2f}' for t in a['called_after_first_main'])} "
+                         f"(spread {a['called_spread_seconds']:.2f} s; import {a['import_seconds_mean']:.2f} s); "
+                         f"constructors began within {a['constructor_start_spread_seconds']:.3f} s; MPI's start "
+                         f"ended {span(c['communicator_ends_after_last_start'])} s and the check "
+                         f"{span(c['startup_check_ends_after_last_start'])} s after the last began")
     return "\n".join(lines) + "\n"

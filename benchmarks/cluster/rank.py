@@ -15,8 +15,10 @@ job (scheme): per epoch the sample ids in the order received, a content hash
 per sample (sha256, 16 hex digits), seconds, the seconds spent waiting for
 batches (stall), images/s, hdmlp's reads by source; and hdmlp's metrics
 (PFS bytes, peer reads and requests served, the placement exchange's bytes,
-the cache classes' capacities), and the seconds from Job construction to the
-first batch.
+the cache classes' capacities, the Job's start-up phases), and the seconds from Job
+construction to the first batch, with the Unix times at which the rank's script
+began (``main_at``), had imported hdmlp (``imported_at``) and called ``hdmlp.Job``
+(``called_at``): how far apart the ranks arrive at the start-up's collectives.
 A rank whose job fails records the error (type, message, seconds after the
 epoch began, time) and leaves without waiting for its peers.
 
@@ -58,13 +60,11 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
         kw["config_path"] = spec["config"]
     if spec.get("exchange_fraction") is not None:
         kw["exchange_fraction"] = spec["exchange_fraction"]
+    called_at = time.time()
     t0 = time.perf_counter()
     job = hdmlp.Job(spec["data"], spec["batch_size"], spec["epochs"], **kw)
-    run = {"scheme": scheme, "startup_seconds": time.perf_counter() - t0, "epochs": []}
+    run = {"scheme": scheme, "startup_seconds": time.perf_counter() - t0, "called_at": called_at, "epochs": []}
     result.update(rank=job.rank, world_size=job.world_size, seed=job.seed)
-    if job.rank == 0:
-        root = os.path.realpath(spec["data"])
-        run["paths"] = [os.path.relpath(os.path.realpath(p), root) for p, _ in job.samples]
     die = spec.get("die")
     for epoch in range(spec["epochs"]):
         ids, hashes = [], []
@@ -98,12 +98,15 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
         seconds = time.perf_counter() - start
         run["epochs"].append({"ids": ids, "hashes": hashes, "seconds": seconds, "stall_seconds": stall,
                               "img_per_s": len(ids) / seconds if seconds > 0 else None})
+    if job.rank == 0:  # after the epochs: thousands of lstat calls on the PFS, no part of the job's times
+        root = os.path.realpath(spec["data"])
+        run["paths"] = [os.path.relpath(os.path.realpath(p), root) for p, _ in job.samples]
     m = job.metrics()
     for e, em in zip(run["epochs"], m["epochs"]):
         e["reads"] = {src: {"count": r["count"], "bytes": r["bytes"]} for src, r in em["reads"].items() if r["count"]}
         e["loader_stall_seconds"] = em["stall_seconds"]
     run["metrics"] = {k: m.get(k) for k in ("pfs_bytes", "remote_reads", "requests_served", "transport",
-                                             "placement_exchange")}
+                                             "placement_exchange", "startup")}
     run["classes"] = [{k: c.get(k) for k in ("name", "capacity_bytes", "planned_samples", "filled_samples")}
                       for c in m["classes"]]
     t = time.perf_counter()
@@ -196,7 +199,7 @@ def main() -> None:
     host = socket.gethostname()
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     result = {"host": host, "rank": rank, "mem_available_bytes": mem_available(), "pid": os.getpid(),
-              "runs": []}
+              "main_at": time.time(), "runs": []}
     if spec.get("loader") == "dataloader":
         world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
         try:
@@ -208,6 +211,7 @@ def main() -> None:
         write(spec["out"], rank, result)
         return
     import hdmlp
+    result["imported_at"] = time.time()
     for scheme in spec["schemes"]:
         try:
             result["runs"].append(run_job(hdmlp, spec, scheme, result, host))

@@ -149,6 +149,33 @@ def test_the_placement_exchange_is_counted_and_matches_the_planning_model(scheme
         assert measured == pytest.approx(model["mean_sent_bytes"]), (scheme, ex, cached, reads)
 
 
+def test_the_startup_phases_are_timed_on_every_rank_and_the_check_waits_for_the_last(schemes_run):
+    """metrics()["startup"] on every rank of a real multi-node job: the phases `cluster scale` reports
+    (benchmarks/cluster/goals.py), within the rank's own timing of hdmlp.Job(...); the exchange phase
+    holds the exchange; and no rank gets through MPI's start and the start-up check (collectives) before
+    the last rank has begun constructing its Job."""
+    from benchmarks.cluster.goals import startup_phases
+    _, run = schemes_run
+    for j, scheme in enumerate(SCHEMES):
+        jobs = [r["runs"][j] for r in run["ranks"]]
+        for job in jobs:
+            s = job["metrics"]["startup"]
+            names = list(s["phases"])
+            assert names[:4] == ["communicator", "config", "scan", "startup_check"] and names[-1] == "staging"
+            assert all(p["wall_seconds"] >= 0 and p["process_cpu_seconds"] >= 0 for p in s["phases"].values())
+            assert s["wall_seconds"] <= job["startup_seconds"], (scheme, s, job["startup_seconds"])
+            assert s["phases"]["placement_exchange"]["wall_seconds"] >= job["metrics"]["placement_exchange"]["seconds"]
+        last_start = max(job["metrics"]["startup"]["started_at"] for job in jobs)
+        for job in jobs:
+            s = job["metrics"]["startup"]
+            through_check = sum(s["phases"][p]["wall_seconds"]
+                                for p in ("communicator", "config", "scan", "startup_check"))
+            assert s["started_at"] + through_check >= last_start - 1e-3, (scheme, s["started_at"], last_start)
+        summary = startup_phases(jobs, run["ranks"])
+        assert list(summary["phases"]) == names
+        assert summary["arrival"]["called_spread_seconds"] >= 0 and len(summary["arrival"]["called_after_first_main"]) == WORLD
+
+
 def test_the_dataloader_baseline_runs_on_the_cluster_and_rereads_the_pfs(cluster, dataset):
     """rank.py's baseline of `cluster vs-dataloader` (torchvision ImageFolder + DistributedSampler +
     DataLoader): each file's own bytes, every epoch from the PFS. 80 files on 6 ranks: the sampler

@@ -18,7 +18,8 @@ using Clock = std::chrono::steady_clock;
 
 CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, Source& source,
                                Env* local_env, Communicator* comm, int worker_slots,
-                               std::shared_ptr<SourceReader> reader, const InterruptCheck& interrupt)
+                               std::shared_ptr<SourceReader> reader, const InterruptCheck& interrupt,
+                               PhaseTimer* startup)
     : source_(source), model_(config, plan.options().world_size),
       reader_(reader != nullptr ? std::move(reader)
                                 : std::make_shared<SourceReader>(std::shared_ptr<Source>(&source, [](Source*) {}),
@@ -54,6 +55,11 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
     levels_[j] = std::move(level);
   }
 
+  const auto lap = [startup](const char* phase) {
+    if (startup != nullptr) startup->Lap(phase);
+  };
+  lap("cache_classes");
+
   const bool several_ranks = comm != nullptr && comm->size() > 1;
   PlanningOptions planning;
   // Only ranks that serve each other gain from caching their first-epoch
@@ -63,6 +69,7 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
   planning.keep_read_samples = several_ranks;  // what to ask the peer directory about
   planning.interrupt = interrupt;
   placement_ = PlanPlacement(plan, rank, source.sizes(), capacities, planning);
+  lap("placement_plan");
 
   int64_t slots = 0;
   for (size_t j = 1; j < num_classes; ++j) {
@@ -96,10 +103,12 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
   }
   states_.reset(new std::atomic<uint8_t>[static_cast<size_t>(std::max<int64_t>(slots, 1))]);
   for (int64_t s = 0; s < slots; ++s) states_[static_cast<size_t>(s)].store(kEmpty, std::memory_order_relaxed);
+  lap("cache_slots");
 
+  if (several_ranks) ExchangePlacements(plan, comm, placement_.read_samples);
+  std::vector<int64_t>().swap(placement_.read_samples);
+  lap("placement_exchange");
   if (several_ranks) {
-    ExchangePlacements(plan, comm, placement_.read_samples);
-    std::vector<int64_t>().swap(placement_.read_samples);
     int prefetch_threads = 0;
     for (size_t j = 1; j < levels_.size(); ++j) prefetch_threads += levels_[j]->threads;
     // Lingering at close: long enough for a peer an epoch of a small job
@@ -109,6 +118,7 @@ CacheHierarchy::CacheHierarchy(const Config& config, const AccessPlan& plan, int
         comm, config.distributed_threads, worker_slots_ + prefetch_threads,
         [this](int64_t sample, SampleBuffer* out) { return Serve(sample, out); }, std::min(10.0, comm->timeout_s()));
   }
+  lap("peer_transport");
 }
 
 void CacheHierarchy::ExchangePlacements(const AccessPlan& plan, Communicator* comm, const std::vector<int64_t>& reads) {

@@ -8,7 +8,6 @@
 #include <optional>
 #include <random>
 
-#include <time.h>
 #include <unistd.h>
 
 #include "hdmlp/config/cpu_budget.h"
@@ -28,14 +27,6 @@ constexpr int64_t kMaxBatchSize = int64_t{1} << 62;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// The calling thread's CPU time (two calls per sample: well under a
-// microsecond against the chain's hundreds).
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 // The most seconds a wait may be given: beyond it a deadline would
@@ -180,6 +171,7 @@ Job::Job(const JobOptions& options)
       shared_env_(SharedEnv(options)),
       env_(shared_env_.get()),
       metrics_(options.epochs) {
+  startup_.Lap("communicator");
   if (comm_) {
     rank_ = comm_->rank();
     world_size_ = comm_->size();
@@ -214,6 +206,7 @@ Job::Job(const JobOptions& options)
     }
     // An impossible chain is refused here, before anything is read.
     if (!options.transforms.empty()) pipeline_ = std::make_unique<TransformPipeline>(options.transforms);
+    startup_.Lap("config");
     // The config's "checkpoint" is the index cache: on or off, and where.
     ScanOptions scan = options.scan;
     if (!config_.checkpoint) scan.use_cache = false;
@@ -244,6 +237,7 @@ Job::Job(const JobOptions& options)
       const std::string why = ResumeMismatch(*options.resume, mine, options.dataset_path);
       if (!why.empty()) throw InvalidArgumentError(why);
     }
+    startup_.Lap("scan");
   } catch (const std::exception&) {
     if (!ranks_talk) throw;
     local_error = CapturedError::FromCurrentException();
@@ -272,6 +266,7 @@ Job::Job(const JobOptions& options)
     if (pipeline_) staging.threads = std::max(1, staging.threads - options.spare_cores);
     if (!pipeline_) staging.threads = std::max(staging.threads, 4);
   }
+  startup_.Lap("startup_check");
 
   PlanOptions plan;
   plan.num_samples = source_->size();
@@ -309,6 +304,7 @@ Job::Job(const JobOptions& options)
     batch_start_[static_cast<size_t>(b + 1)] = batch_start_[static_cast<size_t>(b)] + size;
     largest_batch = std::max(largest_batch, size);
   }
+  startup_.Lap("access_plan");
 
   const StorageClassConfig& staging = config_.storage_classes.at(0);
   if (pipeline_) {
@@ -327,11 +323,12 @@ Job::Job(const JobOptions& options)
     pool_ = std::make_unique<BatchPool>(label_bytes_ > 0 ? labels_offset_ + label_bytes_ * largest_batch : rows_bytes,
                                         staging.threads + 4, options.batch_allocator);
   }
+  startup_.Lap("batch_memory");
   // One client slot per staging worker, and one for the consumer (it reads
   // the samples that replace skipped ones).
   cache_ = std::make_unique<CacheHierarchy>(config_, *plan_, rank(), *source_,
                                             options.local_env != nullptr ? options.local_env : Env::Default(),
-                                            comm_.get(), staging.threads + 1, reader_, options.interrupt);
+                                            comm_.get(), staging.threads + 1, reader_, options.interrupt, &startup_);
   cache_->Start();
   // What the classes really hold is what this job keeps of the process's budgets.
   const std::vector<ClassStatus> statuses = cache_->Status();
@@ -342,6 +339,7 @@ Job::Job(const JobOptions& options)
                     static_cast<double>(statuses.at(j - 1).planned_bytes) / (1024.0 * 1024.0));
     }
   }
+  startup_.Lap("cache_start");
 
   // MB in configs are MiB (docs/config.md).
   const auto capacity = static_cast<int64_t>(staging.capacity_mb * 1024 * 1024);
@@ -362,6 +360,7 @@ Job::Job(const JobOptions& options)
   // the process exits. Registered last: a constructor that throws never
   // leaves a stop function behind (its members stop their own threads).
   if (comm_) mpi_user_ = Communicator::RegisterUser([this] { Close(); });
+  startup_.Lap("staging");
 }
 
 void Job::ReportStartupFailure(const CapturedError& error, double timeout_s) {

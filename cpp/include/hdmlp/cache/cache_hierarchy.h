@@ -78,6 +78,7 @@
 #include "hdmlp/transport/communicator.h"
 #include "hdmlp/transport/peer_transport.h"
 #include "hdmlp/util/interrupt.h"
+#include "hdmlp/util/phase_timer.h"
 
 namespace hdmlp {
 
@@ -106,9 +107,14 @@ class CacheHierarchy {
   // caller's staging workers; the prefetch threads take the ones after.
   // reader reads the dataset's storage (null: one on `source` with a 300 s
   // timeout); interrupt is polled during the placement's long phases.
+  // startup (optional) gets a lap per construction phase: "cache_classes"
+  // (the classes' storage set up), "placement_plan" (PlanPlacement),
+  // "cache_slots" (the slots, and the memory classes' arenas),
+  // "placement_exchange" (the peer directory's all-to-alls) and
+  // "peer_transport" (the transport built); the last two take no time alone.
   CacheHierarchy(const Config& config, const AccessPlan& plan, int rank, Source& source, Env* local_env,
                  Communicator* comm = nullptr, int worker_slots = 0, std::shared_ptr<SourceReader> reader = nullptr,
-                 const InterruptCheck& interrupt = {});
+                 const InterruptCheck& interrupt = {}, PhaseTimer* startup = nullptr);
   CacheHierarchy(const CacheHierarchy&) = delete;
   CacheHierarchy& operator=(const CacheHierarchy&) = delete;
   ~CacheHierarchy();

@@ -71,7 +71,9 @@
 // default timeout_s): past it the consumer gets an IOError naming the file.
 // Long start-up phases (the scan, the placement count) poll
 // options.interrupt. Start-up does not grow with epochs beyond what the
-// placement counts (placement.h).
+// placement counts (placement.h). StartupPhases() says where the
+// constructor's time went, phase by phase (wall, this thread's CPU and the
+// process's CPU; util/phase_timer.h).
 //
 // Lifetime: Close() (also run by the destructor) stops and joins every
 // thread; a read stuck in the dataset's storage is left behind on a thread
@@ -116,6 +118,7 @@
 #include "hdmlp/transforms/transform_pipeline.h"
 #include "hdmlp/transport/communicator.h"
 #include "hdmlp/util/interrupt.h"
+#include "hdmlp/util/phase_timer.h"
 
 namespace hdmlp {
 
@@ -252,6 +255,18 @@ class Job {
   bool InCreatingProcess() const;
 
   std::vector<EpochMetrics> Metrics() const { return metrics_.Snapshot(); }
+  // The constructor's phases in order: "communicator" (MPI_Init_thread when
+  // hdmlp initialises MPI, and the duplicated communicator), "config" (the
+  // config file and the transform chain), "scan" (the dataset's index:
+  // scanned, or loaded from the index cache), "startup_check" (every rank's
+  // view gathered and compared: includes the wait for the last rank to
+  // arrive), "access_plan", "batch_memory" (the output shape, reading the
+  // first image when the chain's size depends on it, and the batch pool),
+  // the cache hierarchy's "cache_classes", "placement_plan",
+  // "cache_slots", "placement_exchange" and "peer_transport"
+  // (cache/cache_hierarchy.h), "cache_start" (its threads) and "staging"
+  // (the staging buffer and workers). Written only by the constructor.
+  const PhaseTimer& StartupPhases() const { return startup_; }
   std::vector<ClassStatus> ClassStatuses() const { return cache_->Status(); }
   std::vector<std::string> Warnings() const { return cache_->Warnings(); }
   // Samples read from the dataset's storage in another form than indexed.
@@ -304,6 +319,7 @@ class Job {
   JobState Settings() const;
   void SetPosition(int epoch, int64_t batches);
 
+  PhaseTimer startup_;  // first: its clock starts before anything else is built
   JobOptions options_;
   const pid_t creator_pid_;
   std::unique_ptr<Communicator> comm_;
