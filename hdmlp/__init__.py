@@ -49,8 +49,9 @@ def _import_core() -> None:
 
 _import_core()
 
-from hdmlp.job import (AccessPlan, ConfigError, Job, ThrottledStorage, build_info, default_config_path,  # noqa: E402
+from hdmlp.job import (ConfigError, Job, ThrottledStorage, build_info, default_config_path,  # noqa: E402
                        example_configs, init_mpi, user_cache_dir)
+from hdmlp.plan import AccessPlan  # noqa: E402
 
 __all__ = ["AccessPlan", "ConfigError", "Job", "ThrottledStorage", "build_info", "default_config_path",
            "example_configs", "init_mpi", "user_cache_dir"]

@@ -152,7 +152,7 @@ def _demo_chain(name: str) -> list | None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from hdmlp.job import MAX_EPOCHS, AccessPlan
+    from hdmlp.plan import MAX_EPOCHS, AccessPlan
 
     if not 0 <= args.epoch < MAX_EPOCHS:
         raise ValueError(f"--epoch must be from 0 to {MAX_EPOCHS - 1}, got {args.epoch}")

@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any
 from hdmlp import _core
 from hdmlp import launcher as _launcher
 from hdmlp import state as _state
+from hdmlp.plan import _SCHEMES, MAX_BATCH_SIZE, MAX_EPOCHS, _int_in
 
 if TYPE_CHECKING:
     from hdmlp.batches import Batch
 
 ConfigError = _core.ConfigError
 
-_SCHEMES = ("uniform", "local", "partial_local")
 _SOURCES = ("folder", "pack", "hdf5", "tar")
 _SOURCE_OPTIONS = ("hdf5_samples", "hdf5_labels", "tar_sample_ext", "tar_label_ext")
 # Seconds per epoch that HDMLPDataLoader measures on the Python side (Job.metrics()).
@@ -47,10 +47,6 @@ _LOOP_TIMERS = ("next_batch_seconds", "python_seconds", "consumer_seconds")
 # `epochs` left out (an error) is not `epochs=None` (an unbounded job).
 _REQUIRED: Any = type("_Required", (), {"__repr__": lambda self: "<required>"})()
 
-# Limits of the integer arguments (the C++ core's types, with room to spare).
-MAX_BATCH_SIZE = 2**62
-MAX_EPOCHS = 2**31 - 1
-MAX_SAMPLES = 2**62
 MAX_WAIT_SECONDS = 1e9
 
 # Every open Job of this process: closed at exit before MPI is finalised, so
@@ -119,17 +115,6 @@ def _forget_jobs_in_child() -> None:
 # application such as mpi4py initialised it).
 atexit.register(_finalize_mpi_at_exit)
 os.register_at_fork(after_in_child=_forget_jobs_in_child)
-
-
-def _int_in(name: str, value: Any, lo: int, hi: int, hi_text: str | None = None) -> int:
-    """``value`` as an int in [lo, hi], or a TypeError / ValueError saying what is allowed."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < lo:
-        raise ValueError(f"{name} must be at least {lo} (an int from {lo} to {hi_text or hi}), got {value}")
-    if value > hi:
-        raise ValueError(f"{name} must be at most {hi_text or hi} (an int from {lo} to {hi_text or hi}), got {value}")
-    return value
 
 
 def _seconds(name: str, value: Any) -> float:
@@ -279,69 +264,6 @@ def _cuda_host_allocator() -> tuple[int, int]:
     lib = ctypes.CDLL(runtime)
     return (ctypes.cast(lib.cudaHostAlloc, ctypes.c_void_p).value or 0,
             ctypes.cast(lib.cudaFreeHost, ctypes.c_void_p).value or 0)
-
-
-class AccessPlan:
-    """The access order of a job, computed without loading anything.
-
-    Every rank can ask for any rank's samples of any epoch; the result is a
-    pure function of the arguments (see ``docs/architecture.md``).
-    """
-
-    def __init__(self, num_samples: int, batch_size: int, epochs: int, seed: int,
-                 drop_last_batch: bool = False, world_size: int = 1, distr_scheme: str = "uniform",
-                 exchange_fraction: float = 0.1, shuffle: bool = True) -> None:
-        _int_in("num_samples", num_samples, 1, MAX_SAMPLES, "2**62")
-        _int_in("batch_size", batch_size, 1, MAX_BATCH_SIZE, "2**62")
-        _int_in("epochs", epochs, 1, MAX_EPOCHS, "2**31 - 1")
-        _int_in("seed", seed, 0, 2**64 - 1, "2**64 - 1")
-        _int_in("world_size", world_size, 1, 2**31 - 1, "2**31 - 1")
-        if not isinstance(drop_last_batch, bool):
-            raise TypeError(f"drop_last_batch must be a bool, got {drop_last_batch!r}")
-        if not isinstance(shuffle, bool):
-            raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
-        if not isinstance(distr_scheme, str) or distr_scheme not in _SCHEMES:
-            raise ValueError(f"unknown distr_scheme {distr_scheme!r}: supported schemes are "
-                             f"{', '.join(map(repr, _SCHEMES))}")
-        if isinstance(exchange_fraction, bool) or not isinstance(exchange_fraction, (int, float)) \
-                or not 0.0 <= exchange_fraction <= 1.0:
-            raise ValueError(f"exchange_fraction must be a number in [0, 1], got {exchange_fraction!r}")
-        self.epochs = epochs
-        self.world_size = world_size
-        self._plan = _core.AccessPlan(num_samples, batch_size, epochs, seed, drop_last_batch, world_size, distr_scheme,
-                                      float(exchange_fraction), shuffle)
-
-    def batches_per_epoch(self) -> int:
-        """Global batches per epoch (the same on every rank)."""
-        return self._plan.batches_per_epoch()
-
-    def global_batch(self, batch: int) -> tuple[int, int]:
-        """Positions ``[begin, end)`` of the epoch's global order that global batch ``batch`` holds."""
-        _int_in("batch", batch, 0, self.batches_per_epoch() - 1)
-        return self._plan.global_batch_range(batch)
-
-    def rank_slice(self, batch: int, rank: int = 0) -> tuple[int, int]:
-        """Positions ``[begin, end)`` of global batch ``batch`` that ``rank`` reads."""
-        _int_in("batch", batch, 0, self.batches_per_epoch() - 1)
-        _int_in("rank", rank, 0, self.world_size - 1)
-        return self._plan.rank_slice(rank, batch)
-
-    def rank_epoch_size(self, rank: int = 0) -> int:
-        """Samples ``rank`` reads per epoch."""
-        _int_in("rank", rank, 0, self.world_size - 1)
-        return self._plan.rank_epoch_size(rank)
-
-    def samples(self, epoch: int, rank: int = 0) -> list[int]:
-        """Sample ids rank ``rank`` reads in ``epoch``, in order."""
-        _int_in("epoch", epoch, 0, self.epochs - 1)
-        _int_in("rank", rank, 0, self.world_size - 1)
-        return memoryview(self._plan.rank_epoch_samples(rank, epoch)).tolist()
-
-    def local_batch_size(self, batch: int, rank: int = 0) -> int:
-        """Size of rank's part of global batch ``batch``."""
-        _int_in("batch", batch, 0, self.batches_per_epoch() - 1)
-        _int_in("rank", rank, 0, self.world_size - 1)
-        return self._plan.local_batch_size(rank, batch)
 
 
 _warned_without_peers = False
