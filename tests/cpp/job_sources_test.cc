@@ -261,7 +261,9 @@ TEST(CoalescingTest, DefaultConfigKeepsMoreThanTwoRunsInFlight) {
     config.storage_classes.resize(2);  // RAM holds the pack; no on-disk class in the user's cache
     config.storage_classes[1].threads = threads;
     ThrottledEnv::Options slow;
-    slow.read_bandwidth_mbps = 5;  // a 512 KiB piece takes 105 ms
+    // A 512 KiB piece takes 0.26 s: long enough that the threads' runs overlap also when starting
+    // a run's piece threads is slow (TSan on a busy machine: 15 reads in flight at 5 MB/s).
+    slow.read_bandwidth_mbps = 2;
     ThrottledEnv env(Env::Default(), slow);
     auto source = OpenSource(&env, dir / "pack");
     AccessPlan plan(PlanOf(256, 16, 1, 3));
