@@ -6,8 +6,6 @@
 namespace hdmlp::sim {
 namespace {
 
-int Popcount(uint64_t w) { return __builtin_popcountll(w); }
-
 // Sorts (sample, class) pairs by sample, a node's samples being distinct: an
 // LSD radix sort in 11-bit digits, a few times faster than a comparison
 // sort for the 10^5 copies of a node of a large job.
@@ -41,15 +39,21 @@ float RoundUpReady(double t) {
 SampleSet::SampleSet(const std::vector<uint32_t>& sorted) : size_(sorted.size()) {
   if (sorted.empty()) return;
   const uint64_t span = uint64_t{sorted.back()} + 1;
-  // Bitmap: span bits plus a 32-bit count per 256; array: 32 bits per member.
-  if (span + span / 8 < 32 * uint64_t{sorted.size()}) {
+  // Bitmap: span bits plus a 64-bit count per 256; array: 32 bits per member.
+  if (span + span / 4 < 32 * uint64_t{sorted.size()}) {
     bits_.assign(static_cast<size_t>((span + 255) / 256 * 4), 0);
     for (uint32_t s : sorted) bits_[s >> 6] |= uint64_t{1} << (s & 63);
     rank_.resize(bits_.size() / 4);
     uint32_t below = 0;
     for (size_t b = 0; b < rank_.size(); ++b) {
-      rank_[b] = below;
-      for (size_t w = 4 * b; w < 4 * b + 4; ++w) below += static_cast<uint32_t>(Popcount(bits_[w]));
+      uint64_t entry = below;
+      uint64_t in_block = 0;  // at most 192 before the block's last word: a byte
+      for (size_t k = 0; k < 4; ++k) {
+        if (k > 0) entry |= in_block << (24 + 8 * k);
+        in_block += static_cast<uint64_t>(Popcount(bits_[4 * b + k]));
+      }
+      rank_[b] = entry;
+      below += static_cast<uint32_t>(in_block);
     }
     return;
   }

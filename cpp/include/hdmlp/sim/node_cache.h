@@ -10,7 +10,8 @@
 //
 // Memory: about 5 to 6 bytes per copy, not the 13 of a record per copy:
 //  - the sample set is a bitmap over [0, largest id] with a rank count per
-//    256 bits (1.125 bits per dataset sample) when that is smaller than a
+//    256 bits (1.25 bits per dataset sample; the count includes the
+//    block's words, so a lookup is one popcount) when that is smaller than a
 //    sorted array of 4-byte ids, else that array;
 //  - the fill order, 4 bytes per copy (the sample ids, class by class);
 //  - the class, 1 byte per copy, only when the node uses several classes;
@@ -48,6 +49,19 @@ constexpr float kPendingReady = std::numeric_limits<float>::max();
 // complete.
 float RoundUpReady(double t);
 
+// Bits set in `w`. Inline arithmetic: without -mpopcnt (the default
+// x86-64 target) __builtin_popcountll is a call into libgcc.
+inline int Popcount(uint64_t w) {
+#if defined(__POPCNT__) || !defined(__x86_64__)
+  return __builtin_popcountll(w);
+#else
+  w -= (w >> 1) & 0x5555555555555555ULL;
+  w = (w & 0x3333333333333333ULL) + ((w >> 2) & 0x3333333333333333ULL);
+  w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  return static_cast<int>((w * 0x0101010101010101ULL) >> 56);
+#endif
+}
+
 // A sorted set of sample ids, with each member's rank.
 class SampleSet {
  public:
@@ -64,9 +78,11 @@ class SampleSet {
     if (sample < 0 || word >= bits_.size()) return -1;
     const uint64_t w = bits_[word];
     if (((w >> (s & 63)) & 1) == 0) return -1;
-    int64_t k = rank_[word >> 2];
-    for (uint64_t v = word & ~uint64_t{3}; v < word; ++v) k += __builtin_popcountll(bits_[v]);
-    return k + __builtin_popcountll(w & ((uint64_t{1} << (s & 63)) - 1));
+    // The block's count, plus the members in its words before this one
+    // (byte 3 + (word & 3) of the entry; 0 for the block's first word).
+    const uint64_t rank = rank_[word >> 2];
+    const uint64_t before = (rank >> (8 * (word & 3) + 24)) & (word & 3 ? 0xff : 0);
+    return static_cast<int64_t>((rank & 0xffffffffu) + before) + Popcount(w & ((uint64_t{1} << (s & 63)) - 1));
   }
   // Calls f(sample, rank) for every member, ascending.
   template <typename F>
@@ -85,10 +101,11 @@ class SampleSet {
   int64_t FindInArray(int64_t sample) const;
 
   size_t size_ = 0;
-  // Bitmap form: bit s of bits_ is set for a member s; rank_[b] counts the
-  // members below 256 * b.
+  // Bitmap form: bit s of bits_ is set for a member s; rank_[b] holds, in
+  // its low 32 bits, the members below 256 * b, and in byte 3 + k (k = 1..3)
+  // those in the block's words before word k: one popcount per Find.
   std::vector<uint64_t> bits_;
-  std::vector<uint32_t> rank_;
+  std::vector<uint64_t> rank_;
   // Array form: the ids, and members per id (for an interpolated first guess).
   std::vector<uint32_t> sorted_;
   double density_ = 0;
