@@ -90,6 +90,14 @@ struct NodeState {
   std::vector<uint32_t> fill_cursor;   // per class: next fill entry
   int claim_epoch = -1;
   std::optional<EpochOrder> claim_order;
+  // Uniform scheme: the claim epoch's permutation and where the claims
+  // stand in the epoch's global order (SampleOf walks the node's slices in
+  // order instead of dividing per item as EpochOrder::At does).
+  std::optional<IndexPermutation> claim_perm;
+  int64_t cursor_item = -1;  // the item (within the epoch) cursor_position is for; -1: none
+  int64_t cursor_position = 0;
+  int64_t cursor_left = 0;   // positions left in the slice of global batch cursor_batch
+  int64_t cursor_batch = 0;
   std::vector<int64_t> bytes_by_source;  // consumed bytes, by kFromPfs, kFromPeer, ...
   int64_t events = 0;                    // events of this node processed
   // Decomposed loop (RunDecomposed) only: the node's own event heap and
@@ -371,11 +379,40 @@ class Engine {
     const int epoch = static_cast<int>(item / n.items_per_epoch);
     const int64_t j = item % n.items_per_epoch;
     if (traits_.locality_batches && epoch >= 1) return Assignment(epoch)[static_cast<size_t>(plan_.GlobalPosition(node, j))];
-    if (epoch != n.claim_epoch) {
-      n.claim_order.emplace(plan_.Epoch(node, epoch));
-      n.claim_epoch = epoch;
+    if (traits_.scheme != DistributionScheme::kUniform) {
+      if (epoch != n.claim_epoch) {
+        n.claim_order.emplace(plan_.Epoch(node, epoch));
+        n.claim_epoch = epoch;
+      }
+      return n.claim_order->At(j);
     }
-    return n.claim_order->At(j);
+    // Uniform (EpochOrder::At without its divisions): the epoch's
+    // permutation at the item's global position, the node's slices of the
+    // global batches in order. Claims go item by item; anything else
+    // starts the walk over from the plan's position.
+    if (epoch != n.claim_epoch) {
+      n.claim_perm.emplace(plan_.EpochPermutation(epoch));
+      n.claim_epoch = epoch;
+      n.cursor_item = -1;
+    }
+    if (j != n.cursor_item) {
+      const int64_t per_batch = plan_.NominalLocalBatchSize(node);
+      n.cursor_batch = std::min(j / per_batch, plan_.BatchesPerEpoch() - 1);
+      const PositionRange slice = plan_.RankSlice(node, n.cursor_batch);
+      const int64_t offset = j - n.cursor_batch * per_batch;
+      n.cursor_position = slice.begin + offset;
+      n.cursor_left = slice.size - offset;
+      n.cursor_item = j;
+    }
+    const int64_t sample = static_cast<int64_t>(n.claim_perm->At(static_cast<uint64_t>(n.cursor_position)));
+    ++n.cursor_item;
+    ++n.cursor_position;
+    if (--n.cursor_left == 0 && ++n.cursor_batch < plan_.BatchesPerEpoch()) {
+      const PositionRange slice = plan_.RankSlice(node, n.cursor_batch);
+      n.cursor_position = slice.begin;
+      n.cursor_left = slice.size;
+    }
+    return sample;
   }
 
   // locality_aware: epoch e's global batches (the same sets as the plan's)
