@@ -102,11 +102,16 @@ void NodeCache::Start(size_t k, float ready, double now) {
   if (unsettled_.size() >= purge_at_) {
     // Copies complete by now are complete for every later caller.
     unsettled_.erase(std::remove_if(unsettled_.begin(), unsettled_.end(),
-                                    [&](const std::pair<uint32_t, float>& e) { return e.second <= now; }),
+                                    [&](const std::pair<uint32_t, float>& e) {
+                                      if (e.second > now) return false;
+                                      listed_[e.first >> 6] &= ~(uint64_t{1} << (e.first & 63));
+                                      return true;
+                                    }),
                      unsettled_.end());
     purge_at_ = std::max<size_t>(16, 2 * unsettled_.size());
   }
   unsettled_.emplace_back(static_cast<uint32_t>(k), ready);
+  listed_[k >> 6] |= uint64_t{1} << (k & 63);
 }
 
 void NodeCache::Settle(size_t k, float ready) {
@@ -144,6 +149,7 @@ NodeCache BuildCache(const NodePlan& plan) {
     for (size_t k = 0; k < order.size(); ++k) c.cls_[k] = static_cast<uint8_t>(order[k].second);
   }
   c.started_.assign((order.size() + 63) / 64, 0);
+  c.listed_.assign(c.started_.size(), 0);
   c.copy_begin_.assign(class_lists.size(), 0);
   for (size_t j = 0; j < class_lists.size(); ++j)
     c.copy_begin_[j] = c.class_begin_[j + 1] - static_cast<uint32_t>(j < plan.copies.size() ? plan.copies[j] : 0);

@@ -15,7 +15,8 @@
 //    sorted array of 4-byte ids, else that array;
 //  - the fill order, 4 bytes per copy (the sample ids, class by class);
 //  - the class, 1 byte per copy, only when the node uses several classes;
-//  - one "started" bit per copy. A ready time is kept only while it may lie
+//  - one "started" bit per copy, and one saying whether its ready time is
+//    still kept (a lookup of a complete copy reads no list). A ready time is kept only while it may lie
 //    in the future: the simulator asks Ready(k, now) with a `now` that never
 //    decreases (its event loop runs in time order), so a copy whose ready
 //    time is <= the `now` of some call is complete for every later call, and
@@ -30,6 +31,7 @@
 #define HDMLP_SIM_NODE_CACHE_H_
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <utility>
@@ -137,6 +139,7 @@ class NodeCache {
   // > now, or, for a copy complete by now, some time <= now.
   float Ready(size_t k, double now) const {
     if (!Started(k)) return kNotStarted;
+    if (((listed_[k >> 6] >> (k & 63)) & 1) == 0) return -kNotStarted;  // complete: not in unsettled_
     for (const auto& [idx, ready] : unsettled_)
       if (idx == k) return ready <= now ? -kNotStarted : ready;
     return -kNotStarted;
@@ -148,7 +151,11 @@ class NodeCache {
   // The pending copy k's ready time is now known.
   void Settle(size_t k, float ready);
   // Every copy is complete by `now`: drops the ready times left.
-  void SettleAll() { unsettled_.clear(); unsettled_.shrink_to_fit(); }
+  void SettleAll() {
+    unsettled_.clear();
+    unsettled_.shrink_to_fit();
+    std::fill(listed_.begin(), listed_.end(), 0);
+  }
 
   // The fill order, class by class: class j's entries are
   // [class_begin(j), class_begin(j + 1)), those from copy_begin(j) on are
@@ -165,6 +172,7 @@ class NodeCache {
   uint8_t single_class_ = 0;
   std::vector<uint64_t> started_;  // bit k: copy k's fill started
   std::vector<std::pair<uint32_t, float>> unsettled_;  // started copies whose ready time may be ahead
+  std::vector<uint64_t> listed_;   // bit k: copy k is in unsettled_ (Ready scans it only then)
   size_t purge_at_ = 16;
   std::vector<uint32_t> fill_;
   std::vector<uint32_t> class_begin_;
