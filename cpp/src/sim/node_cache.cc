@@ -98,20 +98,19 @@ int64_t SampleSet::FindInArray(int64_t sample) const {
 }
 
 void NodeCache::Start(size_t k, float ready, double now) {
-  started_[k >> 6] |= uint64_t{1} << (k & 63);
+  state_[k >> 5] |= uint64_t{3} << (2 * (k & 31));  // started, listed
   if (unsettled_.size() >= purge_at_) {
     // Copies complete by now are complete for every later caller.
     unsettled_.erase(std::remove_if(unsettled_.begin(), unsettled_.end(),
                                     [&](const std::pair<uint32_t, float>& e) {
                                       if (e.second > now) return false;
-                                      listed_[e.first >> 6] &= ~(uint64_t{1} << (e.first & 63));
+                                      state_[e.first >> 5] &= ~(uint64_t{2} << (2 * (e.first & 31)));
                                       return true;
                                     }),
                      unsettled_.end());
     purge_at_ = std::max<size_t>(16, 2 * unsettled_.size());
   }
   unsettled_.emplace_back(static_cast<uint32_t>(k), ready);
-  listed_[k >> 6] |= uint64_t{1} << (k & 63);
 }
 
 void NodeCache::Settle(size_t k, float ready) {
@@ -148,8 +147,7 @@ NodeCache BuildCache(const NodePlan& plan) {
     c.cls_.resize(order.size());
     for (size_t k = 0; k < order.size(); ++k) c.cls_[k] = static_cast<uint8_t>(order[k].second);
   }
-  c.started_.assign((order.size() + 63) / 64, 0);
-  c.listed_.assign(c.started_.size(), 0);
+  c.state_.assign((order.size() + 31) / 32, 0);
   c.copy_begin_.assign(class_lists.size(), 0);
   for (size_t j = 0; j < class_lists.size(); ++j)
     c.copy_begin_[j] = c.class_begin_[j + 1] - static_cast<uint32_t>(j < plan.copies.size() ? plan.copies[j] : 0);

@@ -31,7 +31,6 @@
 #define HDMLP_SIM_NODE_CACHE_H_
 
 #include <cstddef>
-#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <utility>
@@ -134,12 +133,13 @@ class NodeCache {
   // The class of every copy when they share one, else 0.
   int single_class() const { return cls_.empty() ? single_class_ : 0; }
 
-  bool Started(size_t k) const { return (started_[k >> 6] >> (k & 63)) & 1; }
+  bool Started(size_t k) const { return (state_[k >> 5] >> (2 * (k & 31))) & 1; }
   // Copy k's ready time as seen at `now`: kNotStarted, kPendingReady, a time
   // > now, or, for a copy complete by now, some time <= now.
   float Ready(size_t k, double now) const {
-    if (!Started(k)) return kNotStarted;
-    if (((listed_[k >> 6] >> (k & 63)) & 1) == 0) return -kNotStarted;  // complete: not in unsettled_
+    const uint64_t state = state_[k >> 5] >> (2 * (k & 31));
+    if ((state & 1) == 0) return kNotStarted;
+    if ((state & 2) == 0) return -kNotStarted;  // complete: not in unsettled_
     for (const auto& [idx, ready] : unsettled_)
       if (idx == k) return ready <= now ? -kNotStarted : ready;
     return -kNotStarted;
@@ -154,7 +154,7 @@ class NodeCache {
   void SettleAll() {
     unsettled_.clear();
     unsettled_.shrink_to_fit();
-    std::fill(listed_.begin(), listed_.end(), 0);
+    for (uint64_t& w : state_) w &= 0x5555555555555555ULL;  // only the started bits
   }
 
   // The fill order, class by class: class j's entries are
@@ -170,9 +170,11 @@ class NodeCache {
   SampleSet set_;
   std::vector<uint8_t> cls_;  // by index; empty when every copy is in single_class_
   uint8_t single_class_ = 0;
-  std::vector<uint64_t> started_;  // bit k: copy k's fill started
+  // Two bits per copy, side by side (one cache line for both): bit 2k,
+  // copy k's fill started; bit 2k + 1, copy k is in unsettled_ (Ready
+  // scans that list only then).
+  std::vector<uint64_t> state_;
   std::vector<std::pair<uint32_t, float>> unsettled_;  // started copies whose ready time may be ahead
-  std::vector<uint64_t> listed_;   // bit k: copy k is in unsettled_ (Ready scans it only then)
   size_t purge_at_ = 16;
   std::vector<uint32_t> fill_;
   std::vector<uint32_t> class_begin_;
