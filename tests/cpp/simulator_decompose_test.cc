@@ -79,6 +79,35 @@ TEST(SimulatorDecomposeTest, SameResultsAsEventByEvent) {
   EXPECT_GE(decomposed_runs, 30);
 }
 
+TEST(SimulatorDecomposeTest, ConsumersTakeThePlansSamples) {
+  // The staging workers claim items through the engine's own walk of the
+  // plan's global order (not EpochOrder::At); lower_bound reads the plan's
+  // epoch orders directly. Both loops' compute time, the sum over global
+  // batches of the slowest node's s_k / c, must be lower_bound's, so every
+  // node took exactly the plan's samples in every batch, the short last
+  // batch and uneven shares (7 nodes) included. (The sums associate
+  // differently: per epoch for lower_bound.)
+  struct Case {
+    int nodes;
+    int64_t samples;
+    int epochs;
+  };
+  for (const Case& k : {Case{4, 3000, 6}, Case{7, 3001, 4}, Case{16, 4000, 8}}) {
+    const Config config = FitsConfig(8, 8);
+    const Workload w = Job(k.nodes, k.samples, k.epochs, false);
+    const SimulationResult bound = SimulateWith(config, w, Policy::kLowerBound, Reading::kPhysical, false, 1);
+    for (Policy p : {Policy::kHdmlp, Policy::kStagingPool, Policy::kNaive, Policy::kDeepioOrdered,
+                     Policy::kLbannDynamic}) {
+      for (bool decompose : {false, true}) {
+        const SimulationResult r = SimulateWith(config, w, p, Reading::kPhysical, decompose, 2);
+        SCOPED_TRACE(std::string(PolicyName(p)) + " N=" + std::to_string(k.nodes) +
+                     " decompose=" + std::to_string(decompose));
+        EXPECT_NEAR(r.compute_seconds, bound.seconds, 1e-9 * bound.seconds);
+      }
+    }
+  }
+}
+
 TEST(SimulatorDecomposeTest, HdmlpDecomposesAfterItsCachesFill) {
   // Every node's share fits its RAM: from some barrier on, nothing is
   // shared, and all later global batches run decomposed.

@@ -48,11 +48,6 @@ std::vector<int64_t> NormalSampleSizes(int64_t count, double mean_mb, double std
   return sizes;
 }
 
-double TransferSeconds(int64_t bytes, double mbps) {
-  if (!(mbps < std::numeric_limits<double>::infinity())) return 0;
-  return static_cast<double>(bytes) / (mbps * 1e6);
-}
-
 const char* ReadingName(Reading reading) { return reading == Reading::kThesis ? "thesis" : "physical"; }
 
 Reading ParseReading(const std::string& name) {

@@ -6,8 +6,6 @@
 namespace hdmlp::sim {
 namespace {
 
-int Popcount(uint64_t w) { return __builtin_popcountll(w); }
-
 // Sorts (sample, class) pairs by sample, a node's samples being distinct: an
 // LSD radix sort in 11-bit digits, a few times faster than a comparison
 // sort for the 10^5 copies of a node of a large job.
@@ -41,15 +39,21 @@ float RoundUpReady(double t) {
 SampleSet::SampleSet(const std::vector<uint32_t>& sorted) : size_(sorted.size()) {
   if (sorted.empty()) return;
   const uint64_t span = uint64_t{sorted.back()} + 1;
-  // Bitmap: span bits plus a 32-bit count per 256; array: 32 bits per member.
-  if (span + span / 8 < 32 * uint64_t{sorted.size()}) {
+  // Bitmap: span bits plus a 64-bit count per 256; array: 32 bits per member.
+  if (span + span / 4 < 32 * uint64_t{sorted.size()}) {
     bits_.assign(static_cast<size_t>((span + 255) / 256 * 4), 0);
     for (uint32_t s : sorted) bits_[s >> 6] |= uint64_t{1} << (s & 63);
     rank_.resize(bits_.size() / 4);
     uint32_t below = 0;
     for (size_t b = 0; b < rank_.size(); ++b) {
-      rank_[b] = below;
-      for (size_t w = 4 * b; w < 4 * b + 4; ++w) below += static_cast<uint32_t>(Popcount(bits_[w]));
+      uint64_t entry = below;
+      uint64_t in_block = 0;  // at most 192 before the block's last word: a byte
+      for (size_t k = 0; k < 4; ++k) {
+        if (k > 0) entry |= in_block << (24 + 8 * k);
+        in_block += static_cast<uint64_t>(Popcount(bits_[4 * b + k]));
+      }
+      rank_[b] = entry;
+      below += static_cast<uint32_t>(in_block);
     }
     return;
   }
@@ -94,11 +98,15 @@ int64_t SampleSet::FindInArray(int64_t sample) const {
 }
 
 void NodeCache::Start(size_t k, float ready, double now) {
-  started_[k >> 6] |= uint64_t{1} << (k & 63);
+  state_[k >> 5] |= uint64_t{3} << (2 * (k & 31));  // started, listed
   if (unsettled_.size() >= purge_at_) {
     // Copies complete by now are complete for every later caller.
     unsettled_.erase(std::remove_if(unsettled_.begin(), unsettled_.end(),
-                                    [&](const std::pair<uint32_t, float>& e) { return e.second <= now; }),
+                                    [&](const std::pair<uint32_t, float>& e) {
+                                      if (e.second > now) return false;
+                                      state_[e.first >> 5] &= ~(uint64_t{2} << (2 * (e.first & 31)));
+                                      return true;
+                                    }),
                      unsettled_.end());
     purge_at_ = std::max<size_t>(16, 2 * unsettled_.size());
   }
@@ -139,7 +147,7 @@ NodeCache BuildCache(const NodePlan& plan) {
     c.cls_.resize(order.size());
     for (size_t k = 0; k < order.size(); ++k) c.cls_[k] = static_cast<uint8_t>(order[k].second);
   }
-  c.started_.assign((order.size() + 63) / 64, 0);
+  c.state_.assign((order.size() + 31) / 32, 0);
   c.copy_begin_.assign(class_lists.size(), 0);
   for (size_t j = 0; j < class_lists.size(); ++j)
     c.copy_begin_[j] = c.class_begin_[j + 1] - static_cast<uint32_t>(j < plan.copies.size() ? plan.copies[j] : 0);

@@ -90,6 +90,14 @@ struct NodeState {
   std::vector<uint32_t> fill_cursor;   // per class: next fill entry
   int claim_epoch = -1;
   std::optional<EpochOrder> claim_order;
+  // Uniform scheme: the claim epoch's permutation and where the claims
+  // stand in the epoch's global order (SampleOf walks the node's slices in
+  // order instead of dividing per item as EpochOrder::At does).
+  std::optional<IndexPermutation> claim_perm;
+  int64_t cursor_item = -1;  // the item (within the epoch) cursor_position is for; -1: none
+  int64_t cursor_position = 0;
+  int64_t cursor_left = 0;   // positions left in the slice of global batch cursor_batch
+  int64_t cursor_batch = 0;
   std::vector<int64_t> bytes_by_source;  // consumed bytes, by kFromPfs, kFromPeer, ...
   int64_t events = 0;                    // events of this node processed
   // Decomposed loop (RunDecomposed) only: the node's own event heap and
@@ -107,7 +115,16 @@ class Engine {
       : w_(w), policy_(policy), traits_(EffectiveTraits(policy, options)),
         model_(config, w.nodes, options.reading, options.artifacts.full_class_rate_per_thread),
         thesis_(options.reading == Reading::kThesis),
-        plan_(MakePlan(w, traits_.scheme)), options_(options) {}
+        plan_(MakePlan(w, traits_.scheme)), options_(options) {
+    // The model's rates per class, asked for several times per event: once.
+    for (int j = 0; j < model_.num_classes(); ++j) {
+      local_mbps_.push_back(model_.LocalClassMbps(j));
+      peer_mbps_.push_back(model_.PeerClassMbps(j));
+      write_mbps_.push_back(model_.WriteClassMbps(j));
+      prefer_peer_.push_back(model_.PreferPeer(j) ? 1 : 0);
+    }
+    staging_write_mbps_ = model_.StagingWriteMbps();
+  }
 
   SimulationResult Run() {
     SimulationResult r;
@@ -155,13 +172,13 @@ class Engine {
   // The thesis's charge for writing a read sample into the staging buffer,
   // paid by every read there: max(s/beta, s/(w_0/p_0)).
   double StagingWrite(int64_t bytes) const {
-    return std::max(Preprocess(bytes), TransferSeconds(bytes, model_.StagingWriteMbps()));
+    return std::max(Preprocess(bytes), TransferSeconds(bytes, staging_write_mbps_));
   }
   // What a staging worker adds to its fetch: s/beta, or the thesis's write.
   double AfterFetch(int64_t bytes) const { return thesis_ ? StagingWrite(bytes) : Preprocess(bytes); }
   // Storing a fetched sample into class j: s/(w_j/p_j), or the thesis's write.
   double Store(int64_t bytes, int j) const {
-    return thesis_ ? StagingWrite(bytes) : TransferSeconds(bytes, model_.WriteClassMbps(j));
+    return thesis_ ? StagingWrite(bytes) : TransferSeconds(bytes, write_mbps_[static_cast<size_t>(j)]);
   }
 
   // lower_bound: every sample is ready at once, so a global batch lasts as
@@ -349,8 +366,8 @@ class Engine {
         NodeCache& peer = caches_[static_cast<size_t>(h)];
         const uint32_t idx = holder.index;
         const int j = peer.Class(idx);
-        if (!traits_.runtime_sources || model_.PreferPeer(j)) {
-          const double link = TransferSeconds(size, model_.PeerClassMbps(j));
+        if (!traits_.runtime_sources || prefer_peer_[static_cast<size_t>(j)]) {
+          const double link = TransferSeconds(size, peer_mbps_[static_cast<size_t>(j)]);
           const float ready = peer.Ready(idx, now);
           if (ready <= now) return {link, kFromPeer};
           if (ready != kNotStarted) return AfterCopy(static_cast<uint32_t>(h), idx, ready, link, kFromPeer, now);
@@ -371,11 +388,40 @@ class Engine {
     const int epoch = static_cast<int>(item / n.items_per_epoch);
     const int64_t j = item % n.items_per_epoch;
     if (traits_.locality_batches && epoch >= 1) return Assignment(epoch)[static_cast<size_t>(plan_.GlobalPosition(node, j))];
-    if (epoch != n.claim_epoch) {
-      n.claim_order.emplace(plan_.Epoch(node, epoch));
-      n.claim_epoch = epoch;
+    if (traits_.scheme != DistributionScheme::kUniform) {
+      if (epoch != n.claim_epoch) {
+        n.claim_order.emplace(plan_.Epoch(node, epoch));
+        n.claim_epoch = epoch;
+      }
+      return n.claim_order->At(j);
     }
-    return n.claim_order->At(j);
+    // Uniform (EpochOrder::At without its divisions): the epoch's
+    // permutation at the item's global position, the node's slices of the
+    // global batches in order. Claims go item by item; anything else
+    // starts the walk over from the plan's position.
+    if (epoch != n.claim_epoch) {
+      n.claim_perm.emplace(plan_.EpochPermutation(epoch));
+      n.claim_epoch = epoch;
+      n.cursor_item = -1;
+    }
+    if (j != n.cursor_item) {
+      const int64_t per_batch = plan_.NominalLocalBatchSize(node);
+      n.cursor_batch = std::min(j / per_batch, plan_.BatchesPerEpoch() - 1);
+      const PositionRange slice = plan_.RankSlice(node, n.cursor_batch);
+      const int64_t offset = j - n.cursor_batch * per_batch;
+      n.cursor_position = slice.begin + offset;
+      n.cursor_left = slice.size - offset;
+      n.cursor_item = j;
+    }
+    const int64_t sample = static_cast<int64_t>(n.claim_perm->At(static_cast<uint64_t>(n.cursor_position)));
+    ++n.cursor_item;
+    ++n.cursor_position;
+    if (--n.cursor_left == 0 && ++n.cursor_batch < plan_.BatchesPerEpoch()) {
+      const PositionRange slice = plan_.RankSlice(node, n.cursor_batch);
+      n.cursor_position = slice.begin;
+      n.cursor_left = slice.size;
+    }
+    return sample;
   }
 
   // locality_aware: epoch e's global batches (the same sets as the plan's)
@@ -423,14 +469,14 @@ class Engine {
       // Every read of this node is in its one class and complete
       // (CanDecompose): the class's rate, without looking the copy up.
       const int j = only_class_[static_cast<size_t>(node)];
-      return {TransferSeconds(size, model_.LocalClassMbps(j)), FromClass(j)};
+      return {TransferSeconds(size, local_mbps_[static_cast<size_t>(j)]), FromClass(j)};
     }
     NodeCache& cache = caches_[static_cast<size_t>(node)];
     const int64_t idx = cache.Find(sample);
     if (idx >= 0) {
       const int j = cache.Class(static_cast<size_t>(idx));
       const float ready = cache.Ready(static_cast<size_t>(idx), now);
-      const double read = TransferSeconds(size, model_.LocalClassMbps(j));
+      const double read = TransferSeconds(size, local_mbps_[static_cast<size_t>(j)]);
       if (ready <= now) return {read, FromClass(j)};
       if (ready != kNotStarted) {
         // The thesis's staging pool does not wait for a prefetch thread's
@@ -450,7 +496,7 @@ class Engine {
         item >= nodes_[static_cast<size_t>(node)].items_per_epoch) {
       // DeepIO's entropy-aware mode serves a locally cached sample instead.
       const int j = cache.Class(0);
-      return {TransferSeconds(size, model_.LocalClassMbps(j)), FromClass(j)};
+      return {TransferSeconds(size, local_mbps_[static_cast<size_t>(j)]), FromClass(j)};
     }
     return Remote(node, thread, sample, size, now);
   }
@@ -528,7 +574,7 @@ class Engine {
     const int64_t sample = cache.FillSample(cursor++);
     const int64_t size = w_.sizes[static_cast<size_t>(sample)];
     // A copy of a peer's staged sample comes from its class j over b_c.
-    const Fetch fetch = copy ? Fetch{TransferSeconds(size, model_.PeerClassMbps(j)), kFromPeer}
+    const Fetch fetch = copy ? Fetch{TransferSeconds(size, peer_mbps_[static_cast<size_t>(j)]), kFromPeer}
                              : Remote(static_cast<int>(node), thread, sample, size, now);
     const double store = Store(size, j);
     if (fetch.job < 0) {
@@ -799,6 +845,12 @@ class Engine {
   bool thesis_;
   AccessPlan plan_;
   SimulationOptions options_;
+
+  // Per class j: model_'s LocalClassMbps, PeerClassMbps,
+  // WriteClassMbps and PreferPeer; and its StagingWriteMbps.
+  std::vector<double> local_mbps_, peer_mbps_, write_mbps_;
+  std::vector<uint8_t> prefer_peer_;
+  double staging_write_mbps_ = 0;
 
   std::vector<NodeCache> caches_;
   struct Holder {

@@ -48,6 +48,7 @@
 #define HDMLP_SIM_MODEL_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -78,7 +79,11 @@ void ValidateWorkload(const Workload& workload);
 std::vector<int64_t> NormalSampleSizes(int64_t count, double mean_mb, double std_mb, uint64_t seed);
 
 // Seconds to move `bytes` at `mbps`; 0 for an unknown (infinite) rate.
-double TransferSeconds(int64_t bytes, double mbps);
+// Inline: the simulator calls it several times per event.
+inline double TransferSeconds(int64_t bytes, double mbps) {
+  if (!(mbps < std::numeric_limits<double>::infinity())) return 0;
+  return static_cast<double>(bytes) / (mbps * 1e6);
+}
 
 enum class Reading { kPhysical, kThesis };
 

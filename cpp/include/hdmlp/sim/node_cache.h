@@ -10,11 +10,13 @@
 //
 // Memory: about 5 to 6 bytes per copy, not the 13 of a record per copy:
 //  - the sample set is a bitmap over [0, largest id] with a rank count per
-//    256 bits (1.125 bits per dataset sample) when that is smaller than a
+//    256 bits (1.25 bits per dataset sample; the count includes the
+//    block's words, so a lookup is one popcount) when that is smaller than a
 //    sorted array of 4-byte ids, else that array;
 //  - the fill order, 4 bytes per copy (the sample ids, class by class);
 //  - the class, 1 byte per copy, only when the node uses several classes;
-//  - one "started" bit per copy. A ready time is kept only while it may lie
+//  - one "started" bit per copy, and one saying whether its ready time is
+//    still kept (a lookup of a complete copy reads no list). A ready time is kept only while it may lie
 //    in the future: the simulator asks Ready(k, now) with a `now` that never
 //    decreases (its event loop runs in time order), so a copy whose ready
 //    time is <= the `now` of some call is complete for every later call, and
@@ -48,6 +50,19 @@ constexpr float kPendingReady = std::numeric_limits<float>::max();
 // complete.
 float RoundUpReady(double t);
 
+// Bits set in `w`. Inline arithmetic: without -mpopcnt (the default
+// x86-64 target) __builtin_popcountll is a call into libgcc.
+inline int Popcount(uint64_t w) {
+#if defined(__POPCNT__) || !defined(__x86_64__)
+  return __builtin_popcountll(w);
+#else
+  w -= (w >> 1) & 0x5555555555555555ULL;
+  w = (w & 0x3333333333333333ULL) + ((w >> 2) & 0x3333333333333333ULL);
+  w = (w + (w >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  return static_cast<int>((w * 0x0101010101010101ULL) >> 56);
+#endif
+}
+
 // A sorted set of sample ids, with each member's rank.
 class SampleSet {
  public:
@@ -64,9 +79,11 @@ class SampleSet {
     if (sample < 0 || word >= bits_.size()) return -1;
     const uint64_t w = bits_[word];
     if (((w >> (s & 63)) & 1) == 0) return -1;
-    int64_t k = rank_[word >> 2];
-    for (uint64_t v = word & ~uint64_t{3}; v < word; ++v) k += __builtin_popcountll(bits_[v]);
-    return k + __builtin_popcountll(w & ((uint64_t{1} << (s & 63)) - 1));
+    // The block's count, plus the members in its words before this one
+    // (byte 3 + (word & 3) of the entry; 0 for the block's first word).
+    const uint64_t rank = rank_[word >> 2];
+    const uint64_t before = (rank >> (8 * (word & 3) + 24)) & (word & 3 ? 0xff : 0);
+    return static_cast<int64_t>((rank & 0xffffffffu) + before) + Popcount(w & ((uint64_t{1} << (s & 63)) - 1));
   }
   // Calls f(sample, rank) for every member, ascending.
   template <typename F>
@@ -85,10 +102,11 @@ class SampleSet {
   int64_t FindInArray(int64_t sample) const;
 
   size_t size_ = 0;
-  // Bitmap form: bit s of bits_ is set for a member s; rank_[b] counts the
-  // members below 256 * b.
+  // Bitmap form: bit s of bits_ is set for a member s; rank_[b] holds, in
+  // its low 32 bits, the members below 256 * b, and in byte 3 + k (k = 1..3)
+  // those in the block's words before word k: one popcount per Find.
   std::vector<uint64_t> bits_;
-  std::vector<uint32_t> rank_;
+  std::vector<uint64_t> rank_;
   // Array form: the ids, and members per id (for an interpolated first guess).
   std::vector<uint32_t> sorted_;
   double density_ = 0;
@@ -115,11 +133,13 @@ class NodeCache {
   // The class of every copy when they share one, else 0.
   int single_class() const { return cls_.empty() ? single_class_ : 0; }
 
-  bool Started(size_t k) const { return (started_[k >> 6] >> (k & 63)) & 1; }
+  bool Started(size_t k) const { return (state_[k >> 5] >> (2 * (k & 31))) & 1; }
   // Copy k's ready time as seen at `now`: kNotStarted, kPendingReady, a time
   // > now, or, for a copy complete by now, some time <= now.
   float Ready(size_t k, double now) const {
-    if (!Started(k)) return kNotStarted;
+    const uint64_t state = state_[k >> 5] >> (2 * (k & 31));
+    if ((state & 1) == 0) return kNotStarted;
+    if ((state & 2) == 0) return -kNotStarted;  // complete: not in unsettled_
     for (const auto& [idx, ready] : unsettled_)
       if (idx == k) return ready <= now ? -kNotStarted : ready;
     return -kNotStarted;
@@ -131,7 +151,11 @@ class NodeCache {
   // The pending copy k's ready time is now known.
   void Settle(size_t k, float ready);
   // Every copy is complete by `now`: drops the ready times left.
-  void SettleAll() { unsettled_.clear(); unsettled_.shrink_to_fit(); }
+  void SettleAll() {
+    unsettled_.clear();
+    unsettled_.shrink_to_fit();
+    for (uint64_t& w : state_) w &= 0x5555555555555555ULL;  // only the started bits
+  }
 
   // The fill order, class by class: class j's entries are
   // [class_begin(j), class_begin(j + 1)), those from copy_begin(j) on are
@@ -146,7 +170,10 @@ class NodeCache {
   SampleSet set_;
   std::vector<uint8_t> cls_;  // by index; empty when every copy is in single_class_
   uint8_t single_class_ = 0;
-  std::vector<uint64_t> started_;  // bit k: copy k's fill started
+  // Two bits per copy, side by side (one cache line for both): bit 2k,
+  // copy k's fill started; bit 2k + 1, copy k is in unsettled_ (Ready
+  // scans that list only then).
+  std::vector<uint64_t> state_;
   std::vector<std::pair<uint32_t, float>> unsettled_;  // started copies whose ready time may be ahead
   size_t purge_at_ = 16;
   std::vector<uint32_t> fill_;
