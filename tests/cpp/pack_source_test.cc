@@ -41,6 +41,17 @@ void ExpectThrowContains(const std::function<void()>& f, const std::vector<std::
   }
 }
 
+// Flips the first byte of sample `i` in a one-shard pack written from `samples`; its offset in the shard.
+int64_t CorruptSample(const TempDir& dir, const std::vector<PackSample>& samples, int i) {
+  int64_t offset = 32;  // after the shard's header
+  for (int k = 0; k < i; ++k) offset += static_cast<int64_t>(samples[static_cast<size_t>(k)].bytes.size());
+  EXPECT_GT(samples[static_cast<size_t>(i)].bytes.size(), 0u);
+  std::fstream f(dir / "shard-00000.hdmlp-shard", std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(offset);
+  f.put(static_cast<char>(samples[static_cast<size_t>(i)].bytes[0] ^ 0x55));
+  return offset;
+}
+
 TEST(PackSourceTest, ReadsEverySampleByteForByteWithOneOpenPerShard) {
   TempDir dir;
   const auto samples = Samples(40);
@@ -115,14 +126,7 @@ TEST(PackSourceTest, ChangedBytesFailTheirChecksumNeverServed) {
   const auto samples = Samples(10);
   testing::WritePack(dir.path(), samples, {"c0", "c1", "c2"}, 1 << 20);
   PackSource source(Env::Default(), dir.path());
-  // Flip one byte inside sample 4 (its offset is after the header and samples 0..3).
-  int64_t offset = 32;
-  for (int i = 0; i < 4; ++i) offset += static_cast<int64_t>(samples[static_cast<size_t>(i)].bytes.size());
-  ASSERT_GT(samples[4].bytes.size(), 0u);
-  std::fstream f(dir / "shard-00000.hdmlp-shard", std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp(offset);
-  f.put(static_cast<char>(samples[4].bytes[0] ^ 0x55));
-  f.close();
+  const int64_t offset = CorruptSample(dir, samples, 4);
   ExpectThrowContains([&] { source.Read(4); }, {"checksum", "sample 4", "offset " + std::to_string(offset)});
   EXPECT_EQ(AsString(source.Read(5)), samples[5].bytes);
 }
@@ -136,13 +140,7 @@ TEST(PackSourceTest, ReadRunReadsNeighboursInOneSpanAndChecksEach) {
   ASSERT_EQ(run.size(), 6u);
   for (int k = 0; k < 6; ++k) EXPECT_EQ(AsString(run[static_cast<size_t>(k)]), samples[static_cast<size_t>(3 + k)].bytes);
   // A byte changed in sample 6 fails the run that holds it, naming the sample, as Read does.
-  int64_t offset = 32;
-  for (int i = 0; i < 6; ++i) offset += static_cast<int64_t>(samples[static_cast<size_t>(i)].bytes.size());
-  ASSERT_GT(samples[6].bytes.size(), 0u);
-  std::fstream f(dir / "shard-00000.hdmlp-shard", std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp(offset);
-  f.put(static_cast<char>(samples[6].bytes[0] ^ 0x55));
-  f.close();
+  CorruptSample(dir, samples, 6);
   ExpectThrowContains([&] { source.ReadRun(3, 6); }, {"checksum", "sample 6"});
   EXPECT_EQ(AsString(source.ReadRun(7, 3)[0]), samples[7].bytes);
 }
