@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 
 from benchmarks import machine
 from benchmarks import pfs as pfs_mod
@@ -78,20 +79,35 @@ def _side(cluster, run: dict, files: dict, total: int, server_bytes: int | None)
     }
 
 
+def _job_options(p: argparse.ArgumentParser, batch_help: str | None = None, scheme_help: str | None = None) -> None:
+    """The dataset and job options both goals' commands take."""
+    p.add_argument("--images", type=int, default=1200)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--data", help="use this dataset folder instead of generating one")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=32, help=batch_help)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scheme", default="uniform", help=scheme_help)
+    p.add_argument("--ram-share", type=float, default=0.3, help="each node's RAM class as a share of the dataset")
+
+
+def _publish(args, result: dict, markdown: Callable[[dict], str], tag: str) -> None:
+    """The load warning, the JSON, and the Markdown report where --markdown asks for it."""
+    machine.print_warnings(result["load"])
+    _write(args.json, result)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(result))
+        print(f"[cluster {tag}] wrote {args.markdown}")
+
+
 def vs_dataloader(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks cluster vs-dataloader",
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=4)
     p.add_argument("--ranks-per-node", type=int, default=2)
-    p.add_argument("--images", type=int, default=1200)
-    p.add_argument("--classes", type=int, default=10)
-    p.add_argument("--data", help="use this dataset folder instead of generating one")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=32, help="global batch (the DataLoader's is this / ranks)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--scheme", default="uniform", help="hdmlp's distribution scheme (uniform shuffles globally, "
-                                                       "as DistributedSampler does)")
-    p.add_argument("--ram-share", type=float, default=0.3, help="each node's RAM class as a share of the dataset")
+    _job_options(p, batch_help="global batch (the DataLoader's is this / ranks)",
+                 scheme_help="hdmlp's distribution scheme (uniform shuffles globally, as DistributedSampler does)")
     p.add_argument("--pfs-mbit", type=float, default=100.0, help="the PFS server's bandwidth (the bottleneck)")
     p.add_argument("--pfs-open-delay-ms", type=float, default=0.0)
     p.add_argument("--link-mbit", type=float, help="each node's link; default unshaped")
@@ -147,12 +163,7 @@ def vs_dataloader(argv: list[str]) -> int:
             "pfs_goal_met": h["server_bytes_x_dataset"] <= 1.05,
             "speed_goal_met": d["job_seconds"] / h["job_seconds"] >= 3.0,
         }
-    machine.print_warnings(result["load"])
-    _write(args.json, result)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(markdown_vs(result))
-        print(f"[cluster vs-dataloader] wrote {args.markdown}")
+    _publish(args, result, markdown_vs, "vs-dataloader")
     return 0 if "summary" in result else 1
 
 
@@ -251,14 +262,7 @@ def scale(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks cluster scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes-list", default="2,4,8")
-    p.add_argument("--images", type=int, default=1200)
-    p.add_argument("--classes", type=int, default=10)
-    p.add_argument("--data", help="use this dataset folder instead of generating one")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--scheme", default="uniform")
-    p.add_argument("--ram-share", type=float, default=0.3, help="each node's RAM class as a share of the dataset")
+    _job_options(p)
     p.add_argument("--timeout", type=float, default=1200)
     p.add_argument("--json", required=True)
     p.add_argument("--markdown")
@@ -312,12 +316,7 @@ def scale(argv: list[str]) -> int:
             f"{k} {p['wall_mean'] * 1e3:.0f}/{p['cpu_mean'] * 1e3:.0f}/{p['process_cpu_mean'] * 1e3:.0f}"
             for k, p in top) + f"; ranks called hdmlp.Job within {row['arrival']['called_spread_seconds']:.2f} s")
     result["load"] = rec.finish()
-    machine.print_warnings(result["load"])
-    _write(args.json, result)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(markdown_scale(result))
-        print(f"[cluster scale] wrote {args.markdown}")
+    _publish(args, result, markdown_scale, "scale")
     return 0 if all(r["status"] == "ok" for r in result["runs"]) else 1
 
 
