@@ -397,7 +397,7 @@ def decoded_job_pass(job: Any, opened: Any, first: int, channels_last: bool, ahe
     check_ahead(ahead)
     check_channels_last(channels_last)
     decoder = DeviceDecoder(job._decode_chain, job.device, job.seed, job._core.path)
-    job._device_decoder = decoder  # its counts go into job.metrics()
+    job._device_decoder = decoder
 
     def host() -> Iterator[tuple]:
         try:

@@ -579,13 +579,14 @@ class Job:
         self._specs: list = []
         self._decode_chain: Any = None
         self._decode_device: Any = None
+        self._device_decoder: Any = None  # the last pass's DeviceDecoder (its counts go into metrics())
         if transforms is not None and self._python_chain is None:
             from hdmlp.transforms import pipeline_specs
             self._specs = pipeline_specs(transforms)
             if not self._specs:
                 raise ValueError("transforms is an empty list: pass None to receive each file's bytes, or a chain "
                                  "starting with hdmlp.transforms.ImgDecode()")
-            first = getattr(transforms, "transforms", transforms)[0]
+            first = items[0]
             if getattr(first, "device", None) is not None:  # ImgDecode(device=...): hdmlp.device_decode
                 from hdmlp.device_decode import plan_device_decode
                 if on_error != "raise":
@@ -1099,7 +1100,7 @@ class Job:
             skipped = skipped + self._python.skipped_files
         for e in epochs:
             e.update(self._loop_seconds.get(e["epoch"], dict.fromkeys(_LOOP_TIMERS, 0.0)))
-        decoder = getattr(self, "_device_decoder", None)
+        decoder = self._device_decoder
         return {
             "epochs": epochs,
             "device_decode": dict(decoder.counts) if decoder is not None else None,

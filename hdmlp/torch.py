@@ -335,21 +335,16 @@ class HDMLPDataLoader:
             yield from self._deliver(opened)
             return
         first = self.job._position().batches
-        if self.job._decode_chain is not None:  # ImgDecode(device=...)
+        if self.job._decode_chain is not None:  # ImgDecode(device=...): Batch objects, (samples, labels)
             from hdmlp.device_decode import decoded_job_pass
-            decoded = decoded_job_pass(self.job, opened, first, self.channels_last, self.ahead)
-            try:
-                for batch in decoded:
-                    yield batch.samples, batch.labels
-            finally:
-                decoded.close()
-            return
-        from hdmlp.device import feed_pass
-        batches = feed_pass(self.job, opened, first, self._deliver(opened), target, tail, self.channels_last,
-                            self.ahead)
+            batches = decoded_job_pass(self.job, opened, first, self.channels_last, self.ahead)
+        else:  # (samples, labels, index)
+            from hdmlp.device import feed_pass
+            batches = feed_pass(self.job, opened, first, self._deliver(opened), target, tail, self.channels_last,
+                                self.ahead)
         try:
-            for samples, labels, _ in batches:
-                yield samples, labels
+            for batch in batches:
+                yield batch[0], batch[1]
         finally:  # a break: the feeder waits for the copies in flight before the pass ends
             batches.close()
 
