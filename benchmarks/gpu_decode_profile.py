@@ -36,6 +36,23 @@ def timed(name, fn, reps=3):
     print(f"{name:45s} host {best[0]*1e3:7.1f} ms  done {best[1]*1e3:7.1f} ms  -> {256/best[1]:8.0f} img/s", flush=True)
     return r
 imgs = timed("decode_jpeg list of 256 (cuda)", lambda: decode_jpeg(batch, mode=ImageReadMode.RGB, device=dev))
+
+
+def device_busy(name, fn):
+    """How much of fn's time the device's kernels and copies take (torch.profiler), against the host's."""
+    from torch.profiler import ProfilerActivity, profile
+    fn(); torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        t = time.perf_counter(); fn(); torch.cuda.synchronize(); wall = time.perf_counter() - t
+    events = prof.key_averages()
+    busy = sum(getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) for e in events) / 1e3
+    print(f"{name:45s} wall {wall*1e3:7.1f} ms  device busy {busy:7.1f} ms", flush=True)
+    top = sorted(events, key=lambda e: -getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)))
+    for e in top[:6]:
+        print(f"    {getattr(e, 'self_device_time_total', 0)/1e3:7.2f} ms  x{e.count:<4d} {e.key[:90]}")
+
+
+device_busy("decode_jpeg list of 256 (cuda), profiled", lambda: decode_jpeg(batch, mode=ImageReadMode.RGB, device=dev))
 timed("decode_jpeg one at a time (cuda)", lambda: [decode_jpeg(b, mode=ImageReadMode.RGB, device=dev) for b in batch], 1)
 def threaded(k):
     def go():
@@ -60,12 +77,24 @@ t = time.perf_counter(); boxes, flips = dec._geometry(imgs, list(range(256)), 0)
 print("crop sizes max", boxes[:, 2].max().item(), boxes[:, 3].max().item(), "image max", max(i.shape[1] for i in imgs), max(i.shape[2] for i in imgs))
 timed("resize_crops (group 64)", lambda: resize_crops(imgs, boxes, flips, (224, 224)))
 timed("resize_crops (group 256)", lambda: resize_crops(imgs, boxes, flips, (224, 224), group=256))
+timed("resize_crops (group 64, float16)", lambda: resize_crops(imgs, boxes, flips, (224, 224), dtype=torch.float16))
+device_busy("resize_crops (group 64), profiled", lambda: resize_crops(imgs, boxes, flips, (224, 224)))
+device_busy("resize_crops (group 64, float16), profiled",
+            lambda: resize_crops(imgs, boxes, flips, (224, 224), dtype=torch.float16))
+full = resize_crops(imgs, boxes, flips, (224, 224)).int()
+half = resize_crops(imgs, boxes, flips, (224, 224), dtype=torch.float16).int()
+print(f"float16 resize against float32: max {int((full - half).abs().max())}, "
+      f"differing {float((full != half).float().mean()):.4%}")
+cpu_rows = torch.empty((256, 3, 224, 224), dtype=torch.uint8, pin_memory=True)
+for threads in (15, 8):
+    timed(f"C++ chain apply_rows, {threads} threads", lambda: dec._pipeline.apply_rows(
+        [b.numpy() for b in batch], [str(i) for i in range(256)], 1, 0, list(range(256)), cpu_rows.numpy(), threads))
 def crops_only():
     return [im[:, t:t+h, l:l+w].contiguous() for im, (t, l, h, w) in zip(imgs, boxes.tolist())]
 timed("per-image crop copies only", crops_only)
 labels = torch.zeros(256, dtype=torch.int64)
 timed("DeviceDecoder batch end to end", lambda: dec.submit(batch, labels, list(range(256)), 0).result())
-for share in (0.3, 0.5):
+for share in (0.5, 0.8, 0.9):
     dec2 = DeviceDecoder(plan_device_decode(specs, share), dev, 1, str)
     timed(f"DeviceDecoder end to end, cpu_share {share}", lambda: dec2.submit(batch, labels, list(range(256)), 0).result())
     dec2.close()

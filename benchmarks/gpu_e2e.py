@@ -210,34 +210,42 @@ def run(args, progress: Callable[[dict], None] | None = None) -> dict:
 
     for name in args.models:
         add("gpu_resident", "synthetic batch on the device", gpu_resident(name, args, device, steps), model=name)
-    # The DataLoader's processes start before any hdmlp job exists (no fork of a process with its threads).
-    dl = torchvision_loader(args, device, args.workers)
-    add("supply", f"DataLoader, {args.workers} workers", supply(dl, args, device), workers=args.workers)
-    for name in args.fed_models:
-        pinned = ", pinned" if device.type == "cuda" else ""
-        trainer = Trainer(name, args.classes, args.size, device, args.smoke)
-        add("fed", f"DataLoader, {args.workers} workers{pinned}", fed(trainer, dl, args, True), model=name,
-            workers=args.workers)
-    del dl
+    if not args.skip_dataloader:
+        # The DataLoader's processes start before any hdmlp job exists (no fork of a process with its threads).
+        dl = torchvision_loader(args, device, args.workers)
+        add("supply", f"DataLoader, {args.workers} workers", supply(dl, args, device), workers=args.workers)
+        for name in args.fed_models:
+            pinned = ", pinned" if device.type == "cuda" else ""
+            trainer = Trainer(name, args.classes, args.size, device, args.smoke)
+            add("fed", f"DataLoader, {args.workers} workers{pinned}", fed(trainer, dl, args, True), model=name,
+                workers=args.workers)
+        del dl
     for threads in args.threads:
         job, loader = hdmlp_job(args, threads, None, None)
         add("supply", f"hdmlp, {threads} threads", supply(loader, args, device), threads=threads)
         job.close()
-    # Decoding on the device (ImgDecode(device=...)): alone, then feeding each model, at each CPU share.
-    for share in args.shares:
-        job, loader = hdmlp_job(args, None, device, None, cpu_share=share)
-        add("supply", f"hdmlp {decode_name(share)}", supply(loader, args, device), cpu_share=share)
-        job.close()
-    for name in args.fed_models:
-        for share in args.shares:
+    # Decoding on the device (ImgDecode(device=...)): alone, then feeding each model, at each CPU share
+    # and resize precision.
+    decodes = [(share, dtype) for dtype in args.resize for share in args.shares]
+    for share, dtype in decodes:
+        with resize_precision(dtype):
             job, loader = hdmlp_job(args, None, device, None, cpu_share=share)
-            trainer = Trainer(name, args.classes, args.size, device, args.smoke)
-            add("fed", f"hdmlp {decode_name(share)}", fed(trainer, loader, args, False), model=name,
-                cpu_share=share, decoded=job.metrics()["device_decode"])
+            add("supply", f"hdmlp {decode_name(share, dtype)}", supply(loader, args, device), cpu_share=share,
+                resize=dtype)
             job.close()
     for name in args.fed_models:
+        for share, dtype in decodes:
+            with resize_precision(dtype):
+                job, loader = hdmlp_job(args, None, device, None, cpu_share=share)
+                trainer = Trainer(name, args.classes, args.size, device, args.smoke)
+                add("fed", f"hdmlp {decode_name(share, dtype)}", fed(trainer, loader, args, False), model=name,
+                    cpu_share=share, resize=dtype, decoded=job.metrics()["device_decode"])
+                job.close()
+    for name in args.fed_models:
         for handoff, what in (("float", "float chain"), (None, "uint8 + normalise on the device")):
-            for threads in (None, args.workers):
+            if (handoff or "uint8") not in args.handoffs:
+                continue
+            for threads in (None, args.workers)[:2 if args.fed_workers else 1]:
                 job, loader = hdmlp_job(args, threads, device, handoff)
                 trainer = Trainer(name, args.classes, args.size, device, args.smoke)
                 label = f"{job.num_workers} threads" + (" (default)" if threads is None else "")
@@ -245,8 +253,10 @@ def run(args, progress: Callable[[dict], None] | None = None) -> dict:
                     model=name, threads=job.num_workers, default_threads=threads is None,
                     handoff=handoff or "uint8")
                 job.close()
-    accuracy.update(decode_accuracy(args, device))
-    print(f"device decode against the CPU chain: {accuracy}", flush=True)
+    for dtype in args.resize:
+        with resize_precision(dtype):
+            accuracy[dtype] = decode_accuracy(args, device)
+        print(f"device decode ({dtype} resize) against the CPU chain: {accuracy[dtype]}", flush=True)
     return result_of(args, device, n, rows, accuracy)
 
 
@@ -276,8 +286,21 @@ def decode_accuracy(args, device: torch.device) -> dict:
             "share_over_8": round(int(counts[9:].sum()) / total, 5), "decoded": decoded}
 
 
-def decode_name(share: float) -> str:
-    return "device decode" if share == 0 else f"hybrid decode, {share:.0%} on the CPU"
+def decode_name(share: float, dtype: str = "float32") -> str:
+    name = "device decode" if share == 0 else f"hybrid decode, {share:.0%} on the CPU"
+    return name if dtype == "float32" else f"{name}, {dtype} resize"
+
+
+@contextlib.contextmanager
+def resize_precision(dtype: str):
+    """The device decode's resize runs its products in ``dtype`` (float32 or float16) meanwhile."""
+    import hdmlp.device_decode as dd
+    saved = dd.RESIZE_DTYPE
+    dd.RESIZE_DTYPE = getattr(torch, dtype)
+    try:
+        yield
+    finally:
+        dd.RESIZE_DTYPE = saved
 
 
 def result_of(args, device: torch.device, n: int, rows: list[dict], accuracy: dict | None = None) -> dict:
@@ -296,7 +319,8 @@ def result_of(args, device: torch.device, n: int, rows: list[dict], accuracy: di
                     "hdmlp": hdmlp.__version__},
         "settings": {"images": n, "batch": args.batch, "epochs": args.epochs, "size": args.size,
                      "workers": args.workers, "threads": args.threads, "models": args.models,
-                     "fed_models": args.fed_models, "shares": args.shares, "data": args.data},
+                     "fed_models": args.fed_models, "shares": args.shares, "resize": args.resize,
+                     "data": args.data},
         "rows": rows,
         "device_decode_accuracy": accuracy or None,
     }
@@ -311,11 +335,10 @@ def markdown(result: dict) -> str:
         share = r.get("share_of_gpu_resident")
         lines.append(f"| {r['row']} | {r['system']} | {r.get('model', '')} | {r['images_per_s']} | "
                      f"{'' if share is None else f'{share:.0%}'} |")
-    acc = result.get("device_decode_accuracy")
-    if acc:
-        lines += ["", f"Device decode against the CPU chain (8-bit values of one epoch, same draws): mean absolute "
-                      f"difference {acc['mean_abs_diff']} of 255, max {acc['max_abs_diff']}; equal "
-                      f"{acc['share_equal']:.1%}, within 1 {acc['share_within_1']:.1%}, within 2 "
+    for dtype, acc in (result.get("device_decode_accuracy") or {}).items():
+        lines += ["", f"Device decode ({dtype} resize) against the CPU chain (8-bit values of one epoch, same "
+                      f"draws): mean absolute difference {acc['mean_abs_diff']} of 255, max {acc['max_abs_diff']}; "
+                      f"equal {acc['share_equal']:.1%}, within 1 {acc['share_within_1']:.1%}, within 2 "
                       f"{acc['share_within_2']:.1%}, over 8 {acc['share_over_8']:.2%}."]
     return "\n".join(lines) + "\n"
 
@@ -339,6 +362,12 @@ def parse(argv: list[str] | None = None):
     p.add_argument("--fed-models", default="resnet50,resnet18")
     p.add_argument("--shares", default="0,0.3,0.5,0.7",
                    help="ImgDecode(device=..., cpu_share=S) rows: the shares of each batch the CPU decodes")
+    p.add_argument("--resize", default="float32",
+                   help="the device decode's resize precisions, each a set of rows: float32, float16")
+    p.add_argument("--handoffs", default="float,uint8", help="the hdmlp CPU-chain fed rows: float, uint8")
+    p.add_argument("--no-fed-workers", dest="fed_workers", action="store_false",
+                   help="the CPU-chain fed rows at hdmlp's default threads only, not also at --workers")
+    p.add_argument("--skip-dataloader", action="store_true", help="no DataLoader rows (to re-measure hdmlp's)")
     p.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     p.add_argument("--smoke", action="store_true", help="tiny settings: the code path in well under a minute")
     args = p.parse_args(argv)
@@ -348,6 +377,11 @@ def parse(argv: list[str] | None = None):
         args.workers, args.threads, args.shares = 1, "1,2", "0,0.5"
     args.threads = [int(t) for t in args.threads.split(",") if t]
     args.shares = [float(t) for t in args.shares.split(",") if t]
+    args.resize = [t for t in args.resize.split(",") if t]
+    args.handoffs = [t for t in args.handoffs.split(",") if t]
+    for t in args.resize:
+        if t not in ("float32", "float16"):
+            p.error(f"--resize: {t!r} is neither float32 nor float16")
     args.models = [m for m in args.models.split(",") if m]
     args.fed_models = [m for m in args.fed_models.split(",") if m]
     for m in args.models + args.fed_models:

@@ -147,16 +147,20 @@ def _to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 
 def resize_crops(images: Sequence[torch.Tensor], boxes: torch.Tensor, flips: torch.Tensor,
-                 size: tuple[int, int], *, group: int = 64) -> torch.Tensor:
+                 size: tuple[int, int], *, group: int = 64, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Crop ``boxes[n] = (top, left, height, width)`` of each ``[C, H, W]`` uint8 image, resize it to
     ``size`` with PIL's antialiased bilinear filter and mirror it where ``flips[n]``: one uint8
     ``[N, C, h, w]`` batch on the images' device.
 
     The images are joined into one buffer; per group of up to ``group`` crops of similar size, one
     gather cuts the crops out (padded to the group's largest), and each pass (horizontal, then
-    vertical, rounded to 8 bits between them as PIL does) is one batched float32 matrix product. A
-    few large kernels per batch, not one per image, and the host never waits for the device; a batch
+    vertical, rounded to 8 bits between them as PIL does) is one batched matrix product. A few
+    large kernels per batch, not one per image, and the host never waits for the device; a batch
     with one huge photo pads only its own group.
+
+    ``dtype`` is the products' input type: ``torch.float16`` runs them on a GPU's tensor cores
+    (pixels of 8 bits are exact in it; the weights are rounded to 11 bits, and the sums are float32
+    where the device offers that), at most a level of 255 from float32's result.
     """
     n = len(images)
     out_h, out_w = size
@@ -174,24 +178,37 @@ def resize_crops(images: Sequence[torch.Tensor], boxes: torch.Tensor, flips: tor
     table = torch.cat([starts[:, None], plane[:, None], dims[:, 1:], boxes, flips.to(torch.int64).cpu()[:, None]], 1)
     table = _to_device(torch.cat([table[order], torch.tensor(order)[:, None]], 1), device)  # sorted by crop area
     out = torch.empty((n, channels, out_h, out_w), dtype=torch.uint8, device=device)
-    channel = torch.arange(channels, device=device)[None, :, None, None]
+    channel = torch.arange(channels, device=device)[None, None, :, None]
     for first in range(0, n, group):
         members = order[first:first + group]
         rows, cols = int(boxes[members, 2].max()), int(boxes[members, 3].max())
         start, plane_g, width, top, left, box_h, box_w, mirrored, slot = table[first:first + group].unbind(1)
         r = torch.minimum(torch.arange(rows, device=device)[None], (box_h - 1)[:, None])  # [m, rows]
         x = torch.minimum(torch.arange(cols, device=device)[None], (box_w - 1)[:, None])  # [m, cols]
+        # [m, rows, C, cols]: a row's channels side by side, so that both passes are plain batched products
         index = (start[:, None, None, None] + channel * plane_g[:, None, None, None]
-                 + ((top[:, None] + r) * width[:, None])[:, None, :, None] + (left[:, None] + x)[:, None, None, :])
-        crops = flat[index].to(torch.float32)  # [m, C, rows, cols]; past a crop: its last row/column, weight 0
+                 + ((top[:, None] + r) * width[:, None])[:, :, None, None] + (left[:, None] + x)[:, None, None, :])
+        crops = flat[index].to(dtype)  # past a crop: its last row/column, weight 0
         m = len(members)
         col_weights = _dense_weights(box_w, out_w, cols)  # [m, cols, out_w]
-        col_weights = torch.where(mirrored.bool()[:, None, None], col_weights.flip(2), col_weights)
-        wide = _round8(torch.bmm(crops.view(m, channels * rows, cols), col_weights)).view(m, channels, rows, out_w)
-        row_weights = _dense_weights(box_h, out_h, rows).transpose(1, 2)  # [m, out_h, rows]
-        tall = _round8(torch.matmul(row_weights[:, None], wide))  # [m, C, out_h, out_w]
-        out.index_copy_(0, slot, tall.to(torch.uint8))
+        col_weights = torch.where(mirrored.bool()[:, None, None], col_weights.flip(2), col_weights).to(dtype)
+        wide = _round8(_bmm(crops.view(m, rows * channels, cols), col_weights))  # [m, rows * C, out_w]
+        row_weights = _dense_weights(box_h, out_h, rows).transpose(1, 2).to(dtype)  # [m, out_h, rows]
+        tall = _round8(_bmm(row_weights, wide.to(dtype).view(m, rows, channels * out_w)))  # [m, out_h, C * out_w]
+        out.index_copy_(0, slot, tall.to(torch.uint8).view(m, out_h, channels, out_w).permute(0, 2, 1, 3))
     return out
+
+
+def _bmm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A batched product in float32; half-precision inputs sum in float32 where the device can."""
+    if a.dtype == torch.float32:
+        return torch.bmm(a, b)
+    if a.device.type == "cuda":
+        try:
+            return torch.bmm(a, b, out_dtype=torch.float32)
+        except (TypeError, RuntimeError):  # a torch without out_dtype
+            pass
+    return torch.bmm(a.to(torch.float32), b.to(torch.float32))  # the same sums: half inputs, float32 adds
 
 
 def _round8(x: torch.Tensor) -> torch.Tensor:
@@ -243,7 +260,8 @@ class DeviceDecoder:
 
     def __init__(self, chain: DecodeChain, device: torch.device, seed: int, describe: Callable[[int], str], *,
                  cpu_threads: int | None = None, streams: Streams | None = None,
-                 decode_jpegs: Callable[[list, torch.device], list] | None = None) -> None:
+                 decode_jpegs: Callable[[list, torch.device], list] | None = None,
+                 resize_dtype: torch.dtype | None = None) -> None:
         from hdmlp import _core
         self.chain = chain
         self.device = device
@@ -252,13 +270,16 @@ class DeviceDecoder:
         self._pipeline = _core.TransformPipeline(chain.cpu_specs)
         self._streams = streams if streams is not None else streams_for(device)
         self._decode_jpegs = decode_jpegs or _torchvision_decode
+        self._resize_dtype = resize_dtype or RESIZE_DTYPE
         self._constants: dict = {}
         # Two batches at once: one decodes while the other is cut, resized and merged with its CPU share.
         # The device decodes one batch at a time (two decodes at once are slower than one after the other).
         self._gpu = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="hdmlp-device-decode")
         self._decoding = threading.Lock()
-        self._cpu = concurrent.futures.ThreadPoolExecutor(cpu_threads or _default_cpu_threads(),
-                                                          thread_name_prefix="hdmlp-cpu-decode")
+        # A batch's CPU rows go to the C++ chain in one call on cpu_threads threads (no GIL, no Python per
+        # image), one batch at a time, while the device decodes the rest.
+        self._cpu_threads = cpu_threads or _default_cpu_threads()
+        self._cpu = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hdmlp-cpu-decode")
         self._lock = threading.Lock()
         self.counts = {"device": 0, "cpu": 0, "device_failed": 0}
 
@@ -271,25 +292,21 @@ class DeviceDecoder:
         """Starts a batch: a future of ``(images, labels, event)`` on the device."""
         return self._gpu.submit(self._batch, samples, labels, list(ids), epoch)
 
-    def _on_cpu(self, sample: torch.Tensor, sample_id: int, epoch: int) -> torch.Tensor:
-        data = sample.numpy() if sample.device.type == "cpu" else sample.cpu().numpy()
-        buffer, shape = self._pipeline.apply(data, self._describe(sample_id), self._seed, epoch, sample_id)
-        return torch.frombuffer(buffer, dtype=torch.uint8).view(shape)
+    def _on_cpu(self, samples: list, ids: list[int], epoch: int) -> torch.Tensor:
+        """The C++ chain's ``[len(samples), C, h, w]`` uint8 rows, in page-locked memory for a CUDA device."""
+        height, width = self.chain.size
+        rows = torch.empty((len(samples), 3, height, width), dtype=torch.uint8,
+                           pin_memory=self.device.type == "cuda")
+        data = [s.numpy() if s.device.type == "cpu" else s.cpu().numpy() for s in samples]
+        self._pipeline.apply_rows(data, [self._describe(i) for i in ids], self._seed, epoch, ids, rows.numpy(),
+                                  self._cpu_threads)  # a bad file raises here, naming it
+        return rows
 
     def _geometry(self, decoded: list, ids: list[int], epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
-        boxes, flips = [], []
-        for image, sample_id in zip(decoded, ids):
-            box, flip = None, False
-            for draw in self._pipeline.random_draws(int(image.shape[2]), int(image.shape[1]), self._seed, epoch,
-                                                    sample_id):
-                if draw["op"] == "RandomResizedCrop":
-                    box = (draw["top"], draw["left"], draw["height"], draw["width"])
-                elif draw["op"] == "RandomHorizontalFlip":
-                    flip = bool(draw["flip"])
-            assert box is not None, "RandomResizedCrop always draws a box"
-            boxes.append(box)
-            flips.append(flip)
-        return torch.tensor(boxes, dtype=torch.int64), torch.tensor(flips, dtype=torch.bool)
+        sizes = [(int(image.shape[2]), int(image.shape[1])) for image in decoded]
+        draws = torch.tensor(self._pipeline.crop_draws(sizes, self._seed, epoch, ids), dtype=torch.int64)
+        assert bool((draws[:, 2] > 0).all()), "RandomResizedCrop always draws a box"
+        return draws[:, :4], draws[:, 4].bool()
 
     def _decode_on_device(self, samples: list) -> list:
         """The decoded images, None where the device could not decode one (it then goes to the CPU)."""
@@ -310,27 +327,33 @@ class DeviceDecoder:
         on_cpu = int(round(self.chain.cpu_share * count))
         cpu_rows = set(range(count - on_cpu, count))
         cpu_rows |= {i for i in range(count - on_cpu) if not device_decodable(samples[i])}
-        futures = {i: self._cpu.submit(self._on_cpu, samples[i], ids[i], epoch) for i in sorted(cpu_rows)}
+        parts = []  # (rows, future of their uint8 images on the host)
+
+        def to_cpu(rows: list[int]) -> None:
+            if rows:
+                parts.append((rows, self._cpu.submit(self._on_cpu, [samples[i] for i in rows], [ids[i] for i in rows],
+                                                     epoch)))
+
+        to_cpu(sorted(cpu_rows))
         height, width = self.chain.size
         with self._streams.side():
             gpu_rows = [i for i in range(count) if i not in cpu_rows]
             with self._decoding:
                 decoded = self._decode_on_device([samples[i] for i in gpu_rows]) if gpu_rows else []
             failed = [row for row, image in zip(gpu_rows, decoded) if image is None]
-            for row in failed:
-                futures[row] = self._cpu.submit(self._on_cpu, samples[row], ids[row], epoch)
+            to_cpu(failed)
             pairs = [(row, image) for row, image in zip(gpu_rows, decoded) if image is not None]
             images = torch.empty((count, 3, height, width), dtype=torch.uint8, device=self.device)
             if pairs:
                 rows = [row for row, _ in pairs]
                 decoded = [image for _, image in pairs]
                 boxes, flips = self._geometry(decoded, [ids[i] for i in rows], epoch)
-                resized = resize_crops(decoded, boxes, flips, (height, width))
-                images.index_copy_(0, torch.tensor(rows, device=self.device), resized)
-            if futures:
-                rows = sorted(futures)
-                host = torch.stack([futures[i].result() for i in rows])  # a bad file raises here, naming it
-                images.index_copy_(0, torch.tensor(rows, device=self.device), host.to(self.device))
+                resized = resize_crops(decoded, boxes, flips, (height, width), dtype=self._resize_dtype)
+                images.index_copy_(0, _to_device(torch.tensor(rows), self.device), resized)
+            for rows, future in parts:
+                host = future.result()
+                images.index_copy_(0, _to_device(torch.tensor(rows), self.device),
+                                   host.to(self.device, non_blocking=True))
             out: Any = images
             if self.chain.tail is not None:
                 out = self.chain.tail.apply(images, self._constants)
@@ -338,9 +361,13 @@ class DeviceDecoder:
             event = self._streams.record()
         with self._lock:
             self.counts["device"] += len(pairs)
-            self.counts["cpu"] += len(futures)
+            self.counts["cpu"] += sum(len(rows) for rows, _ in parts)
             self.counts["device_failed"] += len(failed)
         return out, label_tensor, event
+
+
+# The resize's matrix products: float32 by default; float16 (tensor cores) is measured in docs/gpu.md.
+RESIZE_DTYPE = torch.float32
 
 
 def _torchvision_decode(samples: list, device: torch.device) -> list:

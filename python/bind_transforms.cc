@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "bindings.h"
 #include "hdmlp/transforms/transform_pipeline.h"
+#include "hdmlp/util/parallel_for.h"
 
 namespace py = pybind11;
 
@@ -163,7 +165,63 @@ void BindTransforms(py::module_& m) {
           },
           py::arg("data"), py::arg("path"), py::arg("seed") = 0, py::arg("epoch") = 0, py::arg("sample") = 0,
           "Decode and transform one image: (buffer, shape). Random parameters depend only on "
-          "(seed, epoch, sample). ValueError names the file for a bad image.");
+          "(seed, epoch, sample). ValueError names the file for a bad image.")
+      .def(
+          "apply_rows",
+          [](const TransformPipeline& p, const py::list& samples, const std::vector<std::string>& paths,
+             uint64_t seed, int epoch, const std::vector<int64_t>& ids, const py::object& out, int threads) {
+            const OutputShape& shape = p.output();
+            if (!shape.fixed) throw py::value_error("apply_rows needs a chain whose output size is fixed");
+            const auto n = static_cast<int64_t>(samples.size());
+            if (static_cast<int64_t>(paths.size()) != n || static_cast<int64_t>(ids.size()) != n) {
+              throw py::value_error("apply_rows: samples, paths and ids differ in length");
+            }
+            Py_buffer target{};
+            if (PyObject_GetBuffer(out.ptr(), &target, PyBUF_WRITABLE) != 0) throw py::error_already_set();
+            const std::unique_ptr<Py_buffer, void (*)(Py_buffer*)> release_target(&target, PyBuffer_Release);
+            if (static_cast<int64_t>(target.len) < n * shape.bytes()) {
+              throw py::value_error("apply_rows: out holds " + std::to_string(target.len) + " bytes, not the " +
+                                    std::to_string(n * shape.bytes()) + " of " + std::to_string(n) + " rows");
+            }
+            std::vector<std::unique_ptr<BytesView>> views;
+            views.reserve(static_cast<size_t>(n));
+            for (const auto& s : samples) views.push_back(std::make_unique<BytesView>(py::reinterpret_borrow<py::object>(s)));
+            auto* rows = static_cast<uint8_t*>(target.buf);
+            py::gil_scoped_release release;
+            ParallelFor(n, threads, [&](int64_t i) {
+              const auto k = static_cast<size_t>(i);
+              const OutputShape s = p.ShapeOf(views[k]->data(), views[k]->size(), paths[k]);
+              p.Apply(views[k]->data(), views[k]->size(), paths[k], seed, epoch, ids[k], s, rows + i * shape.bytes());
+            });
+          },
+          py::arg("samples"), py::arg("paths"), py::arg("seed"), py::arg("epoch"), py::arg("ids"), py::arg("out"),
+          py::arg("threads"),
+          "apply() of many images on `threads` threads, row i into out[i] (a writable buffer of len(samples) "
+          "rows of the fixed output size), without the GIL. The first bad image raises its ValueError.")
+      .def(
+          "crop_draws",
+          [](const TransformPipeline& p, const std::vector<std::array<int, 2>>& sizes, uint64_t seed, int epoch,
+             const std::vector<int64_t>& ids) {
+            if (sizes.size() != ids.size()) throw py::value_error("crop_draws: sizes and ids differ in length");
+            std::vector<std::array<int64_t, 5>> out(sizes.size(), std::array<int64_t, 5>{-1, -1, -1, -1, 0});
+            {
+              py::gil_scoped_release release;
+              for (size_t i = 0; i < sizes.size(); ++i) {
+                for (const RandomDraw& d : p.RandomDraws(sizes[i][0], sizes[i][1], seed, epoch, ids[i])) {
+                  const std::string& op = p.specs()[d.index].op;
+                  if (op == "RandomResizedCrop") {
+                    out[i] = {d.top, d.left, d.height, d.width, out[i][4]};
+                  } else if (op == "RandomHorizontalFlip") {
+                    out[i][4] = d.flip;
+                  }
+                }
+              }
+            }
+            return out;
+          },
+          py::arg("sizes"), py::arg("seed"), py::arg("epoch"), py::arg("ids"),
+          "random_draws' RandomResizedCrop box and horizontal flip for many images of (width, height): one "
+          "(top, left, height, width, flip) per image, -1 where the chain drew no box.");
 }
 
 }  // namespace hdmlp::python

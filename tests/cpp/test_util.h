@@ -19,7 +19,23 @@
 #include "hdmlp/plan/random.h"
 #include "hdmlp/transforms/image_view.h"
 
+// Whether this build runs under ASan or TSan (make sanitize). A test whose
+// point is many values, not threads or memory, then runs a smaller set of its
+// cases: the plain build runs them all.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define HDMLP_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define HDMLP_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef HDMLP_TEST_SANITIZED
+#define HDMLP_TEST_SANITIZED 0
+#endif
+
 namespace hdmlp::testing {
+
+inline constexpr bool kSanitizedBuild = HDMLP_TEST_SANITIZED != 0;
 
 // Several Jobs in one process as the ranks of a launcher without MPI: the
 // start-up gather hook, answered once every rank has sent its view.

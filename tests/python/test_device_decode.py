@@ -61,6 +61,42 @@ def test_resize_crops_equals_pil_crop_resize_and_flip():
             assert diff.max() <= 1 and (diff > 0).mean() < 0.05, (size, diff.max(), (diff > 0).mean())
 
 
+def test_half_precision_resize_is_within_a_level_of_float32():
+    rng = np.random.default_rng(5)
+    chw = [torch.from_numpy(rng.integers(0, 256, (3, h, w), dtype=np.uint8)) for h, w in ((300, 220), (120, 400))]
+    boxes = torch.tensor([[10, 7, 280, 190], [0, 50, 120, 300]])
+    flips = torch.tensor([True, False])
+    full = resize_crops(chw, boxes, flips, (64, 48)).to(torch.int32)
+    half = resize_crops(chw, boxes, flips, (64, 48), dtype=torch.float16).to(torch.int32)
+    diff = (full - half).abs()
+    assert diff.max() <= 1 and (diff > 0).float().mean() < 0.05, (diff.max(), (diff > 0).float().mean())
+
+
+def test_apply_rows_and_crop_draws_equal_their_one_image_calls(images, tmp_path):
+    pipeline = T.compile_pipeline(chain(T.ImgDecode()))
+    files = sorted(p for p in images.glob("*/*") if p.is_file())[:9]
+    data = [np.fromfile(f, dtype=np.uint8) for f in files]
+    ids = list(range(100, 109))
+    rows = np.empty((9, 3, SIZE, SIZE), dtype=np.uint8)
+    pipeline.apply_rows(data, [str(f) for f in files], 3, 1, ids, rows, 4)
+    for d, f, i, row in zip(data, files, ids, rows):
+        buffer, shape = pipeline.apply(d, str(f), 3, 1, i)
+        assert np.array_equal(np.frombuffer(buffer, dtype=np.uint8).reshape(shape), row)
+    sizes = [(int(w), int(h)) for w, h in ((120, 90), (41, 77), (300, 200))]
+    for (w, h), i, draw in zip(sizes, ids, pipeline.crop_draws(sizes, 3, 1, ids[:3])):
+        one = {d["op"]: d for d in pipeline.random_draws(w, h, 3, 1, i)}
+        crop = one["RandomResizedCrop"]
+        assert tuple(draw) == (crop["top"], crop["left"], crop["height"], crop["width"],
+                               int(one["RandomHorizontalFlip"]["flip"]))
+    cut = tmp_path / "cut.jpg"
+    cut.write_bytes(files[1].read_bytes()[:300])
+    with pytest.raises(ValueError, match="cut.jpg"):
+        pipeline.apply_rows([data[0], np.fromfile(cut, dtype=np.uint8)], [str(files[0]), str(cut)], 3, 1, [0, 1],
+                            rows, 2)
+    with pytest.raises(ValueError, match="bytes, not the"):
+        pipeline.apply_rows(data, [str(f) for f in files], 3, 1, ids, rows[:2], 2)
+
+
 def test_decoding_on_the_device_path_matches_the_cpu_chain(images):
     cpu, _ = by_id(hdmlp.Job(images, 5, 1, transforms=chain(T.ImgDecode()), seed=4))
     job = hdmlp.Job(images, 5, 1, transforms=chain(T.ImgDecode(device="cpu")), seed=4)

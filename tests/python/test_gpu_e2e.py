@@ -50,6 +50,6 @@ def test_smoke_run_writes_every_row_and_records_the_machine(tmp_path):
         assert r["share_of_gpu_resident"] > 0
     markdown = out.with_suffix(".md").read_text()
     assert result["status"] in markdown and markdown.count("\n| ") == len(rows) + 1
-    acc = result["device_decode_accuracy"]
+    acc = result["device_decode_accuracy"]["float32"]  # by the resize's precision
     assert acc["values"] == n * 3 * result["settings"]["size"] ** 2
     assert 0 <= acc["mean_abs_diff"] <= acc["max_abs_diff"] and acc["share_equal"] <= acc["share_within_1"] <= 1
