@@ -129,12 +129,12 @@ def _taps_for(largest_input: int, out_size: int) -> int:
     return int(math.ceil(max(largest_input / out_size, 1.0))) * 2 + 1
 
 
-def _dense_weights(in_size: torch.Tensor, out_size: int, padded: int) -> torch.Tensor:
-    """The taps of :func:`_coefficients` as ``[N, padded, out_size]`` matrices (input pixel x output
-    pixel; zero past each input's size), so that a resampling pass is one batched matrix product.
-    ``padded`` is the largest of ``in_size``."""
-    index, weight = _coefficients(in_size, out_size, _taps_for(padded, out_size))
-    dense = torch.zeros((len(in_size), padded, out_size), dtype=torch.float32, device=in_size.device)
+def _dense_weights(taps: tuple[torch.Tensor, torch.Tensor], padded: int) -> torch.Tensor:
+    """The taps of :func:`_coefficients` (``[N, out, taps]`` input pixels and weights) as ``[N, padded, out]``
+    matrices (input pixel x output pixel; zero past each input's size), so that a resampling pass is one
+    batched matrix product. ``padded`` is at least the largest input size."""
+    index, weight = taps
+    dense = torch.zeros((index.shape[0], padded, index.shape[1]), dtype=torch.float32, device=index.device)
     dense.scatter_add_(1, index.transpose(1, 2), weight.transpose(1, 2))
     return dense
 
@@ -174,15 +174,20 @@ def resize_crops(images: Sequence[torch.Tensor], boxes: torch.Tensor, flips: tor
     starts = torch.zeros(n, dtype=torch.int64)
     starts[1:] = torch.cumsum(plane * channels, 0)[:-1]
     boxes = boxes.to(torch.int64).cpu()
-    order = sorted(range(n), key=lambda i: (int(boxes[i, 2]) * int(boxes[i, 3]), i))
+    heights, widths = boxes[:, 2].tolist(), boxes[:, 3].tolist()
+    order = sorted(range(n), key=lambda i: (heights[i] * widths[i], i))
     table = torch.cat([starts[:, None], plane[:, None], dims[:, 1:], boxes, flips.to(torch.int64).cpu()[:, None]], 1)
     table = _to_device(torch.cat([table[order], torch.tensor(order)[:, None]], 1), device)  # sorted by crop area
     out = torch.empty((n, channels, out_h, out_w), dtype=torch.uint8, device=device)
     channel = torch.arange(channels, device=device)[None, None, :, None]
+    # Every crop's taps at once (as many as the largest crop needs; past a crop's own, weight 0).
+    all_cols = _coefficients(table[:, 6], out_w, _taps_for(max(widths), out_w))
+    all_rows = _coefficients(table[:, 5], out_h, _taps_for(max(heights), out_h))
     for first in range(0, n, group):
         members = order[first:first + group]
-        rows, cols = int(boxes[members, 2].max()), int(boxes[members, 3].max())
+        rows, cols = max(heights[i] for i in members), max(widths[i] for i in members)
         start, plane_g, width, top, left, box_h, box_w, mirrored, slot = table[first:first + group].unbind(1)
+        part = slice(first, first + group)
         r = torch.minimum(torch.arange(rows, device=device)[None], (box_h - 1)[:, None])  # [m, rows]
         x = torch.minimum(torch.arange(cols, device=device)[None], (box_w - 1)[:, None])  # [m, cols]
         # [m, rows, C, cols]: a row's channels side by side, so that both passes are plain batched products
@@ -190,10 +195,10 @@ def resize_crops(images: Sequence[torch.Tensor], boxes: torch.Tensor, flips: tor
                  + ((top[:, None] + r) * width[:, None])[:, :, None, None] + (left[:, None] + x)[:, None, None, :])
         crops = flat[index].to(dtype)  # past a crop: its last row/column, weight 0
         m = len(members)
-        col_weights = _dense_weights(box_w, out_w, cols)  # [m, cols, out_w]
+        col_weights = _dense_weights((all_cols[0][part], all_cols[1][part]), cols)  # [m, cols, out_w]
         col_weights = torch.where(mirrored.bool()[:, None, None], col_weights.flip(2), col_weights).to(dtype)
         wide = _round8(_bmm(crops.view(m, rows * channels, cols), col_weights))  # [m, rows * C, out_w]
-        row_weights = _dense_weights(box_h, out_h, rows).transpose(1, 2).to(dtype)  # [m, out_h, rows]
+        row_weights = _dense_weights((all_rows[0][part], all_rows[1][part]), rows).transpose(1, 2).to(dtype)
         tall = _round8(_bmm(row_weights, wide.to(dtype).view(m, rows, channels * out_w)))  # [m, out_h, C * out_w]
         out.index_copy_(0, slot, tall.to(torch.uint8).view(m, out_h, channels, out_w).permute(0, 2, 1, 3))
     return out
