@@ -47,6 +47,39 @@ TEST(BatchPoolTest, KeepsAtMostKeepFreeBuffers) {
   EXPECT_EQ(live.load(), 0);
 }
 
+TEST(BatchPoolTest, AnAllocatorWhoseFreeWaitsIsOnlyCalledWhenThePoolIsGone) {
+  // cudaFreeHost waits for the whole device: a batch dropped by the training
+  // loop must not free one while the job runs.
+  std::atomic<int> live{0};
+  HostAllocator pinned;
+  pinned.context = &live;
+  pinned.free_waits = true;
+  pinned.allocate = [](size_t bytes, void* context) -> void* {
+    ++*static_cast<std::atomic<int>*>(context);
+    return ::operator new(bytes);
+  };
+  pinned.free = [](void* memory, void* context) {
+    --*static_cast<std::atomic<int>*>(context);
+    ::operator delete(memory);
+  };
+  std::shared_ptr<uint8_t> survivor;
+  {
+    BatchPool pool(64, 2, pinned);
+    std::vector<std::shared_ptr<uint8_t>> held;
+    for (int i = 0; i < 5; ++i) held.push_back(pool.Acquire());
+    held.clear();
+    EXPECT_EQ(live.load(), 5);  // none freed: all kept for reuse
+    for (int i = 0; i < 6; ++i) held.push_back(pool.Acquire());
+    EXPECT_EQ(live.load(), 6);
+    EXPECT_EQ(pool.allocations(), 6);  // five reused, one more made
+    survivor = held.back();
+    held.clear();
+  }
+  EXPECT_EQ(live.load(), 1);  // the pool's five freed with it; the one still held lives
+  survivor.reset();
+  EXPECT_EQ(live.load(), 0);
+}
+
 TEST(BatchPoolTest, BuffersOutliveThePool) {
   std::shared_ptr<uint8_t> survivor;
   {

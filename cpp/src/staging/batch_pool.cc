@@ -1,6 +1,7 @@
 #include "hdmlp/staging/batch_pool.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <new>
 
@@ -34,12 +35,13 @@ HostAllocator HostAllocator::CudaPinned(uintptr_t cuda_host_alloc, uintptr_t cud
   // Lives for the process: buffers may be freed after every job is gone.
   auto* cuda = new CudaFunctions{reinterpret_cast<int (*)(void**, size_t, unsigned int)>(cuda_host_alloc),
                                  reinterpret_cast<int (*)(void*)>(cuda_free_host)};
-  return HostAllocator{&CudaAllocate, &CudaFree, cuda, "cuda-pinned"};
+  return HostAllocator{&CudaAllocate, &CudaFree, cuda, "cuda-pinned", /*free_waits=*/true};
 }
 
 struct BatchPool::Shared {
   HostAllocator allocator;
   int keep_free = 0;
+  bool pool_gone = false;  // buffers that come back later are freed at once
   std::mutex mu;
   std::vector<uint8_t*> free_list;
   int64_t allocations = 0;
@@ -52,7 +54,17 @@ struct BatchPool::Shared {
 BatchPool::BatchPool(int64_t buffer_bytes, int keep_free, HostAllocator allocator)
     : buffer_bytes_(buffer_bytes), shared_(std::make_shared<Shared>()) {
   shared_->allocator = allocator;
-  shared_->keep_free = keep_free;
+  shared_->keep_free = allocator.free_waits ? INT_MAX : keep_free;
+}
+
+BatchPool::~BatchPool() {
+  std::vector<uint8_t*> free_list;
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->pool_gone = true;
+    free_list.swap(shared_->free_list);
+  }
+  for (uint8_t* memory : free_list) shared_->allocator.free(memory, shared_->allocator.context);
 }
 
 std::shared_ptr<uint8_t> BatchPool::Acquire() {
@@ -75,12 +87,14 @@ std::shared_ptr<uint8_t> BatchPool::Acquire() {
   // pool (and its job) are gone.
   std::shared_ptr<Shared> shared = shared_;
   return std::shared_ptr<uint8_t>(memory, [shared](uint8_t* released) {
-    std::lock_guard<std::mutex> lock(shared->mu);
-    if (static_cast<int>(shared->free_list.size()) < shared->keep_free) {
-      shared->free_list.push_back(released);
-    } else {
-      shared->allocator.free(released, shared->allocator.context);
+    {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      if (!shared->pool_gone && static_cast<int>(shared->free_list.size()) < shared->keep_free) {
+        shared->free_list.push_back(released);
+        return;
+      }
     }
+    shared->allocator.free(released, shared->allocator.context);  // outside the lock: it may wait
   });
 }
 

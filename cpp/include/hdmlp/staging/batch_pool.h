@@ -7,14 +7,18 @@
 // When the last reference drops, the buffer goes back to the pool's free
 // list (at most `keep_free` buffers are kept; the rest are freed), so a
 // buffer is never written again while any tensor still views it. Buffers
-// outlive the pool itself: the free list is shared with every buffer's
-// deleter, and the memory is freed by the last of them.
+// outlive the pool itself: a buffer let go after the pool is gone is freed
+// then.
 //
 // Memory comes from a HostAllocator: aligned host memory by default, or a
 // page-locked one (cudaHostAlloc / cudaFreeHost found by the caller in the
 // CUDA runtime torch has loaded; the core never links CUDA). Buffers are
 // 64-byte aligned with the default allocator and at least 4-byte aligned
-// with any allocator, as float32 samples require.
+// with any allocator, as float32 samples require. An allocator whose free
+// stalls others (cudaFreeHost waits for the whole device, on whichever
+// thread drops a batch: often the training loop's) is never called to free
+// while the pool lives: the pool keeps every buffer it made until it is
+// destroyed, which is at most what the workers had filled at once.
 //
 // Thread-safety: Acquire and the release of buffers may happen on any
 // threads concurrently.
@@ -36,6 +40,9 @@ struct HostAllocator {
   void (*free)(void* memory, void* context) = nullptr;
   void* context = nullptr;
   const char* name = "host";
+  // Freeing waits for other work (cudaFreeHost synchronises the device): the
+  // pool then keeps all its buffers while it lives, whatever keep_free says.
+  bool free_waits = false;
 
   static HostAllocator Default();
   // Page-locked memory through the CUDA runtime's cudaHostAlloc/cudaFreeHost,
@@ -46,6 +53,8 @@ struct HostAllocator {
 class BatchPool {
  public:
   BatchPool(int64_t buffer_bytes, int keep_free, HostAllocator allocator = HostAllocator::Default());
+  // Frees the buffers that are free now; those still held are freed when let go.
+  ~BatchPool();
   BatchPool(const BatchPool&) = delete;
   BatchPool& operator=(const BatchPool&) = delete;
 
