@@ -4,11 +4,13 @@
 
 Times, each the best of 3 after a warm-up, host time (until the call returns) and done time
 (until the device has finished): torchvision's batched ``decode_jpeg`` on the device against one
-image at a time and against 2-8 threads with their own streams; the CPU's ``decode_jpeg`` on one
+image at a time and against 2-8 threads with their own streams, and how long the device is busy
+during it (``torch.profiler``, with its six largest items); the CPU's ``decode_jpeg`` on one
 thread; the decoder's Python work per batch (which files the device decodes, the draws);
-``resize_crops`` at two group sizes; a :class:`DeviceDecoder` batch end to end at CPU shares 0,
-0.3 and 0.5; and 4 batches through one decoder. benchmarks/results/gpu_decode_profile.txt holds
-two runs on H100 machines.
+``resize_crops`` at two group sizes and in float16, with its device-busy time and its difference
+from float32; the C++ chain's ``apply_rows`` on 15 and 8 threads; a :class:`DeviceDecoder` batch
+end to end at CPU shares 0, 0.5, 0.8 and 0.9; and 4 batches through one decoder.
+benchmarks/results/gpu_decode_profile.txt holds runs on three H100 machines.
 """
 import glob, os, sys, threading, time
 import torch
