@@ -9,6 +9,21 @@
 namespace hdmlp {
 namespace {
 
+// Counts the buffers alive in *live.
+HostAllocator CountingAllocator(std::atomic<int>* live) {
+  HostAllocator counting;
+  counting.context = live;
+  counting.allocate = [](size_t bytes, void* context) -> void* {
+    ++*static_cast<std::atomic<int>*>(context);
+    return ::operator new(bytes);
+  };
+  counting.free = [](void* memory, void* context) {
+    --*static_cast<std::atomic<int>*>(context);
+    ::operator delete(memory);
+  };
+  return counting;
+}
+
 TEST(BatchPoolTest, ReusesABufferOnlyAfterItsLastReferenceIsGone) {
   BatchPool pool(1000, 4);
   std::shared_ptr<uint8_t> a = pool.Acquire();
@@ -26,18 +41,8 @@ TEST(BatchPoolTest, ReusesABufferOnlyAfterItsLastReferenceIsGone) {
 
 TEST(BatchPoolTest, KeepsAtMostKeepFreeBuffers) {
   std::atomic<int> live{0};
-  HostAllocator counting;
-  counting.context = &live;
-  counting.allocate = [](size_t bytes, void* context) -> void* {
-    ++*static_cast<std::atomic<int>*>(context);
-    return ::operator new(bytes);
-  };
-  counting.free = [](void* memory, void* context) {
-    --*static_cast<std::atomic<int>*>(context);
-    ::operator delete(memory);
-  };
   {
-    BatchPool pool(64, 2, counting);
+    BatchPool pool(64, 2, CountingAllocator(&live));
     std::vector<std::shared_ptr<uint8_t>> held;
     for (int i = 0; i < 5; ++i) held.push_back(pool.Acquire());
     EXPECT_EQ(live.load(), 5);
@@ -51,17 +56,8 @@ TEST(BatchPoolTest, AnAllocatorWhoseFreeWaitsIsOnlyCalledWhenThePoolIsGone) {
   // cudaFreeHost waits for the whole device: a batch dropped by the training
   // loop must not free one while the job runs.
   std::atomic<int> live{0};
-  HostAllocator pinned;
-  pinned.context = &live;
+  HostAllocator pinned = CountingAllocator(&live);
   pinned.free_waits = true;
-  pinned.allocate = [](size_t bytes, void* context) -> void* {
-    ++*static_cast<std::atomic<int>*>(context);
-    return ::operator new(bytes);
-  };
-  pinned.free = [](void* memory, void* context) {
-    --*static_cast<std::atomic<int>*>(context);
-    ::operator delete(memory);
-  };
   std::shared_ptr<uint8_t> survivor;
   {
     BatchPool pool(64, 2, pinned);
