@@ -163,17 +163,24 @@ def run_example(args, tmp_path, ranks=1):
 
 
 # One process with both loaders; two ranks (DDP over gloo, hdmlp over MPI) with hdmlp only,
-# since every rank's start (importing torch) is most of the time here.
+# since every rank's start (importing torch) is most of the time here. The one process is this
+# one (main(), as the resume test's first runs): the example's command line runs under mpirun
+# here and in the resume test.
 @pytest.mark.parametrize("ranks,loader", [(1, "both"), (2, "hdmlp")])
-def test_example_trains_and_reports(source, tmp_path, ranks, loader):
+def test_example_trains_and_reports(source, tmp_path, ranks, loader, capsys):
     report = tmp_path / "out" / "fm.md"
-    proc = run_example(["--source", str(source), "--data", str(tmp_path / "fm"), "--loader", loader, "--epochs", "1",
-                        "--batch-size", "32", "--workers", "1", "--report", str(report)], tmp_path, ranks)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    args = ["--source", str(source), "--data", str(tmp_path / "fm"), "--loader", loader, "--epochs", "1",
+            "--batch-size", "32", "--workers", "1", "--report", str(report)]
+    if ranks == 1:
+        out = run_example_here(args, tmp_path, capsys)
+    else:
+        proc = run_example(args, tmp_path, ranks)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        out = proc.stdout
     loaders = ["torch", "hdmlp"] if loader == "both" else [loader]
     check_report(report, ranks, loaders)
     for label in ["torch (1 worker)", "hdmlp"] if loader == "both" else [loader]:
-        assert f"[{label}] epoch 0:" in proc.stdout and "test accuracy" in proc.stdout
+        assert f"[{label}] epoch 0:" in out and "test accuracy" in out
 
 
 def run_example_here(args, tmp_path, capsys):
