@@ -20,7 +20,9 @@
 # Setting up is idempotent: Debian packages are installed only when missing,
 # .venv is made once, Python dependencies are installed when pyproject.toml
 # changes, and the package is rebuilt (incrementally) only when its sources
-# change. A second run starts in seconds.
+# change. A second run starts in seconds. A new checkout (a clean clone, as CI
+# makes) links its .venv to the dependencies an earlier one installed for the
+# same pyproject.toml (venv_cache below; HDMLP_VENV_CACHE=0 turns it off).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -77,13 +79,47 @@ extra_requirements() {
 print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"][sys.argv[1]]))' "$1"
 }
 
+# A clean clone (as CI makes) would install the same Python dependencies again: about 150 s,
+# most of it writing torch's files. So the installed dependencies are kept once per
+# pyproject.toml and Python (HDMLP_VENV_CACHE, default ~/.cache/hdmlp/venvs/PY-HASH: .venv as it
+# was before hdmlp went in), and a new .venv is made of hard links to their files, its scripts'
+# first lines pointed at it. Nothing writes into an installed file (pip and Python replace
+# files), so the checkouts never change the kept copy. HDMLP_VENV_CACHE=0 turns this off; where
+# hard links cannot be made (another file system) the dependencies are installed as before.
+venv_cache() {
+  [[ ${HDMLP_VENV_CACHE:-} == 0 ]] && return 0
+  local py
+  py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  printf '%s/venvs/%s-%s' "${HDMLP_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hdmlp}" "$py" "$1"
+}
+
+# Rewrites the scripts in folder $3 whose first lines name the venv at $1 to name the one at $2.
+repoint_scripts() {
+  local from=$1 to=$2 f
+  for f in "$3"/*; do
+    [[ -f $f && ! -L $f ]] || continue
+    if head -c 2 "$f" | grep -q '#!' && head -n 3 "$f" | grep -qF "$from/bin/"; then
+      sed -i "1,3s|$from/bin/|$to/bin/|g" "$f"  # a new file: the hard link to the other copy is gone
+    fi
+  done
+}
+
 setup_python() {
+  local deps_want deps_have cached
+  deps_want=$(sha256sum pyproject.toml | cut -c1-32)
+  cached=$(venv_cache "$deps_want")
+  if [[ ! -x .venv/bin/python && -n $cached && -f $cached/.hdmlp-deps ]]; then
+    log "making .venv from the Python dependencies installed before ($cached)"
+    if cp -al "$cached" .venv 2>/dev/null; then
+      repoint_scripts "$cached" "$ROOT/.venv" .venv/bin
+    else
+      rm -rf .venv
+    fi
+  fi
   if [[ ! -x .venv/bin/python ]]; then
     log "creating .venv"
     python3 -m venv .venv
   fi
-  local deps_want deps_have
-  deps_want=$(sha256sum pyproject.toml | cut -c1-32)
   deps_have=$(cat .venv/.hdmlp-deps 2>/dev/null || true)
   if [[ $deps_want != "$deps_have" ]]; then
     log "installing Python dependencies (torch installs from local disk; a few minutes the first time)"
@@ -92,6 +128,16 @@ setup_python() {
     mapfile -t extra < <(extra_requirements test)
     pip_quiet install "${extra[@]}"
     echo "$deps_want" > .venv/.hdmlp-deps
+    if [[ -n $cached && ! -e $cached ]] && ! .venv/bin/python -P -c 'import hdmlp' 2>/dev/null; then
+      local tmp="$cached.tmp.$$"
+      mkdir -p "$(dirname "$cached")"
+      if cp -al .venv "$tmp" 2>/dev/null; then
+        repoint_scripts "$ROOT/.venv" "$cached" "$tmp/bin"
+        mv -T "$tmp" "$cached" 2>/dev/null || rm -rf "$tmp"  # another checkout may have kept one first
+      else
+        rm -rf "$tmp"
+      fi
+    fi
   fi
   local src_want src_have
   src_want=$(sources_hash)
