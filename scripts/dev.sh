@@ -88,8 +88,9 @@ print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-
 # hard links cannot be made (another file system) the dependencies are installed as before.
 venv_cache() {
   [[ ${HDMLP_VENV_CACHE:-} == 0 ]] && return 0
-  local py
-  py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  local py  # the interpreter the venvs link to: its version and where it lives
+  py=$(python3 -c 'import hashlib, os, sys
+print(sys.version.split()[0] + "-" + hashlib.sha256(os.path.realpath(sys.executable).encode()).hexdigest()[:8])')
   printf '%s/venvs/%s-%s' "${HDMLP_VENV_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hdmlp}" "$py" "$1"
 }
 
@@ -110,9 +111,11 @@ setup_python() {
   cached=$(venv_cache "$deps_want")
   if [[ ! -x .venv/bin/python && -n $cached && -f $cached/.hdmlp-deps ]]; then
     log "making .venv from the Python dependencies installed before ($cached)"
-    if cp -al "$cached" .venv 2>/dev/null; then
-      repoint_scripts "$cached" "$ROOT/.venv" .venv/bin
+    if cp -al "$cached" .venv 2>/dev/null && repoint_scripts "$cached" "$ROOT/.venv" .venv/bin &&
+       .venv/bin/python -P -c 'import torch, pytest' 2>/dev/null; then
+      :
     else
+      log "the kept dependencies did not work here; installing them afresh"
       rm -rf .venv
     fi
   fi
