@@ -44,11 +44,7 @@ struct BatchPool::Shared {
   bool pool_gone = false;  // buffers that come back later are freed at once
   std::mutex mu;
   std::vector<uint8_t*> free_list;
-  int64_t allocations = 0;
-
-  ~Shared() {
-    for (uint8_t* memory : free_list) allocator.free(memory, allocator.context);
-  }
+  int64_t allocations = 0;  // the free list is emptied by ~BatchPool, which always comes first
 };
 
 BatchPool::BatchPool(int64_t buffer_bytes, int keep_free, HostAllocator allocator)
