@@ -190,8 +190,7 @@ void BindTransforms(py::module_& m) {
             py::gil_scoped_release release;
             ParallelFor(n, threads, [&](int64_t i) {
               const auto k = static_cast<size_t>(i);
-              const OutputShape s = p.ShapeOf(views[k]->data(), views[k]->size(), paths[k]);
-              p.Apply(views[k]->data(), views[k]->size(), paths[k], seed, epoch, ids[k], s, rows + i * shape.bytes());
+              p.Apply(views[k]->data(), views[k]->size(), paths[k], seed, epoch, ids[k], rows + i * shape.bytes());
             });
           },
           py::arg("samples"), py::arg("paths"), py::arg("seed"), py::arg("epoch"), py::arg("ids"), py::arg("out"),
