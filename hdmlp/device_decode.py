@@ -146,6 +146,11 @@ def _to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return t.to(device)
 
 
+# The resize's matrix products: None is float16 on CUDA (tensor cores: the values within 2 levels of float32's,
+# 2.7% of them differing, and the device decode 5% faster end to end; docs/gpu.md), float32 elsewhere.
+RESIZE_DTYPE: torch.dtype | None = None
+
+
 def resize_crops(images: Sequence[torch.Tensor], boxes: torch.Tensor, flips: torch.Tensor,
                  size: tuple[int, int], *, group: int = 64, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Crop ``boxes[n] = (top, left, height, width)`` of each ``[C, H, W]`` uint8 image, resize it to
@@ -370,11 +375,6 @@ class DeviceDecoder:
             self.counts["cpu"] += sum(len(rows) for rows, _ in parts)
             self.counts["device_failed"] += len(failed)
         return out, label_tensor, event
-
-
-# The resize's matrix products: None is float16 on CUDA (tensor cores: the values within 2 levels of float32's,
-# 2.7% of them differing, and the device decode 5% faster end to end; docs/gpu.md), float32 elsewhere.
-RESIZE_DTYPE: torch.dtype | None = None
 
 
 def _torchvision_decode(samples: list, device: torch.device) -> list:
