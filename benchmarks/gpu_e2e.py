@@ -144,9 +144,10 @@ def torchvision_loader(args, device: torch.device, workers: int):
 
 
 def hdmlp_job(args, threads: int | None, device: torch.device | None, handoff: str | None,
-              cpu_share: float | None = None):
-    """A job with the training chain; ``cpu_share`` not None: ``ImgDecode(device=device, cpu_share=...)``."""
-    decode = T.ImgDecode() if cpu_share is None else T.ImgDecode(device=device, cpu_share=cpu_share)
+              cpu_share: float | None = None, decoder: str = "auto"):
+    """A job with the training chain; ``cpu_share`` not None: ``ImgDecode(device=device, cpu_share=...,
+    decoder=...)``."""
+    decode = T.ImgDecode() if cpu_share is None else T.ImgDecode(device=device, cpu_share=cpu_share, decoder=decoder)
     chain = [decode, T.RandomResizedCrop(args.size), T.RandomHorizontalFlip(), T.ToTensor(),
              T.Normalize(MEAN, STD)]
     job = hdmlp.Job(args.data, args.batch, args.epochs, transforms=chain, seed=1, num_workers=threads,
@@ -226,20 +227,24 @@ def run(args, progress: Callable[[dict], None] | None = None) -> dict:
         job.close()
     # Decoding on the device (ImgDecode(device=...)): alone, then feeding each model, at each CPU share
     # and resize precision.
-    decodes = [(share, dtype) for dtype in args.resize for share in args.shares]
-    for share, dtype in decodes:
+    decodes = [(share, dtype, decoder) for decoder in args.decoders for dtype in args.resize for share in args.shares]
+    for share, dtype, decoder in decodes:
         with resize_precision(dtype):
-            job, loader = hdmlp_job(args, None, device, None, cpu_share=share)
-            add("supply", f"hdmlp {decode_name(share, dtype)}", supply(loader, args, device), cpu_share=share,
-                resize=dtype)
+            job, loader = hdmlp_job(args, None, device, None, cpu_share=share, decoder=decoder)
+            result = supply(loader, args, device)
+            used = job.metrics()["device_decode"]["jpeg_decoder"]
+            add("supply", f"hdmlp {decode_name(share, dtype, used)}", result, cpu_share=share, resize=dtype,
+                decoder=decoder, jpeg_decoder=used)
             job.close()
     for name in args.fed_models:
-        for share, dtype in decodes:
+        for share, dtype, decoder in decodes:
             with resize_precision(dtype):
-                job, loader = hdmlp_job(args, None, device, None, cpu_share=share)
+                job, loader = hdmlp_job(args, None, device, None, cpu_share=share, decoder=decoder)
                 trainer = Trainer(name, args.classes, args.size, device, args.smoke)
-                add("fed", f"hdmlp {decode_name(share, dtype)}", fed(trainer, loader, args, False), model=name,
-                    cpu_share=share, resize=dtype, decoded=job.metrics()["device_decode"])
+                result = fed(trainer, loader, args, False)
+                decoded = job.metrics()["device_decode"]
+                add("fed", f"hdmlp {decode_name(share, dtype, decoded['jpeg_decoder'])}", result, model=name,
+                    cpu_share=share, resize=dtype, decoder=decoder, decoded=decoded)
                 job.close()
     for name in args.fed_models:
         for handoff, what in (("float", "float chain"), (None, "uint8 + normalise on the device")):
@@ -253,21 +258,24 @@ def run(args, progress: Callable[[dict], None] | None = None) -> dict:
                     model=name, threads=job.num_workers, default_threads=threads is None,
                     handoff=handoff or "uint8")
                 job.close()
-    for dtype in args.resize:
-        with resize_precision(dtype):
-            accuracy[dtype] = decode_accuracy(args, device)
-        print(f"device decode ({dtype} resize) against the CPU chain: {accuracy[dtype]}", flush=True)
+    for decoder in args.decoders:
+        for dtype in args.resize:
+            key = dtype if args.decoders == ["auto"] else f"{dtype}, {decoder}"
+            with resize_precision(dtype):
+                accuracy[key] = decode_accuracy(args, device, decoder)
+            print(f"device decode ({dtype} resize, decoder {decoder}) against the CPU chain: {accuracy[key]}",
+                  flush=True)
     return result_of(args, device, n, rows, accuracy)
 
 
-def decode_accuracy(args, device: torch.device) -> dict:
+def decode_accuracy(args, device: torch.device, decoder: str = "auto") -> dict:
     """The 8-bit images of ``ImgDecode(device=...)`` against the CPU chain's (same seed, same draws), one epoch."""
     import numpy as np
 
     def job(decode: Any) -> Any:
         return hdmlp.Job(args.data, args.batch, 1, seed=1, transforms=[
             decode, T.RandomResizedCrop(args.size), T.RandomHorizontalFlip(), T.ToUint8()])
-    cpu, dev = job(T.ImgDecode()), job(T.ImgDecode(device=device))
+    cpu, dev = job(T.ImgDecode()), job(T.ImgDecode(device=device, decoder=decoder))
     counts = torch.zeros(256, dtype=torch.int64)
     for a, b in zip(cpu.batches(), dev.batches()):
         assert a.ids == b.ids, "the two jobs deliver the same samples in the same order"
@@ -286,8 +294,9 @@ def decode_accuracy(args, device: torch.device) -> dict:
             "share_over_8": round(int(counts[9:].sum()) / total, 5), "decoded": decoded}
 
 
-def decode_name(share: float, dtype: str = "float32") -> str:
+def decode_name(share: float, dtype: str = "float32", jpeg_decoder: str = "torchvision") -> str:
     name = "device decode" if share == 0 else f"hybrid decode, {share:.0%} on the CPU"
+    name = name if jpeg_decoder == "torchvision" else f"{name} ({jpeg_decoder})"
     return name if dtype == "float32" else f"{name}, {dtype} resize"
 
 
@@ -336,7 +345,8 @@ def markdown(result: dict) -> str:
         lines.append(f"| {r['row']} | {r['system']} | {r.get('model', '')} | {r['images_per_s']} | "
                      f"{'' if share is None else f'{share:.0%}'} |")
     for dtype, acc in (result.get("device_decode_accuracy") or {}).items():
-        lines += ["", f"Device decode ({dtype} resize) against the CPU chain (8-bit values of one epoch, same "
+        decoder = (acc.get("decoded") or {}).get("jpeg_decoder", "torchvision")
+        lines += ["", f"Device decode ({dtype.split(',')[0]} resize, {decoder} decoder) against the CPU chain (8-bit values of one epoch, same "
                       f"draws): mean absolute difference {acc['mean_abs_diff']} of 255, max {acc['max_abs_diff']}; "
                       f"equal {acc['share_equal']:.1%}, within 1 {acc['share_within_1']:.1%}, within 2 "
                       f"{acc['share_within_2']:.1%}, over 8 {acc['share_over_8']:.2%}."]
@@ -364,6 +374,8 @@ def parse(argv: list[str] | None = None):
                    help="ImgDecode(device=..., cpu_share=S) rows: the shares of each batch the CPU decodes")
     p.add_argument("--resize", default="float32",
                    help="the device decode's resize precisions, each a set of rows: float32, float16")
+    p.add_argument("--decoders", default="auto",
+                   help="ImgDecode(device=..., decoder=D) rows: auto, torchvision, nvjpeg, nvjpeg:hardware, ...")
     p.add_argument("--handoffs", default="float,uint8", help="the hdmlp CPU-chain fed rows: float, uint8")
     p.add_argument("--no-fed-workers", dest="fed_workers", action="store_false",
                    help="the CPU-chain fed rows at hdmlp's default threads only, not also at --workers")
@@ -378,6 +390,7 @@ def parse(argv: list[str] | None = None):
     args.threads = [int(t) for t in args.threads.split(",") if t]
     args.shares = [float(t) for t in args.shares.split(",") if t]
     args.resize = [t for t in args.resize.split(",") if t]
+    args.decoders = [t for t in args.decoders.split(",") if t]
     args.handoffs = [t for t in args.handoffs.split(",") if t]
     for t in args.resize:
         if t not in ("float32", "float16"):

@@ -592,7 +592,7 @@ class Job:
                 if on_error != "raise":
                     raise ValueError(f"on_error={on_error!r} with ImgDecode(device=...): a bad image raises ValueError "
                                      "naming it; use on_error='raise', or ImgDecode() on the CPU to skip bad images")
-                self._decode_chain = plan_device_decode(self._specs, first.cpu_share)
+                self._decode_chain = plan_device_decode(self._specs, first.cpu_share, first.decoder)
                 self._decode_device = first.device
                 self._specs = []  # the workers hand over the file bytes
         self.transforms = transforms
@@ -1103,7 +1103,7 @@ class Job:
         decoder = self._device_decoder
         return {
             "epochs": epochs,
-            "device_decode": dict(decoder.counts) if decoder is not None else None,
+            "device_decode": dict(decoder.counts, jpeg_decoder=decoder.jpeg_decoder) if decoder is not None else None,
             "pfs_bytes": job.pfs_bytes,
             "pfs_reads": job.pfs_reads,
             "remote_reads": job.remote_reads,

@@ -152,6 +152,10 @@ class Transform:
         return f"{type(self).__name__}({inner})"
 
 
+# ImgDecode(device=..., decoder=...): the device's JPEG decoders (hdmlp.device_decode).
+JPEG_DECODERS = ("auto", "torchvision", "nvjpeg", "nvjpeg:hardware", "nvjpeg:gpu_hybrid", "nvjpeg:default")
+
+
 class ImgDecode(Transform):
     """Decode the file's bytes to an RGB image, as torchvision's ImageFolder loader does.
 
@@ -189,9 +193,17 @@ class ImgDecode(Transform):
         cpu_share: With ``device``, the share of each batch (0 to 1) that the C++ chain
             decodes on CPU threads at the same time (hybrid decoding; docs/gpu.md says how
             to pick it). Files the device cannot decode (not JPEG, CMYK) always go there.
+        decoder: With ``device``, which JPEG decoder the device uses: ``"auto"``
+            (torchvision's ``decode_jpeg``, which uses the GPU's JPEG engines where it has
+            them; on a GPU without engines hdmlp's own nvJPEG decoder, :mod:`hdmlp.nvjpeg`,
+            where it was built, which decodes the Huffman codes on the GPU),
+            ``"torchvision"``, ``"nvjpeg"`` (hdmlp's, or an error saying why not), or
+            ``"nvjpeg:hardware"``, ``"nvjpeg:gpu_hybrid"``, ``"nvjpeg:default"`` for one of
+            nvJPEG's backends (docs/gpu.md).
     """
 
-    def __init__(self, draft: bool = False, fast: bool = False, device: Any = None, cpu_share: float = 0.0) -> None:
+    def __init__(self, draft: bool = False, fast: bool = False, device: Any = None, cpu_share: float = 0.0,
+                 decoder: str = "auto") -> None:
         self.draft = bool(draft)
         self.fast = bool(fast)
         self.device = device
@@ -201,11 +213,17 @@ class ImgDecode(Transform):
         if cpu_share and device is None:
             raise ValueError("cpu_share needs device=...: it splits each batch between the CPU and that device")
         self.cpu_share = float(cpu_share)
+        if decoder not in JPEG_DECODERS:
+            raise ValueError(f"decoder must be one of {', '.join(map(repr, JPEG_DECODERS))}, got {decoder!r}")
+        if decoder != "auto" and device is None:
+            raise ValueError("decoder needs device=...: it picks the device's JPEG decoder")
+        self.decoder = decoder
 
     def __repr__(self) -> str:
         on = f", device={self.device!r}" if self.device is not None else ""
         share = f", cpu_share={self.cpu_share!r}" if self.cpu_share else ""
-        return f"ImgDecode(draft={self.draft!r}, fast={self.fast!r}{on}{share})"
+        decoder = f", decoder={self.decoder!r}" if self.decoder != "auto" else ""
+        return f"ImgDecode(draft={self.draft!r}, fast={self.fast!r}{on}{share}{decoder})"
 
     def _spec(self) -> Spec:
         return ("ImgDecode", {"draft": [1.0 if self.draft else 0.0], "fast": [1.0 if self.fast else 0.0]})

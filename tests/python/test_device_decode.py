@@ -109,7 +109,7 @@ def test_decoding_on_the_device_path_matches_the_cpu_chain(images):
     assert got[0][0].shape == (3, SIZE, SIZE) and got[0][0].dtype == np.uint8
     # libjpeg-turbo on both sides: only the resize's float rounding differs (at most 1 of 255, rarely).
     assert diffs.max() <= 1 and (diffs > 0).mean() < 0.03, (diffs.max(), (diffs > 0).mean())
-    assert job.metrics()["device_decode"] == {"device": 26, "cpu": 0, "device_failed": 0}
+    assert job.metrics()["device_decode"] == {"device": 26, "cpu": 0, "device_failed": 0, "jpeg_decoder": "torchvision"}
 
 
 def test_hybrid_share_decodes_part_of_each_batch_with_the_cpu_chain(images):
