@@ -122,6 +122,10 @@ class NvjpegDecoder:
         device = torch.device(device)
         if device != self.device and not (device.type == self.device.type == "cuda" and device.index is None):
             raise ValueError(f"this decoder was started for {self.device}, not {device}")
+        for s in samples:  # the C++ side reads s.numel() bytes at s.data_ptr() on the host
+            if s.device.type != "cpu" or s.dtype != torch.uint8 or not s.is_contiguous():
+                raise ValueError(f"NvjpegDecoder: each file must be a contiguous uint8 tensor in host memory, got "
+                                 f"{s.dtype} on {s.device}")
         addresses = [s.data_ptr() for s in samples]
         sizes = [s.numel() for s in samples]
         probes = self._decoder.probe(addresses, sizes)

@@ -112,6 +112,8 @@ def test_decode_returns_none_for_what_the_backend_cannot_take(images):
     assert out[2].data_ptr() == out[0].data_ptr() + out[0].numel()
     assert decoder([samples[1]], torch.device("cpu")) == [None]
     assert decoder([samples[0][:-30].clone()], torch.device("cpu")) == [None]  # cut short: the CPU chain names it
+    with pytest.raises(ValueError, match="contiguous uint8 tensor in host memory"):
+        decoder([samples[0].to(torch.int32)], torch.device("cpu"))
 
 
 def test_the_choice_of_decoder_is_checked():
