@@ -33,9 +33,14 @@ ver=$(sed -n 's/^#define PY_VERSION[[:space:]]*"\([0-9]*\)\.\([0-9]*\).*/\1\2/p'
 [[ -n $ver ]] || { echo "$1/patchlevel.h: no PY_VERSION (not a CPython include folder?)" >&2; exit 2; }
 mkdir -p "$OUT"
 module=$OUT/_nvjpeg.cpython-$ver-x86_64-linux-gnu.so
-g++ -std=c++17 -O2 -Wall -Wextra -fPIC -shared -fvisibility=hidden -I cpp/include -isystem "$CUDA/include" \
-  -isystem "$("$PY" -c 'import pybind11; print(pybind11.get_include())')" "${includes[@]}" \
-  cpp/src/device/nvjpeg_batch_decoder.cc python/nvjpeg/module.cc "$CUDA/lib/libnvjpeg.so.13" -o "$module"
+flags=(-std=c++17 -O2 -Wall -Wextra -fPIC -fvisibility=hidden -I cpp/include -isystem "$CUDA/include"
+       -isystem "$("$PY" -c 'import pybind11; print(pybind11.get_include())')" "${includes[@]}")
+objects=$(mktemp -d)
+trap 'rm -rf "$objects"' EXIT
+g++ "${flags[@]}" -c cpp/src/device/nvjpeg_batch_decoder.cc -o "$objects/decoder.o" &
+g++ "${flags[@]}" -c python/nvjpeg/module.cc -o "$objects/module.o"
+wait $!
+g++ -shared "$objects/decoder.o" "$objects/module.o" "$CUDA/lib/libnvjpeg.so.13" -o "$module"
 strip --strip-unneeded "$module"
 cp "$CACHE"/wheels/nvidia_nvjpeg-*.whl "$OUT"/
 echo "$module (and the nvidia-nvjpeg wheel beside it)"

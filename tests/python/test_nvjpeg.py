@@ -2,7 +2,13 @@
 CPU through a stand-in module, and the real decoder where a GPU is."""
 import ctypes
 import io
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -196,3 +202,42 @@ def test_nvjpeg_on_the_gpu_matches_torchvisions_decode_and_the_cpu_chain(images,
         counts = job.metrics()["device_decode"]
         assert counts["device"] == 22 and counts["cpu"] == 2 and counts["jpeg_decoder"].startswith("nvjpeg-")
         assert counts["device_failed"] == 2  # the PNG, and the grayscale JPEG, which the C++ chain expands to RGB
+
+
+@pytest.mark.skipif(os.environ.get("HDMLP_NVJPEG_BUILD_TEST") == "0", reason="HDMLP_NVJPEG_BUILD_TEST=0")
+def test_the_module_builds_from_nvidias_wheels_and_starts_or_says_why_not(tmp_path):
+    """scripts/wheels/nvjpeg_module.sh compiles the C++ decoder against NVIDIA's wheels (so CI compiles it on
+    machines without CUDA), and an installed hdmlp with the module beside it finds libnvjpeg.so.13 in the
+    nvidia-nvjpeg wheel: without a GPU it names each backend's failure, with one it starts."""
+    repo = Path(__file__).resolve().parents[2]
+    out = tmp_path / "out"
+    built = subprocess.run([str(repo / "scripts/wheels/nvjpeg_module.sh"), str(out)], capture_output=True, text=True,
+                           timeout=600)
+    if built.returncode != 0 and "pip" in built.stderr and not (out / "nvjpeg").exists() and \
+            not list(Path(os.environ.get("HDMLP_NVJPEG_CACHE", Path.home() / ".cache/hdmlp/nvjpeg")).glob("*/*.whl")):
+        pytest.skip(f"NVIDIA's wheels could not be fetched from PyPI: {built.stderr.strip()[-300:]}")
+    assert built.returncode == 0, built.stderr
+    module = next(out.glob("_nvjpeg.cpython-*.so"))
+    site = tmp_path / "site"
+    shutil.copytree(Path(hdmlp.__file__).parent, site / "hdmlp", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(module, site / "hdmlp")
+    with zipfile.ZipFile(next(out.glob("nvidia_nvjpeg-*.whl"))) as wheel:
+        wheel.extractall(site)
+    check = textwrap.dedent("""
+        import torch
+        import hdmlp.nvjpeg as nv
+        built, why = nv.status()
+        assert built, why
+        try:
+            print("started", nv.NvjpegDecoder(torch.device("cuda" if torch.cuda.is_available() else "cpu")).backend)
+        except RuntimeError as e:
+            print("refused", e)
+    """)
+    ran = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(site)})
+    assert ran.returncode == 0, ran.stderr
+    if torch.cuda.is_available():
+        assert ran.stdout.startswith("started "), ran.stdout
+    else:
+        assert "refused no nvJPEG decoder could start (hardware: " in ran.stdout, ran.stdout
+        assert "gpu_hybrid: " in ran.stdout and "default: " in ran.stdout, ran.stdout
