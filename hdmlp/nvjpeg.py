@@ -1,11 +1,13 @@
 """hdmlp's own batched nvJPEG decoder for ``ImgDecode(device="cuda")`` (the module ``hdmlp._nvjpeg``).
 
-torchvision's ``decode_jpeg`` on the GPU decodes a batch's Huffman codes on one host thread
-(nvJPEG's default backend): on an H100 that was 15-21 ms of host time per 256 ImageNet-sized
-JPEGs, under a lock, and the device decode could not feed ResNet-18. This decoder starts nvJPEG
-with the GPU's JPEG engines where it has them (A100, H100: the Huffman decode too runs off the
-CPU), else with the GPU-assisted Huffman decoder, and decodes the whole batch in one call without
-the GIL, into one device buffer.
+torchvision's ``decode_jpeg`` on the GPU uses the GPU's JPEG engines where it has them (A100, H100,
+H200), and elsewhere nvJPEG's default backend, which decodes a batch's Huffman codes on the calling
+thread (697 images/s, measured on an H100 with its engines set aside). This decoder starts nvJPEG
+with the engines where there are any, else with its GPU-assisted Huffman decoder (5,750 images/s
+there), checks every file in C++, and decodes the whole batch in one call without the GIL, into
+one device buffer. On the engines both decoders give the same pixels at the same rate, and
+torchvision's fed ResNet-18 faster, so ``ImgDecode(decoder="auto")`` takes this one only on GPUs
+without engines (docs/gpu.md, "Which JPEG decoder").
 
 ``hdmlp._nvjpeg`` is built only where CMake finds nvJPEG at build time: the CUDA toolkit, or the
 ``nvidia-nvjpeg`` wheel's files through ``HDMLP_NVJPEG_ROOT`` (docs/gpu.md). :func:`status` says
@@ -57,7 +59,7 @@ def _load() -> Any:
         return _module
     if importlib.util.find_spec("hdmlp._nvjpeg") is None:
         _why_not = ("hdmlp was built without nvJPEG (hdmlp._nvjpeg is missing): build it where the CUDA toolkit "
-                    "or the nvidia-nvjpeg wheel is present (docs/gpu.md, 'hdmlp's nvJPEG decoder')")
+                    "or the nvidia-nvjpeg wheel is present (docs/gpu.md, 'Which JPEG decoder')")
         return None
     errors = []
     try:
@@ -89,7 +91,7 @@ class NvjpegDecoder:
 
     ``backend`` is one of :data:`BACKENDS`; ``"auto"`` takes the GPU's JPEG engines if it has them, else
     nvJPEG's GPU Huffman decoder, else its default. Raises RuntimeError naming why no backend starts (no GPU,
-    no driver) and ImportError-like RuntimeError when the module is missing. ``module`` replaces
+    no driver), or why the module cannot be used (:func:`status`). ``module`` replaces
     ``hdmlp._nvjpeg`` (the tests use a stand-in that decodes on the CPU). Not copyable.
     """
 
@@ -120,7 +122,7 @@ class NvjpegDecoder:
 
     def decode(self, samples: Sequence[torch.Tensor], device: torch.device) -> list[torch.Tensor | None]:
         device = torch.device(device)
-        if device != self.device and not (device.type == self.device.type == "cuda" and device.index is None):
+        if device.type != self.device.type:
             raise ValueError(f"this decoder was started for {self.device}, not {device}")
         for s in samples:  # the C++ side reads s.numel() bytes at s.data_ptr() on the host
             if s.device.type != "cpu" or s.dtype != torch.uint8 or not s.is_contiguous():
