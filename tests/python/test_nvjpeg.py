@@ -213,8 +213,8 @@ def test_the_module_builds_from_nvidias_wheels_and_starts_or_says_why_not(tmp_pa
     out = tmp_path / "out"
     built = subprocess.run([str(repo / "scripts/wheels/nvjpeg_module.sh"), str(out)], capture_output=True, text=True,
                            timeout=600)
-    if built.returncode != 0 and "pip" in built.stderr and not (out / "nvjpeg").exists() and \
-            not list(Path(os.environ.get("HDMLP_NVJPEG_CACHE", Path.home() / ".cache/hdmlp/nvjpeg")).glob("*/*.whl")):
+    cache = Path(os.environ.get("HDMLP_NVJPEG_CACHE", Path.home() / ".cache/hdmlp/nvjpeg"))
+    if built.returncode != 0 and not list(cache.glob("wheels/nvidia_nvjpeg-*.whl")):  # the download failed (offline)
         pytest.skip(f"NVIDIA's wheels could not be fetched from PyPI: {built.stderr.strip()[-300:]}")
     assert built.returncode == 0, built.stderr
     module = next(out.glob("_nvjpeg.cpython-*.so"))
