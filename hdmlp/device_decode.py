@@ -291,8 +291,7 @@ class DeviceDecoder:
 
     def __init__(self, chain: DecodeChain, device: torch.device, seed: int, describe: Callable[[int], str], *,
                  cpu_threads: int | None = None, streams: Streams | None = None,
-                 decode_jpegs: Callable[[list, torch.device], list] | None = None,
-                 resize_dtype: torch.dtype | None = None) -> None:
+                 decode_jpegs: Callable[[list, torch.device], list] | None = None) -> None:
         from hdmlp import _core
         self.chain = chain
         self.device = device
@@ -301,10 +300,10 @@ class DeviceDecoder:
         self._pipeline = _core.TransformPipeline(chain.cpu_specs)
         self._streams = streams if streams is not None else streams_for(device)
         if decode_jpegs is not None:
-            self._decode_jpegs, self.jpeg_decoder = decode_jpegs, getattr(decode_jpegs, "name", "given")
+            self._decode_jpegs, self.jpeg_decoder = decode_jpegs, "given"
         else:
             self._decode_jpegs, self.jpeg_decoder = jpeg_decoder_for(chain.decoder, device)
-        self._resize_dtype = resize_dtype or RESIZE_DTYPE or (torch.float16 if device.type == "cuda" else torch.float32)
+        self._resize_dtype = RESIZE_DTYPE or (torch.float16 if device.type == "cuda" else torch.float32)
         self._constants: dict = {}
         # Two batches at once: one decodes while the other is cut, resized and merged with its CPU share.
         # The device decodes one batch at a time (two decodes at once are slower than one after the other).

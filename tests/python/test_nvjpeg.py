@@ -19,14 +19,10 @@ import hdmlp.device_decode as dd
 import hdmlp.transforms as T
 from hdmlp.datasets import make_image_folder
 from hdmlp.nvjpeg import NvjpegDecoder, status
+from test_device_decode import by_id, chain  # the same chain and epoch reader as the device decode's tests
 
-SIZE = 32
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() "
                                                                   "is False on this machine)")
-
-
-def chain(decode):
-    return [decode, T.RandomResizedCrop(SIZE), T.RandomHorizontalFlip(), T.ToUint8()]
 
 
 @pytest.fixture(scope="module")
@@ -73,29 +69,19 @@ class StandInModule:
                 ctypes.memmove(out, image.data_ptr(), image.numel())
 
 
-def by_id(job):
-    out = {}
-    for b in job.batches():
-        samples = b.samples.cpu() if isinstance(b.samples, torch.Tensor) else torch.from_numpy(np.asarray(b.samples))
-        for i, s in zip(b.ids, samples):
-            assert i not in out
-            out[i] = s.numpy().copy()
-    return out
-
-
 def test_the_decoders_plumbing_gives_torchvisions_images_and_sends_the_rest_to_the_cpu(images, monkeypatch):
     reference_job = hdmlp.Job(images, 7, 1, transforms=chain(T.ImgDecode(device="cpu", decoder="torchvision")),
                               seed=3)
-    reference = by_id(reference_job)
+    reference, _ = by_id(reference_job)
     decoder = NvjpegDecoder(torch.device("cpu"), module=StandInModule)
     monkeypatch.setattr(dd, "jpeg_decoder_for", lambda choice, device: (decoder, f"nvjpeg-{decoder.backend}"))
     job = hdmlp.Job(images, 7, 1, transforms=chain(T.ImgDecode(device="cpu", decoder="auto")), seed=3)
-    got = by_id(job)
-    assert sorted(got) == list(range(24))
+    got, order = by_id(job)
+    assert sorted(order) == list(range(24))  # every sample once, none twice
     # The same decode underneath, and the batch's images read in place from one buffer: the very same values,
     # but for the grayscale JPEG, which the C++ chain decodes and resizes here (within a level of 255).
-    exact = sum(np.array_equal(got[i], reference[i]) for i in reference)
-    assert exact >= 23 and max(np.abs(got[i].astype(int) - reference[i].astype(int)).max() for i in got) <= 1
+    exact = sum(np.array_equal(got[i][0], reference[i][0]) for i in reference)
+    assert exact >= 23 and max(np.abs(got[i][0].astype(int) - reference[i][0].astype(int)).max() for i in got) <= 1
     counts = job.metrics()["device_decode"]
     # the decoder checks every file itself: the PNG and the grayscale JPEG are handed back, and go to the CPU
     assert counts == {"device": 22, "cpu": 2, "device_failed": 2, "jpeg_decoder": "nvjpeg-hardware"}
@@ -190,12 +176,12 @@ def test_nvjpeg_on_the_gpu_matches_torchvisions_decode_and_the_cpu_chain(images,
         ours = hardware(samples, torch.device("cuda"))
         theirs = decode_jpeg(samples, mode=ImageReadMode.RGB, device="cuda")
         assert all(torch.equal(a, b) for a, b in zip(ours, theirs))
-    cpu = by_id(hdmlp.Job(root, 5, 1, transforms=chain(T.ImgDecode()), seed=4))
+    cpu, _ = by_id(hdmlp.Job(root, 5, 1, transforms=chain(T.ImgDecode()), seed=4))
     for choice in ("nvjpeg", "nvjpeg:gpu_hybrid"):
         job = hdmlp.Job(root, 5, 1, transforms=chain(T.ImgDecode(device="cuda", decoder=choice)), seed=4)
-        got = by_id(job)
-        assert sorted(got) == list(range(24))
-        diffs = np.stack([np.abs(got[i].astype(int) - cpu[i].astype(int)) for i in cpu])
+        got, order = by_id(job)
+        assert sorted(order) == list(range(24))
+        diffs = np.stack([np.abs(got[i][0].astype(int) - cpu[i][0].astype(int)) for i in cpu])
         # nvJPEG's IDCT and chroma upsampling are not libjpeg-turbo's: docs/gpu.md gives the measured spread
         # (2.7 of 255 on average at 224 pixels; 2.1 on these small images).
         assert diffs.mean() < 3.0, (choice, diffs.mean())

@@ -150,8 +150,6 @@ std::vector<JpegProbe> NvjpegBatchDecoder::Probe(const std::vector<EncodedJpeg>&
         NVJPEG_STATUS_SUCCESS) {
       continue;
     }
-    nvjpegJpegEncoding_t encoding = NVJPEG_ENCODING_UNKNOWN;
-    if (nvjpegJpegStreamGetJpegEncoding(handles_->parsed, &encoding) != NVJPEG_STATUS_SUCCESS) continue;
     if (backend_ == NvjpegBackend::kHardware) {
       int unsupported = 1;  // nvJPEG's sense: 0 is "supported"
       if (nvjpegDecodeBatchedSupported(handles_->handle, handles_->parsed, &unsupported) != NVJPEG_STATUS_SUCCESS) {
@@ -159,6 +157,8 @@ std::vector<JpegProbe> NvjpegBatchDecoder::Probe(const std::vector<EncodedJpeg>&
       }
       probe.decodable = unsupported == 0;
     } else {
+      nvjpegJpegEncoding_t encoding = NVJPEG_ENCODING_UNKNOWN;
+      if (nvjpegJpegStreamGetJpegEncoding(handles_->parsed, &encoding) != NVJPEG_STATUS_SUCCESS) continue;
       probe.decodable = encoding == NVJPEG_ENCODING_BASELINE_DCT ||
                         encoding == NVJPEG_ENCODING_EXTENDED_SEQUENTIAL_DCT_HUFFMAN ||
                         encoding == NVJPEG_ENCODING_PROGRESSIVE_DCT_HUFFMAN;
