@@ -154,10 +154,8 @@ void CacheHierarchy::Start() {
     if (level.samples.empty() || !level.storage) continue;
     const auto threads = std::min<int64_t>(level.threads, static_cast<int64_t>(level.samples.size()));
     for (int64_t t = 0; t < threads; ++t, ++client) {
-      threads_.emplace_back([this, j, client] {
-        NameThisThread("hdmlp-fill-" + std::to_string(j));
-        PrefetchLoop(static_cast<int>(j), client);
-      });
+      threads_.emplace_back([this, j, client] { PrefetchLoop(static_cast<int>(j), client); });
+      NameThread(threads_.back(), "hdmlp-fill-" + std::to_string(j));
     }
   }
 }

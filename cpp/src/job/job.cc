@@ -351,10 +351,8 @@ Job::Job(const JobOptions& options)
   }
   workers_.reserve(static_cast<size_t>(staging.threads));
   for (int t = 0; t < staging.threads; ++t) {
-    workers_.emplace_back([this, t] {
-      NameThisThread("hdmlp-stage-" + std::to_string(t));
-      WorkerLoop(t);
-    });
+    workers_.emplace_back([this, t] { WorkerLoop(t); });
+    NameThread(workers_.back(), "hdmlp-stage-" + std::to_string(t));
   }
   // The job's threads call MPI: they stop before MPI is finalised, however
   // the process exits. Registered last: a constructor that throws never
