@@ -14,7 +14,9 @@ with the reason) where the machine cannot run the emulation.
 Two more modes, issue 22's goals (benchmarks/cluster/goals.py; ``--help`` after the mode):
 ``python -m benchmarks cluster vs-dataloader ...`` (hdmlp against DistributedSampler +
 DataLoader on a bandwidth-capped PFS) and ``python -m benchmarks cluster scale ...``
-(start-up and the placement exchange on 2, 4, 8 nodes).
+(start-up and the placement exchange on 2, 4, 8 nodes). ``python -m benchmarks
+cluster validate-sim ...`` (benchmarks/cluster/validate_sim.py) runs the
+simulator against a measured job on the cluster.
 """
 from __future__ import annotations
 
@@ -40,6 +42,9 @@ def write_config(path: str, dataset_bytes: int, ram_share: float, ranks_per_node
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (argv if argv is not None else sys.argv[2:])[:1] == ["validate-sim"]:
+        from benchmarks.cluster import validate_sim  # issue 24: the simulator against a measured run
+        return validate_sim.main(list(argv if argv is not None else sys.argv[2:])[1:])
     if (argv if argv is not None else sys.argv[2:])[:1] in (["vs-dataloader"], ["scale"]):
         from benchmarks.cluster import goals  # issue 22's goals 2 and 4 (benchmarks/cluster/goals.py)
         return goals.main(list(argv if argv is not None else sys.argv[2:]))

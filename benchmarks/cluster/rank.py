@@ -8,7 +8,11 @@ nothing of the checkout. SPEC (JSON) holds ``data``, ``out``, ``epochs``,
 after the other), and optionally ``config`` (an hdmlp config file),
 ``timeout_s``, ``exchange_fraction`` and ``die`` (``{"node", "epoch",
 "batch"}``: the ranks on that host SIGKILL themselves there, a node failing,
-after writing the time to ``<out>/died<R>``).
+after writing the time to ``<out>/died<R>``), ``compute_mbps`` (the training
+step as a device computing s_k / c per sample, sleeping to deadlines, in place
+of ``step_ms``), ``barrier`` (``{"addr", "port", "ifname"}``: every step ends in a
+barrier of all ranks, as DDP's gradient allreduce does; torch.distributed's
+gloo over TCP; 40 barriers alone before the job time one: ``barrier_probe_seconds``) and ``hash`` (false: no content hashes, for timing runs).
 
 Writes ``<out>/rank<R>.json``: the host name, MemAvailable at start, and per
 job (scheme): per epoch the sample ids in the order received, a content hash
@@ -60,10 +64,12 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
         kw["config_path"] = spec["config"]
     if spec.get("exchange_fraction") is not None:
         kw["exchange_fraction"] = spec["exchange_fraction"]
+    step_done = _barrier(spec)
     called_at = time.time()
     t0 = time.perf_counter()
     job = hdmlp.Job(spec["data"], spec["batch_size"], spec["epochs"], **kw)
-    run = {"scheme": scheme, "startup_seconds": time.perf_counter() - t0, "called_at": called_at, "epochs": []}
+    run = {"scheme": scheme, "startup_seconds": time.perf_counter() - t0, "called_at": called_at, "epochs": [],
+           "barrier_probe_seconds": spec.get("barrier_probe_seconds")}
     result.update(rank=job.rank, world_size=job.world_size, seed=job.seed)
     die = spec.get("die")
     for epoch in range(spec["epochs"]):
@@ -72,6 +78,8 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
         start = time.perf_counter()
         batches = iter(job.epoch_batches(epoch))
         b = 0
+        device_free = None  # compute_mbps: when the emulated device finishes the step in progress
+        barrier = 0.0  # seconds in the step's barrier (spec "barrier")
         while True:
             if die and die["node"] == host and die["epoch"] == epoch and die["batch"] == b:
                 with open(os.path.join(spec["out"], f"died{job.rank}"), "w") as f:
@@ -91,13 +99,28 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
             if "first_batch_seconds" not in run:
                 run["first_batch_seconds"] = time.perf_counter() - t0  # Job construction to the first batch
             ids += [int(i) for i in batch_ids]
-            hashes += [hashlib.sha256(bytes(memoryview(s))).hexdigest()[:16] for s in samples]
+            if spec.get("hash", True):
+                hashes += [hashlib.sha256(bytes(memoryview(s))).hexdigest()[:16] for s in samples]
             b += 1
-            if spec.get("step_ms"):
+            if spec.get("compute_mbps"):
+                # A device computing s_k / c per sample (raw bytes: s_k is the sample's length). It
+                # sleeps to deadlines, so a late wake-up on a shared machine is not added to every
+                # later step: a batch that was already waiting starts when the last step ended.
+                got = time.perf_counter()
+                start_step = got if device_free is None or got - t > 0.002 else device_free
+                device_free = start_step + sum(len(memoryview(s)) for s in samples) / (spec["compute_mbps"] * 1e6)
+                time.sleep(max(0.0, device_free - time.perf_counter()))
+            elif spec.get("step_ms"):
                 time.sleep(spec["step_ms"] / 1000)
+            if step_done is not None:
+                t_barrier = time.perf_counter()
+                step_done()
+                barrier += time.perf_counter() - t_barrier
+                if device_free is not None:  # the next step starts after the barrier, not before
+                    device_free = max(device_free, time.perf_counter())
         seconds = time.perf_counter() - start
         run["epochs"].append({"ids": ids, "hashes": hashes, "seconds": seconds, "stall_seconds": stall,
-                              "img_per_s": len(ids) / seconds if seconds > 0 else None})
+                              "barrier_seconds": barrier, "steps": b, "img_per_s": len(ids) / seconds if seconds > 0 else None})
     if job.rank == 0:  # after the epochs: thousands of lstat calls on the PFS, no part of the job's times
         root = os.path.realpath(spec["data"])
         run["paths"] = [os.path.relpath(os.path.realpath(p), root) for p, _ in job.samples]
@@ -113,6 +136,28 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
     job.close()
     run["close_seconds"] = time.perf_counter() - t
     return run
+
+
+def _barrier(spec: dict):
+    """What ends a training step: None (nothing), or with ``barrier`` in SPEC a barrier of all ranks."""
+    if not spec.get("barrier"):
+        return None
+    import torch.distributed as dist
+    if not dist.is_initialized():
+        b = spec["barrier"]
+        if b.get("ifname"):  # gloo would take the address the host name resolves to (loopback here)
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", b["ifname"])
+        dist.init_process_group("gloo", init_method=f"tcp://{b['addr']}:{b['port']}",
+                                rank=int(os.environ["OMPI_COMM_WORLD_RANK"]),
+                                world_size=int(os.environ["OMPI_COMM_WORLD_SIZE"]))
+    # The barrier's own cost, alone (before the job starts): what every step adds to the model's s_k / c.
+    for _ in range(5):
+        dist.barrier()
+    t = time.perf_counter()
+    for _ in range(40):
+        dist.barrier()
+    spec["barrier_probe_seconds"] = (time.perf_counter() - t) / 40
+    return dist.barrier
 
 
 def _read_bytes(path: str) -> bytes:
