@@ -1,8 +1,9 @@
-// EventQueue (event_queue.h) against a plain priority queue ordered by
-// Event::Before: the simulator's results depend on the exact order of
-// events, ties at one instant included.
+// EventQueue and LookaheadQueue (event_queue.h) against a plain priority
+// queue ordered by Event::Before: the simulator's results depend on the
+// exact order of events, ties at one instant included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <queue>
@@ -18,7 +19,12 @@ struct After {
   bool operator()(const Event& a, const Event& b) const { return b.Before(a); }
 };
 
-TEST(SimulatorEventQueueTest, PopsInTheOrderOfBefore) {
+template <typename Queue>
+class SimulatorEventQueueTest : public testing::Test {};
+using Queues = testing::Types<EventQueue, LookaheadQueue>;
+TYPED_TEST_SUITE(SimulatorEventQueueTest, Queues);
+
+TYPED_TEST(SimulatorEventQueueTest, PopsInTheOrderOfBefore) {
   std::mt19937_64 rng(7);
   // Few distinct times (many ties, resolved by seq and kRelease), tiny
   // and huge ones, zero and infinity.
@@ -26,7 +32,7 @@ TEST(SimulatorEventQueueTest, PopsInTheOrderOfBefore) {
                           1.0, 3.25, 1e9, std::numeric_limits<double>::max(),
                           std::numeric_limits<double>::infinity()};
   for (int round = 0; round < 20; ++round) {
-    EventQueue queue;
+    TypeParam queue;
     std::priority_queue<Event, std::vector<Event>, After> reference;
     uint64_t seq = 0;
     int popped = 0;
@@ -56,6 +62,30 @@ TEST(SimulatorEventQueueTest, PopsInTheOrderOfBefore) {
       ASSERT_EQ(queue.size(), reference.size());
     }
     EXPECT_GT(popped, 5000);
+  }
+}
+
+// What the loop sees ahead is what it will pop next, in that order.
+TEST(SimulatorLookaheadQueueTest, AheadShowsTheNextEventsInOrder) {
+  std::mt19937_64 rng(11);
+  LookaheadQueue queue;
+  EXPECT_EQ(queue.ahead(0), nullptr);
+  uint64_t seq = 0;
+  for (int step = 0; step < 5000; ++step) {
+    if (queue.empty() || rng() % 100 < 55) {
+      queue.push(Event{static_cast<double>(rng() % 64), seq++, 0, 0});
+      continue;
+    }
+    std::vector<Event> seen;
+    for (size_t k = 0; k < LookaheadQueue::kAhead; ++k)
+      if (const Event* e = queue.ahead(k)) seen.push_back(*e);
+    ASSERT_EQ(seen.size(), std::min(queue.size(), LookaheadQueue::kAhead));
+    for (const Event& want : seen) {  // no pushes in between: the pops follow the view
+      ASSERT_FALSE(queue.empty());
+      EXPECT_EQ(queue.top().seq, want.seq);
+      EXPECT_EQ(queue.top().time, want.time);
+      queue.pop();
+    }
   }
 }
 

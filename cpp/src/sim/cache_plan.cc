@@ -122,7 +122,8 @@ class CachePlanner {
 }  // namespace
 
 CachePlan PlanCaches(const AccessPlan& plan, const Workload& w, const PolicyTraits& traits,
-                     const PerformanceModel& model, const SimulationOptions& options, int threads) {
+                     const PerformanceModel& model, const SimulationOptions& options, int threads,
+                     SimMemory* memory) {
   CachePlan out;
   out.caches.resize(static_cast<size_t>(w.nodes));
   out.caches_every_read.assign(static_cast<size_t>(w.nodes), 0);
@@ -138,7 +139,7 @@ CachePlan PlanCaches(const AccessPlan& plan, const Workload& w, const PolicyTrai
       try {
         NodePlan node_plan = planner.PlanNode(i);
         every_read[static_cast<size_t>(i)] = node_plan.caches_every_read ? 1 : 0;
-        caches[static_cast<size_t>(i)] = BuildCache(node_plan);
+        caches[static_cast<size_t>(i)] = BuildCache(node_plan, memory);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (!error) error = std::current_exception();

@@ -36,7 +36,9 @@ float RoundUpReady(double t) {
   return f;
 }
 
-SampleSet::SampleSet(const std::vector<uint32_t>& sorted) : size_(sorted.size()) {
+SampleSet::SampleSet(const std::vector<uint32_t>& sorted, SimMemory* memory)
+    : size_(sorted.size()), bits_(SimAllocator<uint64_t>(memory)), rank_(SimAllocator<uint64_t>(memory)),
+      sorted_(SimAllocator<uint32_t>(memory)) {
   if (sorted.empty()) return;
   const uint64_t span = uint64_t{sorted.back()} + 1;
   // Bitmap: span bits plus a 64-bit count per 256; array: 32 bits per member.
@@ -57,7 +59,7 @@ SampleSet::SampleSet(const std::vector<uint32_t>& sorted) : size_(sorted.size())
     }
     return;
   }
-  sorted_ = sorted;
+  sorted_.assign(sorted.begin(), sorted.end());
   density_ = static_cast<double>(sorted_.size()) / static_cast<double>(span);
 }
 
@@ -118,9 +120,12 @@ void NodeCache::Settle(size_t k, float ready) {
     if (e.first == k) e.second = ready;
 }
 
-NodeCache BuildCache(const NodePlan& plan) {
+NodeCache BuildCache(const NodePlan& plan, SimMemory* memory) {
   const auto& class_lists = plan.class_lists;
   NodeCache c;
+  c.cls_ = SimVector<uint8_t>(SimAllocator<uint8_t>(memory));
+  c.state_ = SimVector<uint64_t>(SimAllocator<uint64_t>(memory));
+  c.fill_ = SimVector<uint32_t>(SimAllocator<uint32_t>(memory));
   c.class_begin_.push_back(0);
   for (const auto& list : class_lists)
     c.class_begin_.push_back(c.class_begin_.back() + static_cast<uint32_t>(list.size()));
@@ -140,7 +145,7 @@ NodeCache BuildCache(const NodePlan& plan) {
     sorted[k] = order[k].first;
     one_class &= order[k].second == order[0].second;
   }
-  c.set_ = SampleSet(sorted);
+  c.set_ = SampleSet(sorted, memory);
   if (one_class) {
     c.single_class_ = order.empty() ? 0 : static_cast<uint8_t>(order[0].second);
   } else {

@@ -24,6 +24,10 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// How far ahead the event-by-event loop asks for an event's memory (RunEvents).
+constexpr size_t kLookupAhead = 2;
+constexpr size_t kCopyStateAhead = 1;
+
 // Where a consumed sample came from, for the byte counts: 0 the PFS, 1 a
 // peer's class, 2 "ready" (lower_bound), 2 + j the node's own class j.
 enum : uint8_t { kFromPfs = 0, kFromPeer = 1, kFromReady = 2 };
@@ -217,9 +221,10 @@ class Engine {
                                        : std::min(8, static_cast<int>(std::thread::hardware_concurrency()));
     threads = std::max(1, std::min(threads, w_.nodes));
     if (traits_.cache != CacheRule::kNone) decompose_threads_ = threads;
-    CachePlan plan = sim::PlanCaches(plan_, w_, traits_, model_, options_, threads);
+    CachePlan plan = sim::PlanCaches(plan_, w_, traits_, model_, options_, threads, &memory_);
     caches_ = std::move(plan.caches);
     // Node and index side by side: a peer read costs one cache miss for both.
+    holder_ = SimVector<Holder>(SimAllocator<Holder>(&memory_));
     holder_.resize(plan.holder.size());
     for (size_t k = 0; k < plan.holder.size(); ++k) holder_[k] = Holder{plan.holder[k], plan.holder_index[k]};
     plan.holder = {};
@@ -521,6 +526,39 @@ class Engine {
     n.idle_workers.pop_back();
   }
 
+  // The sample event `e` will look up, where it is known without side
+  // effects: a prefetch thread's next fill, or a staging worker's claim
+  // once looked up; else -1.
+  int64_t NextSample(const Event& e) const {
+    if (e.thread >= kPfsDone) return -1;
+    const NodeState& n = nodes_[e.node];
+    if (e.thread < staging_threads_) return n.next_sample;
+    const auto j = static_cast<size_t>(thread_class_[e.thread]);
+    const NodeCache& cache = caches_[e.node];
+    const uint32_t cursor = n.fill_cursor[j];
+    return cursor < cache.class_begin(j + 1) ? static_cast<int64_t>(cache.FillSample(cursor)) : -1;
+  }
+
+  // Hints for the event after next: its sample's lookup and holder.
+  void PrefetchLookup(const Event& e) const {
+    const int64_t sample = NextSample(e);
+    if (sample < 0) return;
+    caches_[e.node].samples().PrefetchFind(sample);
+    if (!holder_.empty()) __builtin_prefetch(&holder_[static_cast<size_t>(sample)]);
+  }
+
+  // Hints for the next event: its copy's state and the holder's (the
+  // lookups, asked for one event earlier, have most likely arrived).
+  void PrefetchCopyState(const Event& e) const {
+    const int64_t sample = NextSample(e);
+    if (sample < 0) return;
+    const int64_t idx = caches_[e.node].Find(sample);
+    if (idx >= 0) caches_[e.node].PrefetchCopy(static_cast<size_t>(idx));
+    if (holder_.empty()) return;
+    const Holder& h = holder_[static_cast<size_t>(sample)];
+    if (h.node >= 0 && static_cast<uint32_t>(h.node) != e.node) caches_[static_cast<size_t>(h.node)].PrefetchCopy(h.index);
+  }
+
   void StagingWorker(uint32_t node, uint32_t thread, double now) {
     NodeState& n = nodes_[node];
     EndRead(node, thread);
@@ -816,6 +854,13 @@ class Engine {
       const Event e = events_.top();
       events_.pop();
       ++r.events;
+      // Nodes take turns at random here, so most of an event's reads miss the
+      // CPU's caches: ask early for what the next events will read, a
+      // pipeline of hints with no effect on any result. The event after
+      // next: its copy's state (its lookup was asked for one event ago);
+      // the one after that: its sample's lookup.
+      if (const Event* later = events_.ahead(kLookupAhead)) PrefetchLookup(*later);
+      if (const Event* next = events_.ahead(kCopyStateAhead)) PrefetchCopyState(*next);
       Dispatch(e);
     }
     if (switch_to_decomposed_) {
@@ -852,12 +897,13 @@ class Engine {
   std::vector<uint8_t> prefer_peer_;
   double staging_write_mbps_ = 0;
 
+  SimMemory memory_;  // the caches' and holders' arrays (sim_memory.h): before them, to outlive them
   std::vector<NodeCache> caches_;
   struct Holder {
     int32_t node;    // the node whose copy peers read, or -1
     uint32_t index;  // the copy's index in that node's cache
   };
-  std::vector<Holder> holder_;  // per sample (policies with peers or locality batches)
+  SimVector<Holder> holder_;  // per sample (policies with peers or locality batches)
   std::map<int, std::vector<uint32_t>> assignments_;
   std::mutex assignments_mu_;
   std::optional<PfsSharing> pfs_;
@@ -877,7 +923,7 @@ class Engine {
   std::vector<int> thread_class_;  // per thread id: 0 staging, j prefetching class j
   uint32_t staging_threads_ = 0;
   int64_t staging_capacity_ = 0;
-  EventQueue events_;
+  LookaheadQueue events_;  // the event-by-event loop's (nodes_[i].heap: the decomposed loop's)
   uint64_t seq_ = 0;
   int64_t pfs_read_bytes_ = 0;
   std::vector<int64_t> byte_counts_;

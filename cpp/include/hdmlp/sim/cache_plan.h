@@ -40,9 +40,11 @@ struct CachePlan {
   std::vector<uint32_t> holder_index;
 };
 
-// `traits`: EffectiveTraits(policy, options). Throws what PlanPlacement throws.
+// `traits`: EffectiveTraits(policy, options). The caches' arrays go into
+// `memory` (null: operator new). Throws what PlanPlacement throws.
 CachePlan PlanCaches(const AccessPlan& plan, const Workload& w, const PolicyTraits& traits,
-                     const PerformanceModel& model, const SimulationOptions& options, int threads);
+                     const PerformanceModel& model, const SimulationOptions& options, int threads,
+                     SimMemory* memory = nullptr);
 
 }  // namespace hdmlp::sim
 

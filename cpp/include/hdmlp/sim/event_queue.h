@@ -44,7 +44,6 @@ class EventQueue {
   bool empty() const { return heap_.empty(); }
   size_t size() const { return heap_.size(); }
   const Event& top() const { return heap_.front(); }
-
   void push(const Event& e) {
     size_t i = heap_.size();
     heap_.push_back(e);
@@ -115,6 +114,52 @@ class EventQueue {
   }
 
   std::vector<Event> heap_;
+};
+
+// An EventQueue whose kAhead smallest events sit aside in order, so that the
+// event loop can see the events it will run next (ahead(k)) and ask for
+// their memory early. The order of events is EventQueue's, ties included:
+// the buffer holds the smallest min(kAhead, size()) events, sorted, and the
+// heap the rest, none of them before the buffer's last.
+//
+// Thread-safety: none (one thread, as EventQueue).
+class LookaheadQueue {
+ public:
+  static constexpr size_t kAhead = 4;
+
+  bool empty() const { return count_ == 0; }
+  size_t size() const { return count_ + heap_.size(); }
+  const Event& top() const { return buffer_[0]; }
+  // The k-th event after top() (ahead(0) is top()), or nullptr.
+  const Event* ahead(size_t k) const { return k < count_ ? &buffer_[k] : nullptr; }
+
+  void push(const Event& e) {
+    if (count_ == kAhead) {
+      if (!e.Before(buffer_[kAhead - 1])) {
+        heap_.push(e);
+        return;
+      }
+      heap_.push(buffer_[kAhead - 1]);  // no longer among the smallest
+      --count_;
+    }
+    size_t i = count_++;
+    for (; i > 0 && e.Before(buffer_[i - 1]); --i) buffer_[i] = buffer_[i - 1];
+    buffer_[i] = e;
+  }
+
+  void pop() {
+    for (size_t i = 1; i < count_; ++i) buffer_[i - 1] = buffer_[i];
+    --count_;
+    if (!heap_.empty()) {
+      buffer_[count_++] = heap_.top();
+      heap_.pop();
+    }
+  }
+
+ private:
+  Event buffer_[kAhead];
+  size_t count_ = 0;
+  EventQueue heap_;
 };
 
 }  // namespace hdmlp::sim

@@ -36,6 +36,8 @@
 #include <utility>
 #include <vector>
 
+#include "hdmlp/sim/sim_memory.h"
+
 namespace hdmlp::sim {
 
 using std::size_t;
@@ -67,8 +69,9 @@ inline int Popcount(uint64_t w) {
 class SampleSet {
  public:
   SampleSet() = default;
-  // `sorted`: distinct ids, ascending. Picks the smaller representation.
-  explicit SampleSet(const std::vector<uint32_t>& sorted);
+  // `sorted`: distinct ids, ascending. Picks the smaller representation, in
+  // `memory` (null: operator new).
+  explicit SampleSet(const std::vector<uint32_t>& sorted, SimMemory* memory = nullptr);
 
   size_t size() const { return size_; }
   // The rank of `sample` among the members, or -1.
@@ -84,6 +87,21 @@ class SampleSet {
     const uint64_t rank = rank_[word >> 2];
     const uint64_t before = (rank >> (8 * (word & 3) + 24)) & (word & 3 ? 0xff : 0);
     return static_cast<int64_t>((rank & 0xffffffffu) + before) + Popcount(w & ((uint64_t{1} << (s & 63)) - 1));
+  }
+  // Asks the CPU for the memory Find(sample) reads, without waiting (a hint:
+  // no effect on any result).
+  void PrefetchFind(int64_t sample) const {
+    const auto s = static_cast<uint64_t>(sample);
+    if (bits_.empty()) {
+      if (!sorted_.empty() && sample >= 0) {
+        const size_t guess = static_cast<size_t>(static_cast<double>(s) * density_);
+        __builtin_prefetch(sorted_.data() + (guess < sorted_.size() ? guess : sorted_.size() - 1));
+      }
+      return;
+    }
+    if (sample < 0 || (s >> 6) >= bits_.size()) return;
+    __builtin_prefetch(bits_.data() + (s >> 6));
+    __builtin_prefetch(rank_.data() + (s >> 8));
   }
   // Calls f(sample, rank) for every member, ascending.
   template <typename F>
@@ -105,10 +123,10 @@ class SampleSet {
   // Bitmap form: bit s of bits_ is set for a member s; rank_[b] holds, in
   // its low 32 bits, the members below 256 * b, and in byte 3 + k (k = 1..3)
   // those in the block's words before word k: one popcount per Find.
-  std::vector<uint64_t> bits_;
-  std::vector<uint64_t> rank_;
+  SimVector<uint64_t> bits_;
+  SimVector<uint64_t> rank_;
   // Array form: the ids, and members per id (for an interpolated first guess).
-  std::vector<uint32_t> sorted_;
+  SimVector<uint32_t> sorted_;
   double density_ = 0;
 };
 
@@ -134,6 +152,11 @@ class NodeCache {
   int single_class() const { return cls_.empty() ? single_class_ : 0; }
 
   bool Started(size_t k) const { return (state_[k >> 5] >> (2 * (k & 31))) & 1; }
+  // Asks the CPU for copy k's state (Started, Ready) and class without waiting (a hint).
+  void PrefetchCopy(size_t k) const {
+    __builtin_prefetch(state_.data() + (k >> 5));
+    if (!cls_.empty()) __builtin_prefetch(cls_.data() + k);
+  }
   // Copy k's ready time as seen at `now`: kNotStarted, kPendingReady, a time
   // > now, or, for a copy complete by now, some time <= now.
   float Ready(size_t k, double now) const {
@@ -166,22 +189,23 @@ class NodeCache {
   size_t classes() const { return copy_begin_.size(); }  // entries of class_begin: classes() + 1
 
  private:
-  friend NodeCache BuildCache(const NodePlan& plan);
+  friend NodeCache BuildCache(const NodePlan& plan, SimMemory* memory);
   SampleSet set_;
-  std::vector<uint8_t> cls_;  // by index; empty when every copy is in single_class_
+  SimVector<uint8_t> cls_;  // by index; empty when every copy is in single_class_
   uint8_t single_class_ = 0;
   // Two bits per copy, side by side (one cache line for both): bit 2k,
   // copy k's fill started; bit 2k + 1, copy k is in unsettled_ (Ready
   // scans that list only then).
-  std::vector<uint64_t> state_;
+  SimVector<uint64_t> state_;
   std::vector<std::pair<uint32_t, float>> unsettled_;  // started copies whose ready time may be ahead
   size_t purge_at_ = 16;
-  std::vector<uint32_t> fill_;
+  SimVector<uint32_t> fill_;
   std::vector<uint32_t> class_begin_;
   std::vector<uint32_t> copy_begin_;
 };
 
-NodeCache BuildCache(const NodePlan& plan);
+// The node's cache, its arrays in `memory` (null: operator new).
+NodeCache BuildCache(const NodePlan& plan, SimMemory* memory = nullptr);
 
 }  // namespace hdmlp::sim
 
