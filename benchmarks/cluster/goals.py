@@ -91,6 +91,14 @@ def _job_options(p: argparse.ArgumentParser, batch_help: str | None = None, sche
     p.add_argument("--ram-share", type=float, default=0.3, help="each node's RAM class as a share of the dataset")
 
 
+def skipped(tag: str) -> bool:
+    """Says why and returns True where this machine cannot run the emulated cluster."""
+    reason = emulation.unavailable_reason()
+    if reason:
+        print(f"[cluster {tag}] skipped: the emulated cluster cannot run on this machine: {reason}")
+    return reason is not None
+
+
 def _publish(args, result: dict, markdown: Callable[[dict], str], tag: str) -> None:
     """The load warning, the JSON, and the Markdown report where --markdown asks for it."""
     machine.print_warnings(result["load"])
@@ -117,9 +125,7 @@ def vs_dataloader(argv: list[str]) -> int:
     p.add_argument("--json", required=True)
     p.add_argument("--markdown")
     args = p.parse_args(argv)
-    reason = emulation.unavailable_reason()
-    if reason:
-        print(f"[cluster vs-dataloader] skipped: the emulated cluster cannot run on this machine: {reason}")
+    if skipped("vs-dataloader"):
         return 0
     if not 0.25 < args.ram_share < 1.0:
         print(f"[cluster vs-dataloader] note: --ram-share {args.ram_share} is outside goal 2's (0.25, 1) "
@@ -267,9 +273,7 @@ def scale(argv: list[str]) -> int:
     p.add_argument("--json", required=True)
     p.add_argument("--markdown")
     args = p.parse_args(argv)
-    reason = emulation.unavailable_reason()
-    if reason:
-        print(f"[cluster scale] skipped: the emulated cluster cannot run on this machine: {reason}")
+    if skipped("scale"):
         return 0
     rec = machine.LoadRecorder()
     root, files, total = _dataset(args)

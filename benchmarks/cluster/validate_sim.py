@@ -35,7 +35,7 @@ import time
 
 from benchmarks import machine
 from benchmarks import pfs as pfs_mod
-from benchmarks.cluster import emulation, report
+from benchmarks.cluster import emulation, goals, report
 
 GOAL = 0.15  # the one-node validation's goal (docs/simulator.md, "Validation")
 BARRIER_PORT = 29517
@@ -71,13 +71,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks cluster validate-sim", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=4)
-    p.add_argument("--images", type=int, default=1200)
-    p.add_argument("--classes", type=int, default=10)
-    p.add_argument("--data", help="use this dataset folder instead of generating one")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=32, help="global batch")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--ram-share", type=float, default=0.3, help="each node's RAM class as a share of the dataset")
+    goals._job_options(p, batch_help="global batch")
     p.add_argument("--pfs-mbit", type=float, default=100.0, help="the PFS server's link")
     p.add_argument("--pfs-open-delay-ms", type=float, default=0.0)
     p.add_argument("--compute-mbps", type=float, default=12.0, help="c, each rank's training speed [MB/s]")
@@ -89,15 +83,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", required=True)
     p.add_argument("--markdown")
     args = p.parse_args(argv)
-    reason = emulation.unavailable_reason()
-    if reason:
-        print(f"[cluster validate-sim] skipped: the emulated cluster cannot run on this machine: {reason}")
+    if args.scheme != "uniform":
+        p.error(f"--scheme {args.scheme}: the simulator's hdmlp policy shuffles globally; use uniform")
+    if goals.skipped("validate-sim"):
         return 0
     from hdmlp.simulate import measure_machine, simulate, write_config
-    from benchmarks.cluster.goals import _dataset, _publish
 
     rec = machine.LoadRecorder()
-    root, files, total = _dataset(args)
+    root, files, total = goals._dataset(args)
     pfs_mod.install_signal_handlers()
     result = {"command": "python -m benchmarks cluster validate-sim " + " ".join(argv),
               "machine": machine.machine_facts(), "goal": GOAL}
@@ -114,7 +107,7 @@ def main(argv: list[str]) -> int:
         ram_mb = args.ram_share * total / 2**20
         result["config"] = write_config(config, measured, staging_mb=16, staging_threads=args.staging_threads,
                                         memory_capacity_mb=round(ram_mb, 3), memory_threads=args.memory_threads)
-        spec = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "schemes": ["uniform"],
+        spec = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "schemes": [args.scheme],
                 "config": config, "timeout_s": 60.0, "compute_mbps": args.compute_mbps, "hash": False,
                 "barrier": {"addr": cluster.address(1), "port": BARRIER_PORT, "ifname": "mpi0"}}
         runs, parts, barriers = [], [], []
@@ -151,7 +144,7 @@ def main(argv: list[str]) -> int:
     for r in result["rows"]:
         print(f"[cluster validate-sim] epoch {r['epoch']}: measured {r['measured_s']:.2f} s, "
               f"predicted {r['predicted_s']:.2f} s ({100 * r['error']:+.1f}%)")
-    _publish(args, result, markdown, "validate-sim")
+    goals._publish(args, result, markdown, "validate-sim")
     return 0
 
 
