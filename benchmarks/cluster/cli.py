@@ -42,12 +42,13 @@ def write_config(path: str, dataset_bytes: int, ram_share: float, ranks_per_node
 
 
 def main(argv: list[str] | None = None) -> int:
-    if (argv if argv is not None else sys.argv[2:])[:1] == ["validate-sim"]:
+    given = list(argv if argv is not None else sys.argv[2:])
+    if given[:1] == ["validate-sim"]:
         from benchmarks.cluster import validate_sim  # issue 24: the simulator against a measured run
-        return validate_sim.main(list(argv if argv is not None else sys.argv[2:])[1:])
-    if (argv if argv is not None else sys.argv[2:])[:1] in (["vs-dataloader"], ["scale"]):
+        return validate_sim.main(given[1:])
+    if given[:1] in (["vs-dataloader"], ["scale"]):
         from benchmarks.cluster import goals  # issue 22's goals 2 and 4 (benchmarks/cluster/goals.py)
-        return goals.main(list(argv if argv is not None else sys.argv[2:]))
+        return goals.main(given)
     p = argparse.ArgumentParser(prog="python -m benchmarks cluster", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=3)

@@ -64,12 +64,12 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
         kw["config_path"] = spec["config"]
     if spec.get("exchange_fraction") is not None:
         kw["exchange_fraction"] = spec["exchange_fraction"]
-    step_done = _barrier(spec)
+    step_done, barrier_probe = _barrier(spec)
     called_at = time.time()
     t0 = time.perf_counter()
     job = hdmlp.Job(spec["data"], spec["batch_size"], spec["epochs"], **kw)
     run = {"scheme": scheme, "startup_seconds": time.perf_counter() - t0, "called_at": called_at, "epochs": [],
-           "barrier_probe_seconds": spec.get("barrier_probe_seconds")}
+           "barrier_probe_seconds": barrier_probe}
     result.update(rank=job.rank, world_size=job.world_size, seed=job.seed)
     die = spec.get("die")
     for epoch in range(spec["epochs"]):
@@ -139,9 +139,10 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
 
 
 def _barrier(spec: dict):
-    """What ends a training step: None (nothing), or with ``barrier`` in SPEC a barrier of all ranks."""
+    """What ends a training step, and one such barrier's seconds timed alone: (None, None), or with
+    ``barrier`` in SPEC a barrier of all ranks."""
     if not spec.get("barrier"):
-        return None
+        return None, None
     import torch.distributed as dist
     if not dist.is_initialized():
         b = spec["barrier"]
@@ -156,8 +157,7 @@ def _barrier(spec: dict):
     t = time.perf_counter()
     for _ in range(40):
         dist.barrier()
-    spec["barrier_probe_seconds"] = (time.perf_counter() - t) / 40
-    return dist.barrier
+    return dist.barrier, (time.perf_counter() - t) / 40
 
 
 def _read_bytes(path: str) -> bytes:

@@ -60,13 +60,6 @@ void* SimMemory::Allocate(std::size_t bytes, std::size_t align) {
   return reinterpret_cast<void*>(at);
 }
 
-std::size_t SimMemory::mapped_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::size_t total = 0;
-  for (const auto& chunk : chunks_) total += chunk.second;
-  return total;
-}
-
 std::size_t SimMemory::used_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return used_;

@@ -27,6 +27,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // How far ahead the event-by-event loop asks for an event's memory (RunEvents).
 constexpr size_t kLookupAhead = 2;
 constexpr size_t kCopyStateAhead = 1;
+static_assert(kCopyStateAhead < kLookupAhead && kLookupAhead < LookaheadQueue::kAhead,
+              "the loop's hints look at events the LookaheadQueue keeps aside");
 
 // Where a consumed sample came from, for the byte counts: 0 the PFS, 1 a
 // peer's class, 2 "ready" (lower_bound), 2 + j the node's own class j.

@@ -44,6 +44,7 @@ class EventQueue {
   bool empty() const { return heap_.empty(); }
   size_t size() const { return heap_.size(); }
   const Event& top() const { return heap_.front(); }
+
   void push(const Event& e) {
     size_t i = heap_.size();
     heap_.push_back(e);

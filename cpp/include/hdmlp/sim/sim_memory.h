@@ -39,8 +39,7 @@ class SimMemory {
   // `bytes` aligned to `align` (at most 4096), valid until the SimMemory is
   // destroyed. Throws std::bad_alloc when the system has no memory to map.
   void* Allocate(std::size_t bytes, std::size_t align);
-  // Bytes mapped so far (chunks), and how many of them were handed out.
-  std::size_t mapped_bytes() const;
+  // Bytes handed out so far.
   std::size_t used_bytes() const;
 
  private:
