@@ -62,6 +62,7 @@ class ClusterUnavailable(RuntimeError):
 # rendezvous, and a peer's reply of one ~100 KB sample then took ~40 ms: `uniform` epochs served
 # mostly by peers ran at 38-43 images/s. With samples sent eagerly they ran at 1100-2300
 # (docs/cluster.md). 4 MiB covers an ImageNet-like JPEG.
+REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
 TCP_EAGER_ARGS = ("--mca", "btl_tcp_eager_limit", "4194304", "--mca", "btl_tcp_rndv_eager_limit", "4194304",
                   "--mca", "btl_tcp_max_send_size", "4194304")
 
@@ -513,8 +514,10 @@ class EmulatedCluster:
         if not self._open:
             raise RuntimeError("the emulated cluster is not running (use it in a with block)")
         cmd = self.mpirun_command(command, env, mpirun_args)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        # Under the reaper, Open MPI's daemons (which daemonize) and the ranks stay in this
+        # process's tree, so a LoadRecorder counts their CPU as the benchmark's own (reaper.py).
+        proc = subprocess.Popen([sys.executable, REAPER, "--", *cmd], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
         self._mpirun = proc
         try:
             if during is not None:

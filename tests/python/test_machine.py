@@ -182,3 +182,54 @@ def test_write_results_writes_each_file_only_where_a_path_is_given(tmp_path):
     write_results(None, {"a": 1}, str(tmp_path / "r.md"), "# report\n\nline")
     assert (tmp_path / "r.md").read_text() == "# report\n\nline\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.md"]
+
+
+REAPER = os.path.join(REPO, "benchmarks", "cluster", "reaper.py")
+# Forks a child that burns CPU for `seconds` after its parent (the command) has exited,
+# as Open MPI's `orted --daemonize` does: the child leaves the command's process tree.
+DAEMONIZE = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    end = time.monotonic() + float(sys.argv[1])
+    while time.monotonic() < end:
+        pass
+    os._exit(0)
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def _run_daemonizing(tmp_path, seconds, code, under_reaper):
+    import subprocess
+    script = tmp_path / "daemonize.py"
+    script.write_text(DAEMONIZE)
+    cmd = [sys.executable, str(script), str(seconds), str(code)]
+    if under_reaper:
+        cmd = [sys.executable, REAPER, "--", *cmd]
+    before = machine.snapshot()
+    proc = subprocess.run(cmd, timeout=60)
+    return proc.returncode, (machine.snapshot().own_ticks - before.own_ticks) / machine.TICKS_PER_SECOND
+
+
+def test_reaper_keeps_a_daemonized_process_in_the_tree_and_its_cpu_counted(tmp_path):
+    """Without the reaper a daemon's CPU leaves the benchmark's tree (it was counted as other processes'
+    on the emulated cluster); under it the daemon is waited for and its CPU counted as the tree's."""
+    code, own = _run_daemonizing(tmp_path, 1.0, 3, under_reaper=True)
+    assert code == 3  # the command's exit code, not the reaper's
+    assert own >= 0.7, f"the daemon's 1 s of CPU was not counted as the tree's: {own:.2f} s"
+    code, own = _run_daemonizing(tmp_path, 1.0, 0, under_reaper=False)
+    assert code == 0 and own < 0.5, f"without the reaper the daemon should escape the count: {own:.2f} s"
+
+
+def test_reaper_kills_an_adopted_process_after_the_grace_and_ends_as_its_command_did(tmp_path):
+    import signal
+    import subprocess
+    import time
+    script = tmp_path / "daemonize.py"
+    script.write_text(DAEMONIZE)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, REAPER, "--grace", "0.5", "--", sys.executable, str(script), "60", "0"],
+                          timeout=30)
+    assert proc.returncode == 0 and time.monotonic() - start < 15  # the 60 s daemon was killed after 0.5 s
+    proc = subprocess.run([sys.executable, REAPER, "--", "sh", "-c", "kill -TERM $$"], timeout=30)
+    assert proc.returncode == -signal.SIGTERM
