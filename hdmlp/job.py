@@ -15,157 +15,32 @@ previous one, without reading it. ``job.state_dict()`` is the job's position
 """
 from __future__ import annotations
 
-import atexit
-import dataclasses
 import functools
 import importlib.resources
 import json
-import math
 import os
-import sys
 import threading
 import warnings
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from hdmlp import _core
 from hdmlp import launcher as _launcher
+from hdmlp import live_jobs as _live
 from hdmlp import state as _state
-from hdmlp.plan import _SCHEMES, MAX_BATCH_SIZE, MAX_EPOCHS, _int_in
+from hdmlp.pinned_memory import cuda_host_allocator
+from hdmlp.plan import _int_in
+from hdmlp.job_arguments import _REQUIRED, ThrottledStorage, _path, check_job_arguments
+from hdmlp.job_arguments import default_config_path  # noqa: F401 (re-exported: hdmlp.default_config_path)
 
 if TYPE_CHECKING:
     from hdmlp.batches import Batch
 
 ConfigError = _core.ConfigError
 
-_SOURCES = ("folder", "pack", "hdf5", "tar")
-_SOURCE_OPTIONS = ("hdf5_samples", "hdf5_labels", "tar_sample_ext", "tar_label_ext")
 # Seconds per epoch that HDMLPDataLoader measures on the Python side (Job.metrics()).
 _LOOP_TIMERS = ("next_batch_seconds", "python_seconds", "consumer_seconds")
-
-# `epochs` left out (an error) is not `epochs=None` (an unbounded job).
-_REQUIRED: Any = type("_Required", (), {"__repr__": lambda self: "<required>"})()
-
-MAX_WAIT_SECONDS = 1e9
-
-# Every open Job of this process: closed at exit before MPI is finalised, so
-# that no loader thread still uses MPI when it goes (a job left open in a
-# global, a reference cycle, or by an exception would otherwise crash the
-# process at exit). Weak: the registry keeps no job alive.
-_live_jobs: "weakref.WeakSet[Job]" = weakref.WeakSet()
-# Cores of jobs inherited by a forked child: never destroyed there (their
-# threads are the parent's), see _forget_jobs_in_child.
-_inherited_cores: list = []
-
-
-def _close_live_jobs() -> None:
-    for job in list(_live_jobs):
-        try:
-            job.close()
-        except Exception:
-            pass
-
-
-# Set when a Job of this process failed to start under MPI: every rank then
-# fails, and its exit must not wait on the others for ever.
-_startup_failed = False
-_EXIT_AFTER_STARTUP_FAILURE_S = 10.0
-
-
-def _exit_now() -> None:
-    sys.stderr.write(f"hdmlp: this rank's exit did not finish within {_EXIT_AFTER_STARTUP_FAILURE_S:g} s after its "
-                     "Job failed to start (MPI finalisation waits for the other ranks): leaving without it\n")
-    sys.stderr.flush()
-    os._exit(1)
-
-
-def _finalize_mpi_at_exit() -> None:
-    if _startup_failed and _core.in_mpi_job():
-        # Bounded: a daemon timer ends the process if what follows hangs.
-        watchdog = threading.Timer(_EXIT_AFTER_STARTUP_FAILURE_S, _exit_now)
-        watchdog.daemon = True
-        watchdog.start()
-    # A rank leaving on an uncaught exception must not finalise: MPI_Finalize
-    # would wait for the other ranks, which wait for it. Abort the whole job
-    # instead, so mpirun ends every rank and reports the error.
-    if getattr(sys, "last_value", None) is not None and _core.in_mpi_job():
-        sys.stderr.write("hdmlp: uncaught exception on this rank: aborting the MPI job\n")
-        sys.stderr.flush()
-        _core.abort_mpi(1)
-    _close_live_jobs()
-    _core.finalize_mpi()  # aborts instead when a peer was reported stopped
-
-
-def _forget_jobs_in_child() -> None:
-    """After os.fork() in the child: the parent's jobs are not usable here."""
-    parent = os.getppid()
-    for job in list(_live_jobs):
-        job._forked_from = parent
-        _inherited_cores.append(job._core)
-        job._core = None
-        python, job._python = getattr(job, "_python", None), None
-        if python is not None:  # the parent's Python transform workers: not this child's to stop
-            python.forget_in_child()
-            _inherited_cores.append(python)
-    _live_jobs.clear()
-
-
-# MPI, when hdmlp initialised it, is finalised once at exit (never when an
-# application such as mpi4py initialised it).
-atexit.register(_finalize_mpi_at_exit)
-os.register_at_fork(after_in_child=_forget_jobs_in_child)
-
-
-def _seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__} {value!r}")
-    if not (math.isfinite(value) and 0 < value <= MAX_WAIT_SECONDS):
-        raise ValueError(f"{name} must be a finite number of seconds > 0 and at most {MAX_WAIT_SECONDS:g}, got "
-                         f"{value!r}" + (": a wait must end (an endless one hangs on a missing rank or a stuck read)"
-                                         if not math.isfinite(value) else ""))
-    return float(value)
-
-
-def _path(name: str, value: Any) -> str:
-    """A path argument as a str (os.fsdecode: bytes and non-UTF-8 names round-trip)."""
-    try:
-        path = os.fsdecode(os.fspath(value))
-    except TypeError:
-        raise TypeError(f"{name} must be a path (str, bytes or os.PathLike), got {type(value).__name__} "
-                        f"{value!r}") from None
-    if "\0" in path:
-        raise ValueError(f"{name} contains a NUL character: {path!r}")
-    return os.path.expanduser(path)
-
-
-# The C++ core's error kinds, for carrying this rank's error to the others.
-_ERROR_KINDS = ((ConfigError, "config"), (FileNotFoundError, "not_found"), (NotADirectoryError, "not_a_directory"),
-                (MemoryError, "allocation"), (TypeError, "type"), (ValueError, "invalid_argument"),
-                (OSError, "io"))
-
-
-def _report_startup_failure(error: BaseException, timeout_s: Any, world: Any = None, use_mpi: bool = True) -> None:
-    """With several ranks: the others raise this rank's error instead of waiting for it.
-
-    Under MPI through the core's start-up check; under torch.distributed through the same
-    gather the core's check uses (the same "error" message the core would send).
-    """
-    global _startup_failed
-    _startup_failed = True
-    kind = next((k for t, k in _ERROR_KINDS if isinstance(error, t)), "other")
-    message = os.fsencode(str(error))
-    try:
-        if use_mpi and _core.in_mpi_job():
-            try:
-                timeout = _seconds("timeout_s", timeout_s)
-            except (TypeError, ValueError):
-                timeout = 300.0
-            _core.report_startup_failure(kind, message, timeout)
-        elif world is not None and world.gather is not None and world.world_size > 1:
-            world.gather(b"error\n" + kind.encode() + b"\n" + message)
-    except Exception:
-        pass  # this rank's own error is what matters here
 
 
 def init_mpi() -> None:
@@ -176,16 +51,6 @@ def init_mpi() -> None:
     on it (MPI's own initialisation waits for every rank without a limit).
     """
     _core.init_mpi()
-
-
-def default_config_path() -> str:
-    """Path of the configuration used when ``config_path`` is None.
-
-    It sizes itself for the machine it runs on (a share of the available
-    memory, a cache folder under the user's cache directory); see
-    ``docs/config.md``.
-    """
-    return str(importlib.resources.files("hdmlp") / "configs" / "default.cfg")
 
 
 def example_configs() -> dict[str, str]:
@@ -208,62 +73,6 @@ def build_info() -> dict[str, str]:
 def user_cache_dir() -> str:
     """hdmlp's folder in the user's cache directory ($HDMLP_CACHE_DIR overrides)."""
     return _core.user_cache_dir()
-
-
-@dataclasses.dataclass(frozen=True)
-class ThrottledStorage:
-    """Makes the dataset's storage slow or failing, for tests and benchmarks.
-
-    Attributes:
-        latency_s: seconds added to every file open.
-        mbps: per-reader read bandwidth in MB/s (0: unlimited).
-        failing_paths: files whose reads fail with OSError.
-    """
-
-    latency_s: float = 0.0
-    mbps: float = 0.0
-    failing_paths: Sequence[str] = ()
-
-    def __post_init__(self) -> None:
-        for name in ("latency_s", "mbps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < 0 or (name == "latency_s" and value > MAX_WAIT_SECONDS):
-                raise ValueError(f"ThrottledStorage.{name} must be a finite number >= 0, got {value!r}")
-        if isinstance(self.failing_paths, (str, bytes)):
-            raise TypeError("ThrottledStorage.failing_paths must be a list of paths, not one path")
-        for p in self.failing_paths:
-            _path("ThrottledStorage.failing_paths", p)
-
-
-
-def _cuda_host_allocator() -> tuple[int, int]:
-    """Addresses of cudaHostAlloc/cudaFreeHost in the CUDA runtime torch loaded, or (0, 0)."""
-    try:
-        import torch
-    except ImportError:
-        warnings.warn("hdmlp: pin_memory=True ignored: torch is not installed", RuntimeWarning, stacklevel=3)
-        return 0, 0
-    if not torch.cuda.is_available():
-        warnings.warn("hdmlp: pin_memory=True ignored: torch.cuda is not available (no CUDA device), so batches "
-                      "use ordinary memory", RuntimeWarning, stacklevel=3)
-        return 0, 0
-    import ctypes
-    torch.cuda.init()
-    runtime = None
-    with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-        for line in maps:
-            path = line.split()[-1]
-            if "libcudart.so" in os.path.basename(path):
-                runtime = path
-                break
-    if runtime is None:
-        warnings.warn("hdmlp: pin_memory=True ignored: torch's CUDA runtime (libcudart) is not loaded as a shared "
-                      "library", RuntimeWarning, stacklevel=3)
-        return 0, 0
-    lib = ctypes.CDLL(runtime)
-    return (ctypes.cast(lib.cudaHostAlloc, ctypes.c_void_p).value or 0,
-            ctypes.cast(lib.cudaFreeHost, ctypes.c_void_p).value or 0)
 
 
 _warned_without_peers = False
@@ -435,7 +244,7 @@ class Job:
             self.single_process = single_process
             world, use_mpi = _launcher.resolve(single_process, _core.in_mpi_job())
             self._use_mpi = use_mpi
-            self._check_arguments(dataset_path, batch_size, epochs, distr_scheme, drop_last_batch, transforms, seed,
+            check_job_arguments(self, dataset_path, batch_size, epochs, distr_scheme, drop_last_batch, transforms, seed,
                                   config_path, exchange_fraction, timeout_s, read_timeout_s, storage, index_cache,
                                   on_error, pin_memory, batch_size_per_rank, shuffle, num_workers, source,
                                   source_options, python_workers, python_start_method, resume, start_epoch, world)
@@ -443,10 +252,10 @@ class Job:
         except (TypeError, ValueError, OSError) as e:
             # The other ranks are already waiting in their start-up check:
             # they raise this error too, instead of timing out on this rank.
-            _report_startup_failure(e, timeout_s, world, use_mpi)
+            _live.report_startup_failure(e, timeout_s, world, use_mpi)
             raise
         python_chain = self._python_chain
-        cuda_host_alloc, cuda_free_host = _cuda_host_allocator() if pin_memory and self._specs else (0, 0)
+        cuda_host_alloc, cuda_free_host = cuda_host_allocator() if pin_memory and self._specs else (0, 0)
         if pin_memory and transforms is None:
             warnings.warn("hdmlp: pin_memory=True has no effect without transforms (raw file bytes are not "
                           "pinned)", RuntimeWarning, stacklevel=2)
@@ -479,7 +288,7 @@ class Job:
             keep_damaged=on_error == "skip")
         self._core = self._open_core(resume=self._resume_state,
                                      start_epoch=start_epoch if self._resume_state is None else 0)
-        _live_jobs.add(self)
+        _live.live_jobs.add(self)
         if self._resume_state is not None and start_epoch and self._core.state().epoch != start_epoch:
             # Both given (a script's --resume with the --start-epoch of its checkpoint): fine when they
             # name the same epoch; the state is the exact place in it.
@@ -516,8 +325,7 @@ class Job:
             try:
                 self._python = self._open_python(self._core)
             except BaseException:
-                global _startup_failed
-                _startup_failed = True  # its exit is bounded (a worker that could not start: every rank fails)
+                _live.mark_startup_failed()  # its exit is bounded (a worker that could not start: every rank fails)
                 self.close()
                 raise
         self._warned: set[str] = set()
@@ -530,110 +338,6 @@ class Job:
             except ValueError:
                 self.close()
                 raise
-
-    def _check_arguments(self, dataset_path: Any, batch_size: Any, epochs: Any, distr_scheme: Any,
-                         drop_last_batch: Any, transforms: Any, seed: Any, config_path: Any, exchange_fraction: Any,
-                         timeout_s: Any, read_timeout_s: Any, storage: Any, index_cache: Any, on_error: Any,
-                         pin_memory: Any, batch_size_per_rank: Any, shuffle: Any, num_workers: Any, source: Any,
-                         source_options: Any, python_workers: Any, python_start_method: Any, resume: Any,
-                         start_epoch: Any, world: Any) -> None:
-        """Checks every argument (and sets the attributes); raises TypeError / ValueError / FileNotFoundError."""
-        self.dataset_path = _path("dataset_path", dataset_path)
-        if (batch_size is None) == (batch_size_per_rank is None):
-            raise ValueError("give exactly one of batch_size (the global batch, over all ranks) and "
-                             f"batch_size_per_rank, got batch_size={batch_size!r} and "
-                             f"batch_size_per_rank={batch_size_per_rank!r}")
-        if batch_size is not None:
-            _int_in("batch_size", batch_size, 1, MAX_BATCH_SIZE, "2**62")
-        if batch_size_per_rank is not None:
-            _int_in("batch_size_per_rank", batch_size_per_rank, 1, MAX_BATCH_SIZE, "2**62")
-        if epochs is _REQUIRED:
-            raise TypeError("epochs is required: the number of epochs the job will run (None: no limit, for an "
-                            "evaluation loader that makes any number of passes)")
-        self.epochs: int | None = None if epochs is None else _int_in("epochs", epochs, 1, MAX_EPOCHS, "2**31 - 1")
-        # The core's epochs: an unbounded job is one of the most epochs the core plans.
-        self._epoch_count: int = MAX_EPOCHS if epochs is None else epochs
-        if not isinstance(shuffle, bool):
-            raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
-        self.shuffle = shuffle
-        if num_workers is not None:
-            _int_in("num_workers", num_workers, 1, 1024)
-        if not isinstance(distr_scheme, str) or distr_scheme not in _SCHEMES:
-            raise ValueError(f"unknown distr_scheme {distr_scheme!r}: supported schemes are {', '.join(map(repr, _SCHEMES))}")
-        self.distr_scheme = distr_scheme
-        if not isinstance(drop_last_batch, bool):
-            raise TypeError(f"drop_last_batch must be a bool, got {drop_last_batch!r}")
-        self.drop_last_batch = drop_last_batch
-        from hdmlp.python_transforms import split_chain
-        self._python_chain = split_chain(transforms)  # the Python part of the chain, if any
-        items = getattr(transforms, "transforms", transforms)
-        if self._python_chain is not None and isinstance(items, (list, tuple)) and \
-                any(getattr(t, "device", None) is not None for t in items):
-            raise ValueError("ImgDecode(device=...) with Python transforms: the device decodes for chains of hdmlp "
-                             "ops only (docs/gpu.md); decode on the CPU (ImgDecode()) before Python callables")
-        if python_workers is not None:
-            _int_in("python_workers", python_workers, 1, 1024)
-        if python_start_method not in ("spawn", "forkserver"):
-            raise ValueError(f"python_start_method must be 'spawn' or 'forkserver', got {python_start_method!r}: "
-                             "hdmlp never forks a process that runs its C++ threads")
-        self._specs: list = []
-        self._decode_chain: Any = None
-        self._decode_device: Any = None
-        self._device_decoder: Any = None  # the last pass's DeviceDecoder (its counts go into metrics())
-        if transforms is not None and self._python_chain is None:
-            from hdmlp.transforms import pipeline_specs
-            self._specs = pipeline_specs(transforms)
-            if not self._specs:
-                raise ValueError("transforms is an empty list: pass None to receive each file's bytes, or a chain "
-                                 "starting with hdmlp.transforms.ImgDecode()")
-            first = items[0]
-            if getattr(first, "device", None) is not None:  # ImgDecode(device=...): hdmlp.device_decode
-                from hdmlp.device_decode import plan_device_decode
-                if on_error != "raise":
-                    raise ValueError(f"on_error={on_error!r} with ImgDecode(device=...): a bad image raises ValueError "
-                                     "naming it; use on_error='raise', or ImgDecode() on the CPU to skip bad images")
-                self._decode_chain = plan_device_decode(self._specs, first.cpu_share, first.decoder)
-                self._decode_device = first.device
-                self._specs = []  # the workers hand over the file bytes
-        self.transforms = transforms
-        if on_error not in ("raise", "skip"):
-            raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
-        self.on_error = on_error
-        if source is not None and source not in _SOURCES:
-            raise ValueError(f"unknown source {source!r}: supported sources are {', '.join(map(repr, _SOURCES))} "
-                             "(or None to pick it from the path)")
-        options = dict(source_options or {})
-        self._source_options = options
-        for key, value in options.items():
-            if key not in _SOURCE_OPTIONS:
-                raise ValueError(f"unknown source option {key!r}: the options are {', '.join(_SOURCE_OPTIONS)}")
-            if not isinstance(value, str):
-                raise TypeError(f"source option {key} must be a str, got {type(value).__name__} {value!r}")
-        if pin_memory is not None and not isinstance(pin_memory, bool):
-            raise TypeError(f"pin_memory must be a bool or None, got {pin_memory!r}")
-        if seed is not None:
-            _int_in("seed", seed, 0, 2**63 - 1, "2**63 - 1")
-        self.config_path = _path("config_path", config_path) if config_path is not None else default_config_path()
-        if not os.path.exists(self.config_path):  # a folder or FIFO there: the core says what is wrong
-            raise FileNotFoundError(f"configuration file '{self.config_path}' does not exist")
-        if isinstance(exchange_fraction, bool) or not isinstance(exchange_fraction, (int, float)) \
-                or not 0.0 <= exchange_fraction <= 1.0:
-            raise ValueError(f"exchange_fraction must be a number in [0, 1], got {exchange_fraction!r}")
-        self.exchange_fraction = float(exchange_fraction)
-        self.timeout_s = _seconds("timeout_s", timeout_s)
-        self.read_timeout_s = None if read_timeout_s is None else _seconds("read_timeout_s", read_timeout_s)
-        if storage is not None and not isinstance(storage, ThrottledStorage):
-            raise TypeError(f"storage must be an hdmlp.ThrottledStorage or None, got {type(storage).__name__}")
-        if not isinstance(index_cache, bool):
-            raise TypeError(f"index_cache must be a bool, got {index_cache!r}")
-        self._resume_state = _state.from_dict(resume) if resume is not None else None
-        _int_in("start_epoch", start_epoch, 0, self._epoch_count, f"{self._epoch_count} (the job's epochs)")
-        if world is not None and world.world_size > 1 and world.gather is None and seed is None \
-                and resume is None and not self._use_mpi:
-            raise ValueError(f"seed is None, but this job runs on {world.world_size} ranks (from {world.source}) "
-                             "without MPI or an initialised torch.distributed, so the ranks cannot agree on a drawn "
-                             "seed: pass the same seed=... on every rank, or call "
-                             "torch.distributed.init_process_group() before creating the Job")
 
     # -- batches on a device (hdmlp.device) ----------------------------------
     def _plan_device(self, device: Any, handoff: Any, pin_memory: bool | None) -> bool:
@@ -691,7 +395,7 @@ class Job:
                                   f"and the training process's spare core)", RuntimeWarning, stacklevel=3)
                 else:
                     self._specs, self._spare_cores = plan.specs, plan.spare_cores
-                    pinned = _cuda_host_allocator() if plan.pin_memory else (0, 0)
+                    pinned = cuda_host_allocator() if plan.pin_memory else (0, 0)
                     self._open_core = functools.partial(
                         self._open_core.func, *self._open_core.args,
                         **{**self._open_core.keywords, "transforms": self._specs, "spare_cores": self._spare_cores,
@@ -1163,7 +867,7 @@ class Job:
         if python is not None:
             python.close()
         core, self._core = self._core, None
-        _live_jobs.discard(self)
+        _live.live_jobs.discard(self)
         if core is not None:
             core.close()
 

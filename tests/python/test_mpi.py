@@ -421,7 +421,7 @@ def test_the_exit_after_a_start_up_failure_is_bounded(tmp_path):
     """Whatever MPI's finalisation waits for, a rank whose Job failed to start leaves within the bound."""
     script = tmp_path / "stuck_exit.py"
     script.write_text("""import time
-import hdmlp.job as J
+import hdmlp.live_jobs as J
 J._startup_failed = True
 J._EXIT_AFTER_STARTUP_FAILURE_S = 1.0
 J._core = type("Core", (), {"in_mpi_job": staticmethod(lambda: True),
