@@ -49,90 +49,35 @@ the worker count or timing. torch is loaded when a transform's module imports it
 (torchvision's do); a transform that imports torch only inside its body should
 import it at module level, or its first call in each worker is not seeded.
 
-See docs/transforms.md ("Python transforms") and docs/architecture.md.
+The parts: how a chain splits into C++ ops and callables is hdmlp/python_chain.py, a
+worker process hdmlp/python_worker.py, and this module the consumer's side, the
+:class:`PythonStage` that feeds the workers and assembles batches. See docs/transforms.md
+("Python transforms") and docs/architecture.md.
 """
 from __future__ import annotations
 
 import bisect
 import collections
 import dataclasses
-import io
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.reduction
-import os
 import pickle
-import signal
 import sys
 import time
-import traceback
-import warnings
 import weakref
-from collections.abc import Sequence
 from typing import Any
 
 from hdmlp import _core
+from hdmlp.python_chain import PythonChain, ToPIL, TransformError, default_python_workers, split_chain
+from hdmlp.python_worker import PYTHON_KEY_DOMAIN, send_fd, worker_main
 
 __all__ = ["PYTHON_KEY_DOMAIN", "PythonChain", "PythonStage", "ToPIL", "TransformError", "default_python_workers",
            "split_chain"]
 
-# The key domain of the Python workers' seeds ("python"), beside the C++
-# transforms' own (transform_pipeline.h).
-PYTHON_KEY_DOMAIN = 0x707974686F6E
-
-# Results whose pickle is larger go through shared memory, so that every
-# message on the pipes stays small (no pipe can fill up in both directions).
-_SMALL_MESSAGE = 32 * 1024
 _RING_MIN, _RING_MAX = 2**20, 16 * 2**20   # each worker's input ring, sized for its queue of samples
 _TASKS_PER_WORKER = 32          # tasks queued per worker at most
 _POLL_S = 0.005                 # how often a waiting consumer looks for new raw batches
-_SUPPORTED_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-                     "float16", "float32", "float64")
-
-
-class ToPIL:
-    """Python transform: an RGB ``PIL.Image`` from an HWC/CHW uint8 array or a file's bytes.
-
-    Put it between hdmlp's C++ ops and a torchvision chain that wants PIL images::
-
-        [T.ImgDecode(), T.ToPIL(), torchvision.transforms.Compose([...])]
-
-    First in a chain it decodes the file's bytes with PIL as torchvision's
-    ImageFolder loader does (``Image.open(f).convert("RGB")``).
-    """
-
-    def __call__(self, x: Any) -> Any:
-        import numpy as np
-        from PIL import Image
-        if isinstance(x, Image.Image):
-            return x.convert("RGB")
-        a = np.asarray(x)
-        if a.ndim == 1 and a.dtype == np.uint8:  # a file's bytes
-            with Image.open(io.BytesIO(a)) as img:
-                return img.convert("RGB")
-        if a.ndim == 3 and a.shape[0] in (1, 3) and a.shape[2] not in (1, 3):
-            a = a.transpose(1, 2, 0)  # CHW
-        if a.dtype != np.uint8 or a.ndim != 3 or a.shape[2] not in (1, 3):
-            raise TypeError(f"ToPIL takes an [H, W, 3] or [3, H, W] uint8 image or a file's bytes, got an array of "
-                            f"shape {a.shape} and type {a.dtype}; put it before ToTensor, or end the C++ part with "
-                            "ToUint8")
-        return Image.fromarray(a[:, :, 0] if a.shape[2] == 1 else a).convert("RGB")
-
-    def __repr__(self) -> str:
-        return "ToPIL()"
-
-
-class TransformError(ValueError):
-    """A Python transform raised on a sample; the message names the file and shows the worker's traceback.
-
-    Attributes: ``path``, ``sample``, ``epoch``, ``exc_type`` (the name of the exception the
-    callable raised) and ``worker_traceback`` (its traceback, as text).
-    """
-
-    def __init__(self, message: str, path: str, sample: int, epoch: int, exc_type: str, worker_traceback: str) -> None:
-        super().__init__(message)
-        self.path, self.sample, self.epoch = path, sample, epoch
-        self.exc_type, self.worker_traceback = exc_type, worker_traceback
 
 
 class _RemoteTraceback(Exception):
@@ -143,120 +88,6 @@ class _RemoteTraceback(Exception):
 
     def __str__(self) -> str:
         return "\n\n" + self.args[0]
-
-
-@dataclasses.dataclass
-class PythonChain:
-    """A transform chain with a Python part.
-
-    Attributes:
-        cpp_specs: the C++ ops before the callables (run in the workers), ending in ToTensor/ToUint8
-            (``ToUint8("HWC")`` is appended when the given ops end earlier); empty without C++ ops.
-        callables: the Python part, in order (ToPIL included where given).
-        payload: the callables pickled for the workers.
-    """
-
-    cpp_specs: list
-    callables: list
-    payload: bytes
-    names: list = dataclasses.field(default_factory=list)  # the chain as given, for messages
-
-    def describe(self) -> str:
-        return ", ".join(self.names)
-
-
-def _name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or type(fn).__qualname__
-
-
-def _serialize(callables: list) -> bytes:
-    try:
-        return pickle.dumps(callables, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as first:  # lambdas, local functions, unpicklable state
-        try:
-            import cloudpickle
-        except ImportError:
-            raise TypeError(
-                f"transforms: the Python part ({', '.join(_name(c) for c in callables)}) cannot be pickled for "
-                f"hdmlp's worker processes ({type(first).__name__}: {first}). Workers are not forked from this "
-                "process (forkserver or spawn), so a transform must be importable: define it at module level (not "
-                "a lambda or a function inside a function), or install cloudpickle, which hdmlp then uses") from first
-        return cloudpickle.dumps(callables)
-
-
-def split_chain(transforms: Any) -> PythonChain | None:
-    """Splits ``transforms`` into hdmlp's C++ ops and a Python part; None when there is no Python part.
-
-    Accepts a callable, a list, or an object with a ``transforms`` list (such as a
-    torchvision ``Compose`` holding hdmlp ops). hdmlp's C++ ops come first, the
-    callables after them.
-
-    Raises:
-        TypeError: an element is neither an hdmlp transform nor callable, a C++ op
-            follows a callable, or the Python part cannot be pickled.
-        ValueError: the C++ part is not a valid chain.
-    """
-    from hdmlp.transforms import Transform
-    if transforms is None or isinstance(transforms, Transform):
-        return None
-    inner = getattr(transforms, "transforms", None)
-    if isinstance(inner, Sequence) and any(isinstance(t, Transform) for t in inner):
-        items = inner  # e.g. a torchvision Compose holding hdmlp ops: its items are the chain
-    elif isinstance(transforms, Sequence) and not isinstance(transforms, (str, bytes)):
-        items = transforms
-    elif callable(transforms):
-        items = [transforms]  # one callable (a Compose of other ops is called as a whole)
-    else:
-        raise TypeError(f"transforms must be a list of hdmlp.transforms objects and callables, or a callable, got "
-                        f"{type(transforms).__name__}")
-    cpp: list = []
-    python: list = []
-    for i, t in enumerate(items):
-        if isinstance(t, Transform):
-            if python:
-                raise TypeError(f"transform {i} ({t!r}) is one of hdmlp's C++ transforms after the Python callable "
-                                f"{_name(python[-1])}: the C++ ops come first, the Python callables after them")
-            cpp.append(t)
-        elif callable(t):
-            python.append(t)
-        else:
-            raise TypeError(f"transform {i} is a {type(t).__module__}.{type(t).__qualname__}, neither an "
-                            "hdmlp.transforms object nor a callable")
-    if not python:
-        return None
-    from hdmlp import transforms as cpp_ops
-    for t in python:
-        name = type(t).__name__
-        if type(t).__module__.startswith("torchvision") and isinstance(getattr(cpp_ops, name, None), type) and \
-                issubclass(getattr(cpp_ops, name), Transform):
-            warnings.warn(f"hdmlp: torchvision's {name} runs in Python worker processes; hdmlp.transforms.{name} "
-                          "does the same in C++, in the staging threads (faster; docs/transforms.md)",
-                          RuntimeWarning, stacklevel=3)
-    specs = [t._spec() for t in cpp]
-    if specs and not any(op in ("ToTensor", "ToUint8") for op, _ in specs):
-        specs.append(("ToUint8", {"layout": [1.0]}))  # HWC, as PIL, OpenCV and albumentations hold images
-    if specs:
-        _core.TransformPipeline(specs)  # ValueError naming the op at fault, now rather than in a worker
-    return PythonChain(specs, python, _serialize(python), [type(t).__name__ for t in cpp] + [_name(c) for c in python])
-
-
-def default_python_workers() -> int:
-    """The CPUs this process may use, shared between the ranks of a node that do not pin their CPUs."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    local = 0
-    for name in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"):
-        try:
-            local = int(os.environ.get(name, "0"))
-        except ValueError:
-            continue
-        if local > 0:
-            break
-    if local > 1 and cpus >= (os.cpu_count() or cpus):  # every rank sees the whole node
-        cpus //= local
-    return max(1, cpus)
 
 
 def _context(start_method: str, callables: list) -> Any:
@@ -278,149 +109,11 @@ def _context(start_method: str, callables: list) -> Any:
             for name in (getattr(c, "__module__", None), type(c).__module__):
                 if name and name not in modules and name != "builtins":
                     modules.append(name)
-        for name in ("numpy", "hdmlp.python_transforms"):
+        for name in ("numpy", "hdmlp.python_worker"):
             if name not in modules:
                 modules.append(name)
         ctx.set_forkserver_preload(modules)  # read when the server starts; an ImportError is ignored
     return ctx
-
-
-# ---------------------------------------------------------------------------
-# The worker process.
-
-def _send_fd(conn: multiprocessing.connection.Connection, fd: int) -> None:
-    multiprocessing.reduction.send_handle(conn, fd, 0)  # the destination pid is unused on Unix
-
-
-def _worker_main(conn: multiprocessing.connection.Connection, init: dict) -> None:
-    """A worker: runs tasks from ``conn`` in order, one reply per task, until "stop" or the pipe closes.
-
-    Messages in: ("segment", id, nbytes) followed by its fd (the first one is the control
-    word: the current generation; a task of an older one is cancelled), ("tasks", [task]),
-    ("forget", id), ("stop",). Replies: ("ready", pid), then per task ("row", tid, s) when
-    the result was written into its output row, ("array", tid, shape, dtype, nbytes, s) or
-    ("object_fd", tid, nbytes, s) followed by a segment's fd, ("object", tid, pickle, s),
-    ("error", tid, type, message, traceback, hint, s) or ("cancelled", tid).
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
-    os.environ.setdefault("OMP_NUM_THREADS", "1")  # one process per core, as DataLoader's workers
-    import random
-
-    import numpy as np
-    try:
-        callables = pickle.loads(init["payload"])
-        pipeline = _core.TransformPipeline(init["cpp_specs"]) if init["cpp_specs"] else None
-    except Exception:
-        conn.send(("fatal", traceback.format_exc()))
-        return
-    torch = sys.modules.get("torch")
-    if torch is not None and hasattr(torch, "set_num_threads"):
-        torch.set_num_threads(1)
-    seed = init["seed"]
-    segments: dict[int, Any] = {}   # id -> (SharedMemory, the whole segment as uint8)
-    control = None
-
-    def seed_everything(key: int) -> None:
-        # One stream each (random and NumPy would give the same numbers from one seed: both are MT19937).
-        random.seed(_core.derive_key([key, 0]))
-        np_key = _core.derive_key([key, 1])
-        np.random.seed([np_key & 0xFFFFFFFF, np_key >> 32])
-        torch = sys.modules.get("torch")
-        if torch is not None and hasattr(torch, "manual_seed"):
-            torch.manual_seed(_core.derive_key([key, 2]))
-
-    def as_array(x: Any) -> Any:
-        """x as a numpy array of a supported type, or None for anything else."""
-        if isinstance(x, np.ndarray):
-            a = x
-        else:
-            pil = sys.modules.get("PIL.Image")
-            if pil is not None and isinstance(x, pil.Image):
-                a = np.asarray(x)
-            elif hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
-                if getattr(x, "requires_grad", False):
-                    x = x.detach()
-                try:
-                    a = np.from_dlpack(x)
-                except (BufferError, TypeError, RuntimeError, ValueError):
-                    return None
-            elif hasattr(x, "__array__") or hasattr(x, "__array_interface__"):
-                a = np.asarray(x)
-            else:
-                return None
-        return a if a.dtype.name in _SUPPORTED_DTYPES else None
-
-    def send_segment_of(kind: str, tid: int, content: Any, nbytes: int, header: tuple, seconds: float) -> None:
-        segment = _core.SharedMemory(max(1, nbytes), "hdmlp-result")
-        dst = np.frombuffer(segment.view(0, [max(1, nbytes)]), np.uint8)[:nbytes]
-        np.copyto(dst.view(content.dtype).reshape(content.shape) if nbytes else dst, content if nbytes else dst)
-        conn.send((kind, tid, *header, seconds))
-        _send_fd(conn, segment.fd)
-
-    def run(task: tuple) -> None:
-        tid, generation, in_segment, in_offset, in_length, out, sample, epoch, path = task
-        if generation < control[0]:
-            conn.send(("cancelled", tid))
-            return
-        start = time.perf_counter()
-        x: Any = None
-        try:
-            x = segments[in_segment][1][in_offset:in_offset + in_length]
-            x.flags.writeable = False  # the input ring: another sample's bytes soon
-            seed_everything(_core.derive_key([seed, epoch, sample, PYTHON_KEY_DOMAIN]))
-            if pipeline is not None:
-                buf, shape = pipeline.apply(x, path, seed, epoch, sample)
-                x = np.asarray(buf).reshape(shape)
-            for fn in callables:
-                x = fn(x)
-            a = as_array(x)
-            if a is None:
-                data = pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
-                if len(data) <= _SMALL_MESSAGE:
-                    conn.send(("object", tid, data, time.perf_counter() - start))
-                else:
-                    send_segment_of("object_fd", tid, np.frombuffer(data, np.uint8), len(data), (len(data),),
-                                    time.perf_counter() - start)
-                return
-            if out is not None:
-                out_segment, out_offset, out_shape, out_dtype = out
-                if a.shape == tuple(out_shape) and a.dtype.name == out_dtype:
-                    whole = segments[out_segment][1]
-                    np.copyto(whole[out_offset:out_offset + a.nbytes].view(a.dtype).reshape(a.shape), a)
-                    conn.send(("row", tid, time.perf_counter() - start))
-                    return
-            send_segment_of("array", tid, a, a.nbytes, (a.shape, a.dtype.name, a.nbytes), time.perf_counter() - start)
-        except (Exception, SystemExit, KeyboardInterrupt) as e:
-            # sys.exit() or a KeyboardInterrupt raised by a transform (the workers ignore Ctrl-C) fails the
-            # sample like any exception, rather than ending the worker as if it could not start.
-            trace = traceback.format_exc()
-            hint = ""
-            if isinstance(x, np.ndarray) and x.ndim == 3 and (isinstance(e, (TypeError, AttributeError)) or "PIL" in trace):
-                hint = (f"hint: a transform got a numpy array of shape {x.shape} and type {x.dtype}; if it wants a "
-                        "PIL image, put hdmlp.transforms.ToPIL() before it")
-            conn.send(("error", tid, type(e).__qualname__, str(e), trace, hint, time.perf_counter() - start))
-
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):  # the training process is gone
-            return
-        kind = message[0]
-        if kind == "tasks":
-            for task in message[1]:
-                run(task)
-        elif kind == "segment":
-            _, segment_id, nbytes = message
-            fd = multiprocessing.reduction.recv_handle(conn)
-            segment = _core.SharedMemory.attach(fd, nbytes)
-            segments[segment_id] = (segment, np.frombuffer(segment.view(0, [nbytes]), np.uint8))
-            if control is None:
-                control = np.frombuffer(segment.view(0, [1], "int64"), np.int64)
-        elif kind == "forget":
-            segments.pop(message[1], None)
-        elif kind == "stop":
-            return
 
 
 # ---------------------------------------------------------------------------
@@ -597,7 +290,7 @@ class PythonStage:
         self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._control)
         for i in range(workers):
             here, there = ctx.Pipe(duplex=True)
-            process = ctx.Process(target=_worker_main, args=(there, init), daemon=True,
+            process = ctx.Process(target=worker_main, args=(there, init), daemon=True,
                                   name=f"hdmlp-python-transform-{i}")
             process.start()
             there.close()
@@ -659,7 +352,7 @@ class PythonStage:
         if worker.index not in segment.sent_to:
             try:
                 worker.conn.send(("segment", segment.id, segment.memory.nbytes))
-                _send_fd(worker.conn, segment.memory.fd)
+                send_fd(worker.conn, segment.memory.fd)
             except (OSError, EOFError):  # the worker died: name that, not the broken pipe
                 self._worker_died(worker)
             segment.sent_to.add(worker.index)
