@@ -75,7 +75,7 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
     for epoch in range(spec["epochs"]):
         ids, hashes = [], []
         stall = 0.0
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         batches = iter(job.epoch_batches(epoch))
         b = 0
         device_free = None  # compute_mbps: when the emulated device finishes the step in progress
@@ -120,7 +120,13 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
                     device_free = max(device_free, time.perf_counter())
         seconds = time.perf_counter() - start
         run["epochs"].append({"ids": ids, "hashes": hashes, "seconds": seconds, "stall_seconds": stall,
-                              "barrier_seconds": barrier, "steps": b, "img_per_s": len(ids) / seconds if seconds > 0 else None})
+                              "barrier_seconds": barrier, "steps": b, "img_per_s": len(ids) / seconds if seconds > 0 else None,
+                              # the rank's CPU in the epoch (all its threads: hdmlp's, MPI's, the loop's) and
+                              # how far its cache classes' fills had come at the epoch's end
+                              "cpu_seconds": time.process_time() - cpu_start,
+                              "classes": [{"name": c["name"], "filled_samples": c.get("filled_samples"),
+                                           "prefetched_samples": c.get("prefetched_samples")}
+                                          for c in job.metrics()["classes"]]})
     if job.rank == 0:  # after the epochs: thousands of lstat calls on the PFS, no part of the job's times
         root = os.path.realpath(spec["data"])
         run["paths"] = [os.path.relpath(os.path.realpath(p), root) for p, _ in job.samples]

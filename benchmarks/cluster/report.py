@@ -104,7 +104,8 @@ def merge(cluster, run: dict, files: dict[str, str], dataset_bytes: int, over_ne
                 ep = r["runs"][j]["epochs"][e]
                 per_rank.append({"rank": r["rank"], "host": r["host"], "samples": len(ep["ids"]),
                                  "seconds": round(ep["seconds"], 4), "img_per_s": ep["img_per_s"],
-                                 "stall_seconds": round(ep["stall_seconds"], 4), "reads": ep.get("reads", {})})
+                                 "stall_seconds": round(ep["stall_seconds"], 4), "reads": ep.get("reads", {}),
+                                 **{k: ep[k] for k in ("cpu_seconds", "classes") if k in ep}})
             seconds = max(p["seconds"] for p in per_rank)
             samples = sum(p["samples"] for p in per_rank)
             sources: dict[str, int] = {}

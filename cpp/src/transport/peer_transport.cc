@@ -40,6 +40,15 @@ std::chrono::microseconds PollPause(Clock::duration quiet) {
 
 }  // namespace
 
+std::chrono::microseconds FetchPollPause(Clock::duration waited) {
+  constexpr auto kQuickPause = std::chrono::microseconds(50);
+  constexpr auto kQuickWindow = std::chrono::milliseconds(1);
+  constexpr auto kSlowPause = std::chrono::microseconds(1000);
+  if (waited <= kQuickWindow) return kQuickPause;
+  const auto share = std::chrono::duration_cast<std::chrono::microseconds>(waited) / 20;
+  return std::clamp<std::chrono::microseconds>(share, kQuickPause, kSlowPause);
+}
+
 PeerTransport::PeerTransport(Communicator* comm, int serving_threads, int client_slots, ServeFn serve, double linger_s)
     : comm_(comm), serving_threads_(serving_threads), client_slots_(client_slots), serve_(std::move(serve)),
       linger_s_(linger_s),
@@ -202,7 +211,8 @@ bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out)
   int64_t request[3] = {sample, reply_tag, seq};
   MPI_Request send;
   MPI_Isend(request, 3, MPI_INT64_T, peer, kRequestTag, comm, &send);
-  const auto deadline = Clock::now() + std::chrono::duration<double>(comm_->timeout_s());
+  const auto asked = Clock::now();
+  const auto deadline = asked + std::chrono::duration<double>(comm_->timeout_s());
   bool sent = false;
   for (;;) {
     if (!sent) {
@@ -238,11 +248,12 @@ bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out)
       if (!sent) MPI_Request_free(&send);
       return false;
     }
-    if (Clock::now() > deadline) {
+    const auto now = Clock::now();
+    if (now > deadline) {
       if (!sent) MPI_Request_free(&send);
       throw PeerLost(peer, sample);
     }
-    Pause();
+    std::this_thread::sleep_for(FetchPollPause(now - asked));
   }
 }
 

@@ -54,6 +54,15 @@
 
 namespace hdmlp {
 
+// How long a Fetch that has waited `waited` for its reply sleeps before it
+// looks again: 50 us for the first millisecond, then a twentieth of the wait
+// so far, at most 1 ms. A reply that comes quickly is seen at once; one that
+// is slow (the peer reads the sample from the PFS first, or waits for a core)
+// is seen at most about 5% late, and the waiting threads stop costing CPU:
+// every look is a wake-up and an MPI probe, and a rank's staging and prefetch
+// threads may all wait at once.
+std::chrono::microseconds FetchPollPause(std::chrono::steady_clock::duration waited);
+
 class PeerTransport {
  public:
   // Fills *out with a sample this rank can serve; false: "not here".
