@@ -106,6 +106,27 @@ def test_the_pfs_is_read_once_over_three_epochs(cluster, dataset, schemes_run):
         assert 1.0 <= merged["pfs_link_bytes_x_dataset"] / len(SCHEMES) < 1.15
 
 
+def test_each_epoch_records_the_ranks_cpu_and_its_cache_fills(cluster, dataset, schemes_run):
+    """rank.py records per epoch the rank's CPU (all its threads) and how far its cache classes' fills had
+    come (the evidence docs/cluster.md's goal 2 reads): CPU is spent every epoch, fills never go back, and
+    none passes the class's plan; the report carries both per rank."""
+    _, files, total = dataset
+    _, run = schemes_run
+    for r in run["ranks"]:
+        for j in r["runs"]:
+            planned = {c["name"]: c["planned_samples"] for c in j["classes"]}
+            seen: dict[str, int] = {}
+            for e in j["epochs"]:
+                assert e["cpu_seconds"] > 0, (r["rank"], j["scheme"])
+                for c in e["classes"]:
+                    assert seen.get(c["name"], 0) <= c["filled_samples"] <= planned[c["name"]], (r["rank"], c)
+                    seen[c["name"]] = c["filled_samples"]
+            assert sum(seen.values()) > 0  # the RAM class filled something
+    merged = report.merge(cluster, run, files, total, over_network=False)
+    per_rank = merged["jobs"][0]["epochs"][0]["per_rank"][0]
+    assert per_rank["cpu_seconds"] > 0 and per_rank["classes"]
+
+
 def test_peer_reads_cross_the_bridge(cluster, dataset, schemes_run):
     """Under uniform and partial_local a rank reads samples other ranks cache; under local each rank
     keeps to its own shard, which it caches, so it asks no peer."""
