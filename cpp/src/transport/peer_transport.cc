@@ -41,10 +41,10 @@ std::chrono::microseconds PollPause(Clock::duration quiet) {
 }  // namespace
 
 std::chrono::microseconds FetchPollPause(Clock::duration waited) {
+  // A twentieth of the wait, never under the quick pause: so the first
+  // millisecond (20 x 50 us) is polled at the quick pause.
   constexpr auto kQuickPause = std::chrono::microseconds(50);
-  constexpr auto kQuickWindow = std::chrono::milliseconds(1);
   constexpr auto kSlowPause = std::chrono::microseconds(1000);
-  if (waited <= kQuickWindow) return kQuickPause;
   const auto share = std::chrono::duration_cast<std::chrono::microseconds>(waited) / 20;
   return std::clamp<std::chrono::microseconds>(share, kQuickPause, kSlowPause);
 }
