@@ -29,12 +29,11 @@ import time
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 
 
-def _become_subreaper() -> bool:
+def _become_subreaper() -> None:
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: run the command all the same
-        return False
+        pass
 
 
 def _children(pid: int) -> list[int]:
