@@ -210,9 +210,17 @@ def test_closing_during_slow_reads_is_quick(folder):
 
 
 def test_huge_epoch_counts_start_fast(folder):
+    # Counting every read of 2**31 - 1 epochs would take hours: the planner counts a
+    # bounded window of epochs (PlanningOptions::max_counted_reads). The staging
+    # threads may run many epochs ahead of this loop on a tiny folder (as far as the
+    # staging buffer's capacity allows), so the metrics list only what was read.
     root, digests = folder
+    start = time.monotonic()
     with hdmlp.Job(root, 4, 2**31 - 1, seed=0) as job:  # the default config: classes to plan
-        assert len(job.metrics()["epochs"]) <= 2
+        assert time.monotonic() - start < 30
+        epochs = job.metrics()["epochs"]
+        assert len(epochs) < 2**20  # not one entry per epoch of the job
+        assert sum(e["samples"] for e in epochs) == 0  # nothing delivered yet
         assert len(epoch_bytes(job, 0)) == len(digests)
 
 
