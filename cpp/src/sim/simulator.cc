@@ -1,6 +1,7 @@
 #include "hdmlp/sim/simulator.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -29,6 +30,13 @@ constexpr size_t kLookupAhead = 2;
 constexpr size_t kCopyStateAhead = 1;
 static_assert(kCopyStateAhead < kLookupAhead && kLookupAhead < LookaheadQueue::kAhead,
               "the loop's hints look at events the LookaheadQueue keeps aside");
+
+// How many of a node's next claims have their samples looked up, and their
+// memory asked for (NextClaimSample); how far ahead a prefetch thread asks for
+// its class's next fills' lookups, and their copies' state.
+constexpr int64_t kClaimsAhead = 8;
+constexpr uint32_t kFillLookupAhead = 8;
+constexpr uint32_t kFillStateAhead = 4;
 
 // Where a consumed sample came from, for the byte counts: 0 the PFS, 1 a
 // peer's class, 2 "ready" (lower_bound), 2 + j the node's own class j.
@@ -84,7 +92,10 @@ struct NodeState {
   int64_t next_claim = 0;  // staging: next item (over all epochs) to claim
   int64_t next_take = 0;   // consumer: next item to take
   int64_t bytes_in_flight = 0;
-  int64_t next_sample = -1;  // sample of next_claim, once looked up
+  // The samples of items [next_claim, looked_up), at most kClaimsAhead,
+  // by item % kClaimsAhead (NextClaimSample).
+  std::array<int64_t, kClaimsAhead> claim_samples{};
+  int64_t looked_up = 0;
   std::deque<InFlight> flight;  // items [next_take, next_claim)
   std::vector<uint32_t> idle_workers;
   bool consumer_waiting = false;
@@ -106,6 +117,9 @@ struct NodeState {
   int64_t cursor_batch = 0;
   std::vector<int64_t> bytes_by_source;  // consumed bytes, by kFromPfs, kFromPeer, ...
   int64_t events = 0;                    // events of this node processed
+  int64_t unfilled = 0;     // the node's cached copies whose fill has not started
+  double last_ready = 0;    // the latest ready time of the node's copies so far
+  bool settled = false;     // decomposed loop: every copy complete, ready times dropped
   // Decomposed loop (RunDecomposed) only: the node's own event heap and
   // push counter, and its consumer's arrival at the barrier.
   EventQueue heap;
@@ -233,7 +247,6 @@ class Engine {
     plan.holder_index = {};
     if (traits_.cache == CacheRule::kNone) return;
     const std::vector<uint8_t>& every_read = plan.caches_every_read;
-    for (const NodeCache& c : caches_) unfilled_copies_ += static_cast<int64_t>(c.size());
     FindWhetherNeverPfs(every_read);
     only_class_.assign(static_cast<size_t>(w_.nodes), 0);
     for (size_t i = 0; i < caches_.size(); ++i) {
@@ -262,14 +275,24 @@ class Engine {
     events_.push(Event{time, seq_++ | kRelease, node, kConsumer});
   }
 
+  // Whether node's copy of `sample` is the one peers read.
+  bool IsHeld(uint32_t node, int64_t sample) const {
+    return !holder_.empty() && holder_[static_cast<size_t>(sample)].node == static_cast<int32_t>(node);
+  }
+
   // Marks a copy's fill as started, complete at `ready`: every copy goes
   // from kNotStarted to its ready time once, and the decomposed loop needs to
-  // know when none is left to fill and all are complete.
-  void SetReady(NodeCache& cache, size_t idx, double ready, double now) {
+  // know when the peers' copies (held_*) and each node's own are complete.
+  void SetReady(uint32_t node, NodeCache& cache, size_t idx, int64_t sample, double ready, double now) {
     const float r = RoundUpReady(ready);
     cache.Start(idx, r, now);
-    --unfilled_copies_;
-    last_ready_ = std::max(last_ready_, static_cast<double>(r));
+    NodeState& n = nodes_[node];
+    --n.unfilled;
+    n.last_ready = std::max(n.last_ready, static_cast<double>(r));
+    if (!decomposed_ && IsHeld(node, sample)) {  // decomposed: every held copy had started
+      --held_unstarted_;
+      held_last_ready_ = std::max(held_last_ready_, static_cast<double>(r));
+    }
   }
 
   // A PFS read by `thread` of `node` starting now. Thesis: its rate is
@@ -318,7 +341,10 @@ class Engine {
         NodeCache& cache = caches_[d.node];
         const float r = RoundUpReady(time);
         cache.Settle(static_cast<size_t>(d.target), r);
-        last_ready_ = std::max(last_ready_, static_cast<double>(r));
+        n.last_ready = std::max(n.last_ready, static_cast<double>(r));
+        // Held or not (a PFS read in flight, so never in the decomposed
+        // loop): the bound only has to be at least the held copies' latest.
+        held_last_ready_ = std::max(held_last_ready_, static_cast<double>(r));
         auto& pending = nodes_[d.node].pending_copies;
         for (size_t k = 0; k < pending.size(); ++k) {
           if (pending[k].idx != static_cast<uint32_t>(d.target)) continue;
@@ -331,14 +357,16 @@ class Engine {
     }
   }
 
-  // Copy `idx` of `node` is complete `offset` seconds after `fetch` ends.
-  void SetReadyAfter(uint32_t node, NodeCache& cache, size_t idx, const Fetch& fetch, double offset, double now) {
+  // Copy `idx` (of `sample`) of `node` is complete `offset` seconds after `fetch` ends.
+  void SetReadyAfter(uint32_t node, NodeCache& cache, size_t idx, int64_t sample, const Fetch& fetch, double offset,
+                     double now) {
     if (fetch.job < 0) {
-      SetReady(cache, idx, now + fetch.seconds + offset, now);
+      SetReady(node, cache, idx, sample, now + fetch.seconds + offset, now);
       return;
     }
     cache.Start(idx, kPendingReady, now);
-    --unfilled_copies_;
+    --nodes_[node].unfilled;
+    if (IsHeld(node, sample)) --held_unstarted_;  // its ready time: Resolve
     const double after = fetch.seconds + offset;
     dependents_[static_cast<size_t>(fetch.job)].push_back(
         Dependent{Dependent::kCopy, node, static_cast<int64_t>(idx), after});
@@ -366,6 +394,8 @@ class Engine {
   // Fetching a sample the node does not hold: from its holder's class
   // (a peer) where the policy reads peers, else from the PFS.
   Fetch Remote(int node, uint32_t thread, int64_t sample, int64_t size, double now) {
+    if (peer_class_ > 0)  // decomposed, every held copy complete and in that class: no lookup
+      return {TransferSeconds(size, peer_mbps_[static_cast<size_t>(peer_class_)]), kFromPeer};
     if (traits_.peers) {
       const Holder holder = holder_[static_cast<size_t>(sample)];
       const int h = holder.node;
@@ -375,12 +405,15 @@ class Engine {
         const int j = peer.Class(idx);
         if (!traits_.runtime_sources || prefer_peer_[static_cast<size_t>(j)]) {
           const double link = TransferSeconds(size, peer_mbps_[static_cast<size_t>(j)]);
+          // Decomposed (CanDecompose): every held copy is complete, and the
+          // holder's thread may be writing its other copies' state now.
+          if (decomposed_) return {link, kFromPeer};
           const float ready = peer.Ready(idx, now);
           if (ready <= now) return {link, kFromPeer};
           if (ready != kNotStarted) return AfterCopy(static_cast<uint32_t>(h), idx, ready, link, kFromPeer, now);
           // The holder fills it on the spot (read from the PFS, stored), then sends it.
           Fetch read = PfsRead(static_cast<uint32_t>(node), thread, size, now);
-          SetReadyAfter(static_cast<uint32_t>(h), peer, static_cast<size_t>(idx), read, Store(size, j), now);
+          SetReadyAfter(static_cast<uint32_t>(h), peer, static_cast<size_t>(idx), sample, read, Store(size, j), now);
           read.seconds += link;
           read.source = kFromPeer;
           return read;
@@ -472,9 +505,9 @@ class Engine {
 
   // Where a staging worker gets a sample, and how long it takes.
   Fetch StagingFetch(int node, uint32_t thread, int64_t item, int64_t sample, int64_t size, double now) {
-    if (decomposed_ && only_class_[static_cast<size_t>(node)] > 0) {
+    if (decomposed_ && only_class_[static_cast<size_t>(node)] > 0 && nodes_[static_cast<size_t>(node)].settled) {
       // Every read of this node is in its one class and complete
-      // (CanDecompose): the class's rate, without looking the copy up.
+      // (SettleNode): the class's rate, without looking the copy up.
       const int j = only_class_[static_cast<size_t>(node)];
       return {TransferSeconds(size, local_mbps_[static_cast<size_t>(j)]), FromClass(j)};
     }
@@ -496,7 +529,8 @@ class Engine {
       }
       const Fetch fetched = Remote(node, thread, sample, size, now);
       if (traits_.fill_on_the_way)
-        SetReadyAfter(static_cast<uint32_t>(node), cache, static_cast<size_t>(idx), fetched, Store(size, j), now);
+        SetReadyAfter(static_cast<uint32_t>(node), cache, static_cast<size_t>(idx), sample, fetched, Store(size, j),
+                      now);
       return fetched;
     }
     if (traits_.opportunistic && !cache.empty() &&
@@ -520,8 +554,7 @@ class Engine {
     if (traits_.on_demand) {
       if (!(n.consumer_waiting && n.next_claim == n.next_take)) return;
     } else {
-      if (n.next_sample < 0) n.next_sample = SampleOf(static_cast<int>(node), n.next_claim);
-      const int64_t size = w_.sizes[static_cast<size_t>(n.next_sample)];
+      const int64_t size = w_.sizes[static_cast<size_t>(NextClaimSample(node))];
       if (n.bytes_in_flight > 0 && n.bytes_in_flight + size > staging_capacity_) return;
     }
     Push(now, node, n.idle_workers.back());
@@ -534,7 +567,8 @@ class Engine {
   int64_t NextSample(const Event& e) const {
     if (e.thread >= kPfsDone) return -1;
     const NodeState& n = nodes_[e.node];
-    if (e.thread < staging_threads_) return n.next_sample;
+    if (e.thread < staging_threads_)
+      return n.next_claim < n.looked_up ? n.claim_samples[static_cast<size_t>(n.next_claim % kClaimsAhead)] : -1;
     const auto j = static_cast<size_t>(thread_class_[e.thread]);
     const NodeCache& cache = caches_[e.node];
     const uint32_t cursor = n.fill_cursor[j];
@@ -569,13 +603,13 @@ class Engine {
       n.idle_workers.push_back(thread);
       return;
     }
-    if (n.next_sample < 0) n.next_sample = SampleOf(static_cast<int>(node), n.next_claim);
-    const int64_t size = w_.sizes[static_cast<size_t>(n.next_sample)];
+    const int64_t sample = NextClaimSample(node);
+    const int64_t size = w_.sizes[static_cast<size_t>(sample)];
     if (n.bytes_in_flight > 0 && n.bytes_in_flight + size > staging_capacity_) {
       n.idle_workers.push_back(thread);
       return;
     }
-    Fetch fetch = StagingFetch(static_cast<int>(node), thread, n.next_claim, n.next_sample, size, now);
+    Fetch fetch = StagingFetch(static_cast<int>(node), thread, n.next_claim, sample, size, now);
     fetch.seconds += AfterFetch(size);
     n.flight.push_back(InFlight{fetch.job < 0 ? now + fetch.seconds : kPendingTime, size, fetch.source});
     n.bytes_in_flight += size;
@@ -590,8 +624,31 @@ class Engine {
     if (fetch.job >= 0) When(fetch, Dependent{Dependent::kFlightItem, node, n.next_claim, 0}, now);
     When(fetch, Dependent{Dependent::kThreadEvent, node, thread, 0}, now);
     ++n.next_claim;
-    n.next_sample = -1;
+    if (n.next_claim < n.total_items) NextClaimSample(node);  // keeps the look-ahead kClaimsAhead deep
     WakeIdle(n, node, now);
+  }
+
+  // The sample of node's next claim (next_claim < total_items). The next
+  // kClaimsAhead claims' samples are looked up ahead, in item order (as
+  // SampleOf walks the plan, so when changes nothing), and their memory asked
+  // for: by the time a claim comes, its size and lookup have arrived.
+  int64_t NextClaimSample(uint32_t node) {
+    NodeState& n = nodes_[node];
+    for (const int64_t end = std::min(n.next_claim + kClaimsAhead, n.total_items); n.looked_up < end; ++n.looked_up) {
+      const int64_t sample = SampleOf(static_cast<int>(node), n.looked_up);
+      n.claim_samples[static_cast<size_t>(n.looked_up % kClaimsAhead)] = sample;
+      PrefetchSample(node, sample, false);
+    }
+    return n.claim_samples[static_cast<size_t>(n.next_claim % kClaimsAhead)];
+  }
+
+  // Asks the CPU for what a read of `sample` by `node` will look at: its
+  // size, the node's lookup, and where `holder` its holder (a hint: no
+  // effect on any result).
+  void PrefetchSample(uint32_t node, int64_t sample, bool holder) const {
+    __builtin_prefetch(&w_.sizes[static_cast<size_t>(sample)]);
+    caches_[node].samples().PrefetchFind(sample);
+    if (holder && !holder_.empty() && peer_class_ == 0) __builtin_prefetch(&holder_[static_cast<size_t>(sample)]);
   }
 
   void PrefetchThread(uint32_t node, uint32_t thread, double now) {
@@ -613,17 +670,24 @@ class Engine {
     const bool copy = cursor >= cache.copy_begin(static_cast<size_t>(j));
     const int64_t sample = cache.FillSample(cursor++);
     const int64_t size = w_.sizes[static_cast<size_t>(sample)];
+    // The class's next fills (whichever thread takes them): their lookups,
+    // and the copies' state of nearer ones (hints).
+    if (cursor + kFillLookupAhead < end) PrefetchSample(node, cache.FillSample(cursor + kFillLookupAhead), true);
+    if (cursor + kFillStateAhead < end) {
+      const int64_t later = cache.Find(cache.FillSample(cursor + kFillStateAhead));
+      if (later >= 0) cache.PrefetchCopy(static_cast<size_t>(later));
+    }
     // A copy of a peer's staged sample comes from its class j over b_c.
     const Fetch fetch = copy ? Fetch{TransferSeconds(size, peer_mbps_[static_cast<size_t>(j)]), kFromPeer}
                              : Remote(static_cast<int>(node), thread, sample, size, now);
     const double store = Store(size, j);
     if (fetch.job < 0) {
       const double seconds = fetch.seconds + store;
-      SetReady(cache, idx, now + seconds, now);
+      SetReady(node, cache, idx, sample, now + seconds, now);
       Push(now + seconds, node, thread);
       return;
     }
-    SetReadyAfter(node, cache, idx, fetch, store, now);
+    SetReadyAfter(node, cache, idx, sample, fetch, store, now);
     When(fetch, Dependent{Dependent::kThreadEvent, node, thread, store}, now);
   }
 
@@ -685,6 +749,7 @@ class Engine {
     }
     job_end_ = barrier_time_;
     const double start = barrier_time_;
+    release_time_ = start;
     barrier_count_ = 0;
     barrier_time_ = 0;
     barrier_compute_ = 0;
@@ -711,26 +776,64 @@ class Engine {
   }
 
   // Whether, from the barrier at `now` on, nodes share nothing between
-  // barriers: no copy is left to fill and every copy is complete (caches
-  // and peers' copies are only read, each read at its class's rate), no PFS
-  // stream is in flight, and no later read can go to the PFS (never_pfs_).
+  // barriers: no PFS stream is in flight, and either
+  //  - every sample has a holder whose copy peers read (holders_cover_), and
+  //    every held copy is complete: a read a node does not serve itself, and
+  //    every fill of its own copies still to come, is a peer read of a
+  //    complete copy at its class's rate, which touches no other node's
+  //    state (Remote); a node's own copies are its own business; or
+  //  - no copy is left to fill and every copy is complete, and no later read
+  //    can go to the PFS (never_pfs_).
   bool CanDecompose(double now) const {
-    return never_pfs_ && unfilled_copies_ == 0 && last_ready_ <= now && pfs_->streams() == 0;
+    if (pfs_->streams() != 0) return false;
+    if (holders_cover_ && held_unstarted_ == 0 && held_last_ready_ <= now) return true;
+    if (!never_pfs_) return false;
+    return std::all_of(nodes_.begin(), nodes_.end(),
+                       [now](const NodeState& n) { return n.unfilled == 0 && n.last_ready <= now; });
   }
 
   // No read can ever go to the PFS once every copy is filled: every sample
-  // has a holder whose copy peers read (policies with peers), or every node
-  // caches every sample it reads.
+  // has a holder whose copy peers read (holders_cover_), or every node caches
+  // every sample it reads.
   void FindWhetherNeverPfs(const std::vector<uint8_t>& caches_every_read) {
     never_pfs_ = std::all_of(caches_every_read.begin(), caches_every_read.end(), [](uint8_t b) { return b != 0; });
-    if (never_pfs_ || !traits_.peers || holder_.empty()) return;
+    if (!traits_.peers || holder_.empty()) return;
     for (size_t s = 0; s < holder_.size(); ++s) {
       const int h = holder_[s].node;
       if (h < 0) return;
       const int j = caches_[static_cast<size_t>(h)].Class(holder_[s].index);
       if (traits_.runtime_sources && !model_.PreferPeer(j)) return;
     }
-    never_pfs_ = true;
+    holders_cover_ = never_pfs_ = true;
+    held_unstarted_ = static_cast<int64_t>(holder_.size());
+  }
+
+  // Decomposed loop: where every sample has a holder (holders_cover_) and
+  // every node's copies sit in one class, the same for all, a peer read needs
+  // no holder lookup (Remote): every held copy is complete and in that class.
+  void FindPeerClass() {
+    if (!holders_cover_) return;
+    int j = 0;
+    for (const NodeCache& c : caches_) {
+      if (c.empty()) continue;
+      if (c.single_class() == 0 || (j != 0 && c.single_class() != j)) return;
+      j = c.single_class();
+    }
+    peer_class_ = j;
+  }
+
+  // Decomposed loop, before node i runs on from a barrier: once every copy
+  // of the node is complete, its ready times are dropped and its reads from
+  // its one class need no lookup (StagingFetch). Complete by the earliest
+  // time it will still ask about: its next event's, which may lie before the
+  // barrier's release (a node runs only until its consumer arrives).
+  void SettleNode(size_t i) {
+    NodeState& n = nodes_[i];
+    if (n.settled || n.unfilled != 0) return;
+    const double now = n.heap.empty() ? release_time_ : std::min(release_time_, n.heap.top().time);
+    if (n.last_ready > now) return;
+    caches_[i].SettleAll();
+    n.settled = true;
   }
 
   // Runs `f(node)` for every node, spread over the planning threads (each
@@ -769,9 +872,7 @@ class Engine {
   // in the CPU's caches, and the nodes run on several threads.
   void RunDecomposed() {
     decomposed_ = true;
-    // CanDecompose: every copy is complete, so no ready time is needed any
-    // more (and the caches are only read from here on, by several threads).
-    for (NodeCache& c : caches_) c.SettleAll();
+    FindPeerClass();
     while (!events_.empty()) {
       const Event e = events_.top();
       events_.pop();
@@ -786,6 +887,7 @@ class Engine {
     const int64_t total = plan_.BatchesPerEpoch() * w_.epochs;
     auto run = [&](size_t i, bool until_arrival) {
       NodeState& n = nodes_[i];
+      SettleNode(i);
       while (!n.heap.empty() && !(until_arrival && n.arrived)) {
         const Event e = n.heap.top();
         n.heap.pop();
@@ -841,6 +943,7 @@ class Engine {
       n.local_batch = plan_.LocalBatchSize(i, 0);
       n.bytes_by_source.assign(byte_counts_.size(), 0);
       const NodeCache& c = caches_[static_cast<size_t>(i)];
+      n.unfilled = static_cast<int64_t>(c.size());
       n.fill_cursor.assign(classes.size(), 0);
       for (size_t j = 0; j < c.classes(); ++j) n.fill_cursor[j] = c.class_begin(j);
       for (uint32_t t = staging_threads_; t < thread_class_.size(); ++t) {
@@ -866,6 +969,7 @@ class Engine {
       Dispatch(e);
     }
     if (switch_to_decomposed_) {
+      for (const NodeState& n : nodes_) r.decomposed_unfilled += n.unfilled;
       const double t0 = Seconds();
       RunDecomposed();
       r.decomposed_seconds = Seconds() - t0;
@@ -914,9 +1018,14 @@ class Engine {
   // Per node: the class holding every sample it reads, where one does
   // (0: none, or reads that need a lookup).
   std::vector<uint8_t> only_class_;
-  int64_t unfilled_copies_ = 0;  // cached copies whose fill has not started
-  double last_ready_ = 0;        // the latest ready time of a copy so far
+  // The copies peers read (holder_): how many have not started, and the
+  // latest ready time among them (at least; CanDecompose).
+  int64_t held_unstarted_ = 0;
+  double held_last_ready_ = 0;
+  bool holders_cover_ = false;   // FindWhetherNeverPfs
+  int peer_class_ = 0;           // FindPeerClass
   bool never_pfs_ = false;       // FindWhetherNeverPfs
+  double release_time_ = 0;      // the last barrier's release
   bool switch_to_decomposed_ = false;
   bool decomposed_ = false;      // RunDecomposed is running
   int decompose_threads_ = 1;

@@ -18,13 +18,15 @@
 // aggregate never exceeds t(g)), and keep the rate of their start in the
 // thesis reading, as the thesis's simulator does.
 //
-// Nodes meet only at barriers. Once none shares anything with another
-// (every cached copy filled and complete, no PFS stream in flight, no later
-// read that can reach the PFS: typically after the first epoch or two when
-// the caches hold every node's reads), each node's events run on their own
-// from one barrier to the next, the nodes spread over threads; the order of
-// a node's events, and so every result, is the event-by-event loop's
-// (SimulationOptions::decompose, tests/cpp/simulator_decompose_test.cc).
+// Nodes meet only at barriers. Once none shares anything with another (no
+// PFS stream in flight and none to come, and every copy a peer may read
+// complete: every sample's holder copy, while the nodes may still be filling
+// their own copies from those; or every cached copy filled and complete; for
+// hdmlp when the caches hold every node's reads, typically within the first
+// epoch or two), each node's events run on their own from one barrier to the
+// next, the nodes spread over threads; the order of a node's events, and so
+// every result, is the event-by-event loop's (SimulationOptions::decompose,
+// tests/cpp/simulator_decompose_test.cc).
 //
 // Cost: O(E*F) events in a 4-ary heap of O(N * threads) entries
 // (event_queue.h), plus the cache plans (cache_plan.h: PlanPlacement,
@@ -109,6 +111,7 @@ struct SimulationResult {
   int64_t cached_samples = 0;  // (node, sample) copies the policy planned to cache
   int64_t events = 0;          // events processed (a cost measure)
   int64_t decomposed_batches = 0;  // global batches run decomposed (SimulationOptions::decompose)
+  int64_t decomposed_unfilled = 0;  // cached copies whose fill had not started when it decomposed
   double decomposed_seconds = 0;   // wall time of the decomposed loop (part of simulation_seconds)
   std::vector<PfsTracePoint> pfs_trace;  // with SimulationOptions::trace_pfs
   double planning_seconds = 0; // wall time spent planning caches
