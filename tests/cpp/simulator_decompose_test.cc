@@ -103,13 +103,19 @@ TEST(SimulatorDecomposeTest, NodesStillFillingTheirCopiesFromPeersDecompose) {
       "    bandwidth = ( { threads = 1; bw = 16550; }, { threads = 2; bw = 21164; } ); } );\n"
       "pfs_bandwidth = ( { processes = 1; bw = 20; }, { processes = 16; bw = 3000; } );\n",
       "slow_peers.cfg");
+  // Under a sanitizer: one case, on two threads (64 nodes: two workers).
+  const bool all = !hdmlp::testing::kSanitizedBuild;
+  const std::vector<bool> sizes = all ? std::vector<bool>{false, true} : std::vector<bool>{false};
+  const std::vector<Reading> readings =
+      all ? std::vector<Reading>{Reading::kPhysical, Reading::kThesis} : std::vector<Reading>{Reading::kPhysical};
+  const std::vector<int> thread_counts = all ? std::vector<int>{1, 2} : std::vector<int>{2};
   int still_filling = 0;
-  for (const bool equal_sizes : {false, true}) {
+  for (const bool equal_sizes : sizes) {
     const Workload w = Job(64, 6000, 6, equal_sizes);
-    for (Reading reading : {Reading::kPhysical, Reading::kThesis}) {
+    for (Reading reading : readings) {
       const std::string what = std::string(ReadingName(reading)) + (equal_sizes ? " equal sizes" : " normal sizes");
       const SimulationResult slow = SimulateWith(config, w, Policy::kHdmlp, reading, false, 1);
-      for (int threads : {1, 2}) {
+      for (int threads : thread_counts) {
         const SimulationResult fast = SimulateWith(config, w, Policy::kHdmlp, reading, true, threads);
         testing::ExpectSameResults(fast, slow, what + " threads=" + std::to_string(threads));
         EXPECT_GT(fast.decomposed_batches, 0) << what;
@@ -117,7 +123,7 @@ TEST(SimulatorDecomposeTest, NodesStillFillingTheirCopiesFromPeersDecompose) {
       }
     }
   }
-  EXPECT_GE(still_filling, 6);
+  EXPECT_GE(still_filling, all ? 6 : 1);
 }
 
 TEST(SimulatorDecomposeTest, ConsumersTakeThePlansSamples) {

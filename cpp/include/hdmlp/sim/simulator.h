@@ -70,10 +70,10 @@ struct ThesisArtifacts {
 struct SimulationOptions {
   int threads = 0;  // planning threads (and the decomposed loop's); <= 0: the hardware's, at most 8
   // From the first barrier where the nodes share nothing until the next
-  // one (every cached copy filled and complete, no PFS stream in flight,
-  // no later read that can reach the PFS), run each node's events on their
-  // own between barriers, on `threads` threads. The results are the same
-  // as the event-by-event loop's (false), only faster.
+  // one (no PFS stream in flight or to come, and every copy peers read
+  // complete, or every cached copy filled and complete), run each node's
+  // events on their own between barriers, on `threads` threads. The results
+  // are the same as the event-by-event loop's (false), only faster.
   bool decompose = true;
   // Record the PFS's aggregate rate at every change (physical reading):
   // SimulationResult::pfs_trace.
