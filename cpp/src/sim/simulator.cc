@@ -275,9 +275,10 @@ class Engine {
     events_.push(Event{time, seq_++ | kRelease, node, kConsumer});
   }
 
-  // Whether node's copy of `sample` is the one peers read.
+  // Whether node's copy of `sample` is the one peers read, counted in
+  // held_* (only where every sample has one: CanDecompose).
   bool IsHeld(uint32_t node, int64_t sample) const {
-    return !holder_.empty() && holder_[static_cast<size_t>(sample)].node == static_cast<int32_t>(node);
+    return holders_cover_ && holder_[static_cast<size_t>(sample)].node == static_cast<int32_t>(node);
   }
 
   // Marks a copy's fill as started, complete at `ready`: every copy goes
