@@ -30,6 +30,7 @@ from hdmlp import launcher as _launcher
 from hdmlp import live_jobs as _live
 from hdmlp import state as _state
 from hdmlp.pinned_memory import cuda_host_allocator
+from hdmlp.main_guard import check_not_bootstrapping
 from hdmlp.plan import _int_in
 from hdmlp.job_arguments import _REQUIRED, ThrottledStorage, _path, check_job_arguments
 from hdmlp.job_arguments import default_config_path  # noqa: F401 (re-exported: hdmlp.default_config_path)
@@ -50,6 +51,7 @@ def init_mpi() -> None:
     before its Job, so that the other ranks' start-up checks can time out
     on it (MPI's own initialisation waits for every rank without a limit).
     """
+    check_not_bootstrapping("hdmlp.init_mpi() was called")
     _core.init_mpi()
 
 
@@ -237,6 +239,7 @@ class Job:
         self._handed_out: tuple[int, int] | None = None  # (epoch, batches) a device feeder handed out
         self._final_state: dict[str, Any] | None = None
         self._forked_from: int | None = None
+        check_not_bootstrapping("an hdmlp.Job was created")  # before anything starts MPI
         world, use_mpi = None, False
         try:
             if not isinstance(single_process, bool):

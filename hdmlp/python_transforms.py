@@ -206,15 +206,21 @@ class _EpochState:
                 "samples": self.samples, "padded": self.padded}
 
 
+# How long close() lets the workers finish the sample at hand before it ends them: a transform that
+# hangs (or a Ctrl-C while one runs) must not hold up the exit.
+_STOP_GRACE_S = 1.0
+
+
 def _shutdown(workers: list[_Worker], control: _Segment) -> None:
-    """Stops the workers (each finishes the sample at hand) and joins them; kills what does not stop."""
+    """Stops the workers (each may finish the sample at hand, for up to _STOP_GRACE_S) and joins them;
+    ends what does not stop (SIGTERM, then SIGKILL)."""
     control.array.view("int64")[0] = 2**62  # every queued task is cancelled
     for w in workers:
         try:
             w.conn.send(("stop",))
         except (OSError, ValueError):
             pass
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + _STOP_GRACE_S
     for w in workers:
         w.process.join(max(0.0, deadline - time.monotonic()))
         for stop in (w.process.terminate, w.process.kill):
@@ -746,8 +752,8 @@ class PythonStage:
         if code is not None and code < 0:
             how = f"killed by signal {-code}: out of memory, or a crash in native code?"
         else:
-            how = (f"exit code {code}; its traceback is above. A script that creates the Job when it is imported "
-                   "needs `if __name__ == '__main__':` around that, as for any spawned worker process")
+            how = (f"exit code {code}; its traceback is above. A worker imports the training script again: "
+                   "wrap the training code in `if __name__ == '__main__':`, as for any spawned worker process")
         doing = f" while transforming '{w.queue[0].path}'" if w.queue else ""
         self._broken = f"Python transform worker {w.index} (pid {w.process.pid}) ended ({how}){doing}"
         raise RuntimeError(f"hdmlp: {self._broken}; close the job")
