@@ -173,3 +173,159 @@ def test_a_script_without_the_main_guard_is_told_to_wrap_its_training_code(tmp_p
     # The training process names it too (its worker ended during start-up).
     assert "wrap the training code in `if __name__ == '__main__':`" in proc.stderr, proc.stderr[-3000:]
     assert time.monotonic() - started < 20
+
+
+# -- non-regular files: every source names them before reading ---------------------------
+
+def _swap_for(path, kind, tmp_path):
+    """Replaces the file at ``path`` by a FIFO, a socket or a character device (a symbolic link to /dev/zero)."""
+    import socket
+
+    os.remove(path)
+    if kind == "fifo":
+        os.mkfifo(path)
+        return None
+    if kind == "socket":
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(path))
+        return s
+    os.symlink("/dev/zero", path)
+    return None
+
+
+def _expect_named(make_job, path, kind):
+    kinds = {"fifo": "a FIFO", "socket": "a socket", "device": "a character device"}
+    started = time.monotonic()
+    with pytest.raises(ValueError) as info:
+        make_job()
+    assert time.monotonic() - started < 2
+    message = str(info.value)
+    assert f"'{path}'" in message and f"is {kinds[kind]}" in message and "not a regular file" in message, message
+    assert "truncated" not in message and "ends at byte" not in message, message
+
+
+@pytest.fixture(scope="module")
+def small_images(tmp_path_factory):
+    root = tmp_path_factory.mktemp("nonregular") / "data"
+    make_folder(str(root), per_class=(3, 2))
+    return root
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+def test_a_pack_shard_or_index_that_is_not_a_regular_file_is_named_before_reading(small_images, tmp_path, kind):
+    from hdmlp.pack import pack
+    for victim in ("shard-00000.hdmlp-shard", "index.hdmlp-pack"):
+        dst = tmp_path / victim.split(".")[0]
+        pack(small_images, dst, progress=False)
+        keep = _swap_for(dst / victim, kind, tmp_path)
+        try:
+            # The pack's folder, and its index file given directly.
+            _expect_named(lambda: hdmlp.Job(dst, 2, 1, seed=0, index_cache=False), dst / victim, kind)
+            if victim.startswith("shard"):
+                _expect_named(lambda: hdmlp.Job(dst / "index.hdmlp-pack", 2, 1, seed=0, source="pack"),
+                              dst / victim, kind)
+        finally:
+            if keep is not None:
+                keep.close()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+def test_an_hdf5_file_that_is_not_a_regular_file_is_named_before_reading(tmp_path, kind):
+    from conftest import make_h5
+    folder = tmp_path / "h5"
+    folder.mkdir()
+    make_h5(folder / "a.h5", n=5)
+    make_h5(folder / "b.h5", n=5)
+    keep = _swap_for(folder / "b.h5", kind, tmp_path)
+    try:
+        _expect_named(lambda: hdmlp.Job(folder, 2, 1, seed=0, index_cache=False), folder / "b.h5", kind)
+        _expect_named(lambda: hdmlp.Job(folder / "b.h5", 2, 1, seed=0, index_cache=False), folder / "b.h5", kind)
+        _expect_named(lambda: hdmlp.Job(folder / "b.h5", 2, 1, seed=0, source="hdf5"), folder / "b.h5", kind)
+    finally:
+        if keep is not None:
+            keep.close()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+def test_a_tar_shard_that_is_not_a_regular_file_is_named_before_reading(small_images, tmp_path, kind):
+    from conftest import make_tar_shards
+    make_tar_shards(small_images, tmp_path / "tars", shards=2)
+    victim = tmp_path / "tars" / "shard-001.tar"
+    keep = _swap_for(victim, kind, tmp_path)
+    try:
+        for spec in (tmp_path / "tars", victim, f"{tmp_path}/tars/shard-{{000..001}}.tar"):
+            _expect_named(lambda: hdmlp.Job(str(spec), 2, 1, seed=0, index_cache=False), victim, kind)
+    finally:
+        if keep is not None:
+            keep.close()
+
+
+# -- tar: label members with non-text bytes; what a cut shard did not deliver ------------------
+
+def _tar(path, members):
+    import io
+    import tarfile
+    with tarfile.open(path, "w") as tar:
+        for name, payload in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+
+
+@pytest.mark.parametrize("label", [b"3\x00", b"3\x00junk", b"\x003", b"3\xff", b"\x01", b"3 4", b"", b"-1", b"0x3"])
+def test_a_label_member_with_non_text_bytes_is_an_error_naming_it(tmp_path, label):
+    from PIL import Image
+    import io
+    jpeg = io.BytesIO()
+    Image.new("RGB", (8, 8)).save(jpeg, "JPEG")
+    path = tmp_path / "labels.tar"
+    _tar(path, [("a.jpg", jpeg.getvalue()), ("a.cls", b"1\n"), ("b.jpg", jpeg.getvalue()), ("b.cls", label)])
+    with pytest.raises(ValueError, match=r"label member 'b\.cls' at offset \d+ of '.*labels\.tar' \(sample 'b'\) "
+                                         r"holds .*not a non-negative decimal integer"):
+        hdmlp.Job(str(path), 1, 1, seed=0, index_cache=False)
+
+
+@pytest.mark.parametrize("label,value", [(b"7", 7), (b" 7\n", 7), (b"+7\r\n", 7), (b"007", 7)])
+def test_label_members_with_digits_and_spaces_are_read(tmp_path, label, value):
+    path = tmp_path / "labels.tar"
+    _tar(path, [("a.jpg", b"\xff\xd8"), ("a.cls", label)])
+    with hdmlp.Job(str(path), 1, 1, seed=0, index_cache=False) as job:
+        assert job.targets == [value]
+
+
+def test_a_cut_tar_shard_under_skip_counts_and_names_every_sample_not_delivered(tmp_path):
+    """The shard was indexed whole before (the index cache keeps that listing); cut inside a member,
+    every sample from that one on is counted, named, and warned about, not only the one the cut falls in."""
+    import warnings
+    from conftest import make_tar_shards
+    from hdmlp.datasets import make_image_folder
+    images = make_image_folder(tmp_path / "images", num_images=12, num_classes=2, seed=1, min_side=32, max_side=48)
+    make_tar_shards(images, tmp_path / "tars", shards=2)
+    for f in (tmp_path / "tars").iterdir():  # old enough for the index cache to keep their listing
+        os.utime(f, (time.time() - 60, time.time() - 60))
+    spec = str(tmp_path / "tars")
+    with hdmlp.Job(spec, 2, 1, seed=0) as job:
+        whole = [p for p, _ in job.samples]
+    shard = tmp_path / "tars" / "shard-001.tar"
+    data = shard.read_bytes()
+    in_shard = [p for p in whole if p.startswith(str(shard) + "/")]
+    # Cut inside the data of the shard's second sample member.
+    import tarfile
+    with tarfile.open(shard) as tar:
+        second = [m for m in tar.getmembers() if not m.name.endswith(".cls")][1]
+    shard.write_bytes(data[:second.offset_data + second.size // 2])
+    chain = [T.ImgDecode(), T.CenterCrop(8), T.ToTensor()]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        job = hdmlp.Job(spec, 2, 1, seed=0, transforms=chain, on_error="skip")
+    with job:
+        delivered = sorted(i for ids, _, _ in job.epoch_batches(0) for i in ids)
+        lost = sorted(set(whole) - {p for p, _ in job.samples})
+        m = job.metrics()
+        assert delivered == list(range(len(job)))
+    assert lost == in_shard[1:] and len(lost) >= 2
+    assert m["skipped_samples"] == len(lost)
+    for path in lost:
+        assert any(entry.startswith(f"'{path}': not delivered: tar shard") for entry in m["skipped"]), (path, m["skipped"])
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert any("is cut short at offset" in s and f"{len(lost)} sample(s) are not delivered" in s for s in messages), messages

@@ -214,12 +214,12 @@ Job::Job(const JobOptions& options)
     scan.interrupt = options.interrupt;
     scan.keep_damaged = scan.keep_damaged || options.skip_bad_samples;
     source_ = OpenSource(env_, options.dataset_path, options.source, scan);
-    // on_error="skip": a shard cut short gave what it had; each is counted
-    // as one skipped entry and named, as a bad sample is.
-    for (const auto& damage : source_->damage()) {
+    // on_error="skip": a shard cut short gave what it had; every sample it
+    // lost is counted and named, as a bad sample is, and each damage is a
+    // warning (Warnings()).
+    for (const auto& lost : source_->damaged_samples()) {
       skipped_.fetch_add(1);
-      skipped_files_.push_back(damage);
-      std::fprintf(stderr, "hdmlp: skipping the rest of a damaged shard (on_error=\"skip\"): %s\n", damage.c_str());
+      skipped_files_.push_back(lost);
     }
     arrays_ = source_->format() == SampleFormat::kArray;
     if (arrays_ && pipeline_) {
@@ -470,6 +470,14 @@ void Job::Close() {
   // destructor.
   if (cache_) cache_->Close();
   if (reader_) reader_->Close();
+}
+
+std::vector<std::string> Job::Warnings() const {
+  std::vector<std::string> out = cache_->Warnings();
+  for (const auto& damage : source_->damage()) {
+    out.push_back("skipping the rest of a damaged shard (on_error=\"skip\"): " + damage);
+  }
+  return out;
 }
 
 OutputShape Job::FirstImageShape() {

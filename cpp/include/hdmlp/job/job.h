@@ -268,7 +268,8 @@ class Job {
   // (the staging buffer and workers). Written only by the constructor.
   const PhaseTimer& StartupPhases() const { return startup_; }
   std::vector<ClassStatus> ClassStatuses() const { return cache_->Status(); }
-  std::vector<std::string> Warnings() const { return cache_->Warnings(); }
+  // The caches' warnings, then the damaged containers on_error="skip" read around.
+  std::vector<std::string> Warnings() const;
   // Samples read from the dataset's storage in another form than indexed.
   int64_t changed_samples() const { return cache_->changed_samples(); }
   std::vector<std::string> ChangedFiles() const { return cache_->ChangedFiles(); }
