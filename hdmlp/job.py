@@ -324,7 +324,8 @@ class Job:
             self._open_python = functools.partial(PythonStage, chain=python_chain,
                                                   workers=python_workers or default_python_workers(),
                                                   start_method=python_start_method, skip=on_error == "skip",
-                                                  task_timeout_s=self.timeout_s)
+                                                  task_timeout_s=self.timeout_s,
+                                                  per_rank=batch_size_per_rank is not None)
             try:
                 self._python = self._open_python(self._core)
             except BaseException:

@@ -329,3 +329,134 @@ def test_a_cut_tar_shard_under_skip_counts_and_names_every_sample_not_delivered(
         assert any(entry.startswith(f"'{path}': not delivered: tar shard") for entry in m["skipped"]), (path, m["skipped"])
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert any("is cut short at offset" in s and f"{len(lost)} sample(s) are not delivered" in s for s in messages), messages
+
+
+# -- memory: a sample, batch or Python result larger than the process can hold -------------------
+
+LIMITED = textwrap.dedent("""
+    import json, os, resource, sys, time
+    import numpy as np
+    import hdmlp
+    sys.path.insert(0, sys.argv[5])
+    import transform_fns
+    if __name__ == "__main__":
+        case, path, extra_mb, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        if extra_mb > 0:  # an address-space limit this far above what the process maps now
+            with open("/proc/self/status") as f:
+                vm = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize:"))
+            resource.setrlimit(resource.RLIMIT_AS, (vm + extra_mb * 2**20, vm + extra_mb * 2**20))
+        out = {}
+        started = time.monotonic()
+        try:
+            kw = dict(seed=0, index_cache=False)
+            if case == "python":
+                kw.update(transforms=transform_fns.big_result, python_workers=1)
+            with hdmlp.Job(path, batch, 1, **kw) as job:
+                for _ in job.batches():
+                    pass
+            out["error"] = None
+        except BaseException as e:
+            out.update(error=type(e).__name__, message=str(e))
+        out["seconds"] = time.monotonic() - started
+        print(json.dumps(out))
+""")
+
+
+def _run_limited(tmp_path, case, path, extra_mb, batch, preexec_fn=None):
+    import json
+    script = tmp_path / "limited.py"
+    script.write_text(LIMITED)
+    proc = subprocess.run([sys.executable, str(script), case, str(path), str(extra_mb), str(batch),
+                           os.path.dirname(__file__)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          preexec_fn=preexec_fn)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _big_rows(path, row_mb, rows=4):
+    """An HDF5 file of `rows` uint8 rows of row_mb MiB each; chunked and never written, so it takes no disk."""
+    import h5py
+    import numpy as np
+    with h5py.File(path, "w") as f:
+        f.create_dataset("data", shape=(rows, row_mb * 2**20), dtype="uint8", chunks=(1, 2**20))
+        f["label"] = np.arange(rows) % 2
+    return path
+
+
+def test_an_hdf5_row_larger_than_memory_is_refused_at_once_naming_sample_size_limit_and_setting(tmp_path):
+    """The issue's 3 GB row under a 6 GB limit, at a tenth of the scale: 300 MiB rows, 600 MiB left."""
+    path = _big_rows(tmp_path / "big.h5", 300)
+    out = _run_limited(tmp_path, "hdf5", path, 600, 4)
+    assert out["error"] == "MemoryError", out
+    message = out["message"]
+    assert f"'{path} dataset 'data' sample 0'" in message and "uint8[314572800]" in message, message
+    assert "takes 300.0 MiB in its batch" in message and "a batch of 4 takes 1.2 GiB" in message, message
+    assert "RLIMIT_AS, ulimit -v" in message, message
+    assert "No batch size fits" in message and "raise the address-space limit" in message, message
+    assert out["seconds"] < 2, out
+    # With room for a smaller batch, the message names it.
+    out = _run_limited(tmp_path, "hdf5", path, 1700, 4)
+    assert out["error"] == "MemoryError" and "Use batch_size=2 or less" in out["message"], out
+
+
+def _cgroup_for_test(limit_bytes):
+    """A memory cgroup (v2 or v1) below this process's own, limited to limit_bytes; None where none can be made."""
+    with open("/proc/self/cgroup") as f:
+        lines = [line.strip().split(":", 2) for line in f]
+    for number, controllers, path in lines:
+        v2 = number == "0" and controllers == ""
+        if not v2 and "memory" not in controllers.split(","):
+            continue
+        base = "/sys/fs/cgroup" + ("" if v2 else "/memory") + (path if path != "/" else "")
+        group = os.path.join(base, f"hdmlp-test-{os.getpid()}")
+        try:
+            os.mkdir(group)
+            with open(os.path.join(group, "memory.max" if v2 else "memory.limit_in_bytes"), "w") as f:
+                f.write(str(limit_bytes))
+            return group
+        except OSError:
+            try:
+                os.rmdir(group)
+            except OSError:
+                pass
+    return None
+
+
+def test_a_batch_past_the_cgroup_memory_limit_is_an_error_not_an_oom_kill(tmp_path):
+    """Under a batch system's cgroup an allocation past the limit succeeds and the kernel kills the process
+    as it fills it: the Job refuses before that, naming the cgroup's limit."""
+    if os.geteuid() != 0:
+        pytest.skip("making a memory cgroup needs root")
+    path = _big_rows(tmp_path / "big.h5", 256)
+    group = _cgroup_for_test(900 * 2**20)
+    if group is None:
+        pytest.skip("no memory cgroup can be made here")
+    try:
+        def enter():
+            with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        out = _run_limited(tmp_path, "hdf5", path, 0, 2, preexec_fn=enter)
+    finally:
+        for _ in range(50):
+            try:
+                os.rmdir(group)
+                break
+            except OSError:
+                time.sleep(0.1)
+    assert out["error"] == "MemoryError", out
+    assert "the memory limit of cgroup" in out["message"] and "ask for more memory for the job" in out["message"], out
+    assert "Use batch_size=1 or less" in out["message"] or "No batch size fits" in out["message"], out
+
+
+def test_a_python_transforms_result_too_large_for_memory_names_it_and_the_batch_size(tmp_path):
+    """A transform whose result is 200 MiB, 4 per batch, with 1 GiB left: not "cannot map a shared memory
+    segment of N bytes" at some later batch, but the sample, the sizes, the limit and batch_size."""
+    root = tmp_path / "data"
+    make_folder(str(root))
+    out = _run_limited(tmp_path, "python", root, 1024, 4)
+    assert out["error"] == "MemoryError", out
+    message = out["message"]
+    assert "a result uint8[209715200]" in message and "takes 200.0 MiB in its batch" in message, message
+    assert str(root) in message and "RLIMIT_AS" in message, message
+    assert "Use batch_size=" in message or "No batch size fits" in message, message
+    assert "cannot map a shared memory segment" not in message

@@ -95,3 +95,8 @@ def hang(data):
     import time
     while True:
         time.sleep(3600)
+
+
+def big_result(data):
+    """A result of 200 MiB (a transform that makes a huge array)."""
+    return np.zeros(200 * 2**20, np.uint8)
