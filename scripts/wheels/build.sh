@@ -126,10 +126,17 @@ fetch_python_headers() {
   done
 }
 
+# The build chroot's binds: the checkout, and the cache's folders, which are made here (empty
+# on a cold cache: fetch_sources and fetch_python_headers fill src-x and python later), so every
+# bind source exists whichever step runs the chroot first.
+BUILD_BINDS=("$ROOT:/hdmlp:ro" "$CACHE/src-x:/src:ro" "$CACHE/deps:/opt/hdmlp-deps" "$CACHE/scratch:/build"
+             "$CACHE/python:/py:ro" "$CACHE/out:/out")
 in_build_chroot() {
-  HDMLP_CHROOT_BINDS="$ROOT:/hdmlp:ro $CACHE/src-x:/src:ro $CACHE/deps:/opt/hdmlp-deps $CACHE/scratch:/build \
-$CACHE/python:/py:ro $CACHE/out:/out" \
-    "$HERE/chroot.sh" run "$CACHE/chroot-bullseye-build" "$@"
+  local b
+  for b in "${BUILD_BINDS[@]}"; do
+    [[ ${b%%:*} == "$CACHE"/* ]] && mkdir -p "${b%%:*}"
+  done
+  HDMLP_CHROOT_BINDS="${BUILD_BINDS[*]}" "$HERE/chroot.sh" run "$CACHE/chroot-bullseye-build" "$@"
 }
 
 build_modules() {
