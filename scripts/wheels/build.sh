@@ -202,6 +202,11 @@ main() {
   "$HERE/chroot.sh" make bullseye "$CACHE/chroot-bullseye-build" "${BUILD_CHROOT_PACKAGES[@]}"
   in_build_chroot sh -c 'command -v ccache >/dev/null || { apt-get update -q && apt-get install -y -q ccache; }' \
     >/dev/null
+  if [[ -n ${HDMLP_WHEEL_CHROOT_CHECK:-} ]]; then
+    # scripts/wheels/cold_check.sh: this command in the build chroot with the build's binds, then stop.
+    in_build_chroot bash -euc "$HDMLP_WHEEL_CHROOT_CHECK"
+    return
+  fi
   apt_private_setup
   fetch_sources
   fetch_python_headers

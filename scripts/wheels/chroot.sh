@@ -81,8 +81,10 @@ make_chroot() {
 # The host's CA bundle, as the chroot sees it (a copy; see the top of this file).
 HOST_CA=/run/hdmlp-host/ca-certificates.crt
 
-check_binds() {  # every HDMLP_CHROOT_BINDS entry well formed, its source present
-  local b src dst mode
+# check_binds DIR: every HDMLP_CHROOT_BINDS entry is well formed, its source exists, and its
+# target is nothing that a package installed in chroot DIR lists as its own.
+check_binds() {
+  local dir=$1 lists=("$1"/var/lib/dpkg/info/*.list) b src dst mode
   for b in ${HDMLP_CHROOT_BINDS:-}; do
     IFS=: read -r src dst mode <<<"$b"
     if [[ -z $src || $dst != /* || ( -n ${mode:-} && $mode != ro ) ]]; then
@@ -94,13 +96,18 @@ check_binds() {  # every HDMLP_CHROOT_BINDS entry well formed, its source presen
            "before the chroot runs" >&2
       exit 2
     fi
+    if [[ -e ${lists[0]} ]] && grep -qxF -- "$dst" "${lists[@]}"; then
+      echo "chroot.sh run: the bind target $dst belongs to a Debian package in $dir; bind elsewhere" \
+           "(the package's maintainer scripts may replace it)" >&2
+      exit 2
+    fi
   done
 }
 
 run_in_chroot() {
   local dir=$1; shift
   [[ -f $dir/.hdmlp-chroot ]] || { echo "chroot.sh: $dir is not a chroot made by chroot.sh make" >&2; exit 2; }
-  check_binds
+  check_binds "$dir"
   # The inner script runs in a new mount namespace; its mounts die with it.
   HDMLP_CHROOT_DIR=$dir HDMLP_HOST_CA=$HOST_CA unshare --mount --propagation private -- bash -euc '
     d=$HDMLP_CHROOT_DIR
