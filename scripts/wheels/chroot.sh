@@ -44,7 +44,11 @@ make_chroot() {
   fi
   command -v debootstrap >/dev/null || {
     log "installing debootstrap"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null
+    # A new machine may have no package lists yet (a container image's are removed).
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null 2>&1 || {
+      apt-get update -q >/dev/null
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null
+    }
   }
   [[ $(id -u) -eq 0 ]] || { echo "chroot.sh: debootstrap needs root" >&2; exit 2; }
   local mirror tmp
