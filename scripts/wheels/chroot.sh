@@ -132,11 +132,9 @@ run_in_chroot() {
     # in a tmpfs of its own, where no package looks; the chroot'"'"'s ca-certificates keeps its files.
     ca_dir=$(dirname "$HDMLP_HOST_CA")
     mkdir -p "$d$ca_dir" && mount -t tmpfs -o size=8m,mode=0755 tmpfs "$d$ca_dir"
-    if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
-      cp -L /etc/ssl/certs/ca-certificates.crt "$d$HDMLP_HOST_CA"
-    else
-      : > "$d$HDMLP_HOST_CA"
-    fi
+    for bundle in /etc/ssl/certs/ca-certificates.crt "$d/etc/ssl/certs/ca-certificates.crt"; do
+      [[ -f $bundle ]] && { cp -L "$bundle" "$d$HDMLP_HOST_CA"; break; }  # else the chroot'"'"'s own
+    done
     mount -o remount,ro,bind "$d$ca_dir"
     for b in ${HDMLP_CHROOT_BINDS:-}; do
       IFS=: read -r src dst mode <<<"$b"
