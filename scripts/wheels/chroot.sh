@@ -148,11 +148,18 @@ run_in_chroot() {
   ' hdmlp-chroot "$@"
 }
 
-cmd=${1:-}
-[[ $# -gt 0 ]] && shift
-case "$cmd" in
-  make) make_chroot "$@" ;;
-  run) run_in_chroot "$@" ;;
-  mirror) debian_mirror ;;
-  *) echo "usage: scripts/wheels/chroot.sh {make SUITE DIR PKG...|run DIR CMD...|mirror}" >&2; exit 2 ;;
-esac
+main() {
+  local cmd=${1:-}
+  [[ $# -gt 0 ]] && shift
+  case "$cmd" in
+    make) make_chroot "$@" ;;
+    run) run_in_chroot "$@" ;;
+    mirror) debian_mirror ;;
+    *) echo "usage: scripts/wheels/chroot.sh {make SUITE DIR PKG...|run DIR CMD...|mirror}" >&2; exit 2 ;;
+  esac
+}
+
+# One line: bash reads a script as it runs it, and a `run` lasts as long as its command (a build:
+# half an hour), so an edit of this file meanwhile would otherwise run the new file's text from
+# the old offset when the command ends.
+main "$@"; exit

@@ -39,52 +39,56 @@ REPLAY='
   echo "$n packages configured as on a first install"
 '
 
-start=$SECONDS
-fail=0
-tmp=$(mktemp -d /var/tmp/hdmlp-cold-check.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+main() {  # globals, not locals: the EXIT trap reads $tmp after main returns
+  start=$SECONDS
+  fail=0
+  tmp=$(mktemp -d /var/tmp/hdmlp-cold-check.XXXXXX)
+  trap 'rm -rf "$tmp"' EXIT
 
-# 1 and 2 for the build chroot: build.sh on an empty cache. The Debian mirror is an address that
-# refuses connections, so that a build.sh that went past its chroot steps fails here at once
-# instead of downloading.
-build_chroot=$CACHE/chroot-bullseye-build
-if [[ -f $build_chroot/.hdmlp-chroot ]]; then
-  mkdir -p "$tmp/cache"
-  ln -s "$build_chroot" "$tmp/cache/chroot-bullseye-build"
-  log "cold check: build.sh on an empty cache (the build chroot's mounts and binds, its packages' post-install scripts)"
-  if ! HDMLP_WHEEL_CACHE=$tmp/cache HDMLP_CHROOT_EPHEMERAL=1 HDMLP_DEBIAN_MIRROR=http://127.0.0.1:9/debian \
-       HDMLP_WHEEL_CHROOT_CHECK=$REPLAY "$HERE/build.sh" "$tmp/out" >"$tmp/build.log" 2>&1; then
-    tail -30 "$tmp/build.log" >&2
-    log "cold check FAILED: scripts/wheels/build.sh's chroot steps on an empty cache (above)"
-    fail=1
+  # 1 and 2 for the build chroot: build.sh on an empty cache. The Debian mirror is an address that
+  # refuses connections, so that a build.sh that went past its chroot steps fails here at once
+  # instead of downloading.
+  build_chroot=$CACHE/chroot-bullseye-build
+  if [[ -f $build_chroot/.hdmlp-chroot ]]; then
+    mkdir -p "$tmp/cache"
+    ln -s "$build_chroot" "$tmp/cache/chroot-bullseye-build"
+    log "cold check: build.sh on an empty cache (the build chroot's mounts and binds, its packages' post-install scripts)"
+    if ! HDMLP_WHEEL_CACHE=$tmp/cache HDMLP_CHROOT_EPHEMERAL=1 HDMLP_DEBIAN_MIRROR=http://127.0.0.1:9/debian \
+         HDMLP_WHEEL_CHROOT_CHECK=$REPLAY "$HERE/build.sh" "$tmp/out" >"$tmp/build.log" 2>&1; then
+      tail -30 "$tmp/build.log" >&2
+      log "cold check FAILED: scripts/wheels/build.sh's chroot steps on an empty cache (above)"
+      fail=1
+    else
+      grep -v '^\[hdmlp\] chroot .* is ready (cached)$' "$tmp/build.log" >&2 || true
+    fi
   else
-    grep -v '^\[hdmlp\] chroot .* is ready (cached)$' "$tmp/build.log" >&2 || true
+    log "cold check: no cached build chroot in $CACHE; skipped (a wheel build makes it cold)"
   fi
-else
-  log "cold check: no cached build chroot in $CACHE; skipped (a wheel build makes it cold)"
-fi
 
-# 2 for the test chroots (wheel-test, sdist-test), with test.sh's binds.
-mkdir -p "$tmp/wheels"
-for suite in bookworm trixie; do
-  dir=$CACHE/chroot-$suite-test
-  if [[ ! -f $dir/.hdmlp-chroot ]]; then
-    log "cold check: no cached $suite test chroot in $CACHE; skipped (wheel-test makes it cold)"
-    continue
-  fi
-  log "cold check: the $suite test chroot's post-install scripts under chroot.sh's mounts"
-  if ! HDMLP_CHROOT_EPHEMERAL=1 HDMLP_CHROOT_BINDS="$tmp/wheels:/wheels:ro $HERE:/smoke:ro" \
-       "$HERE/chroot.sh" run "$dir" bash -euc "$REPLAY" >"$tmp/$suite.log" 2>&1; then
-    cat "$tmp/$suite.log" >&2
-    log "cold check FAILED: a first install in the $suite test chroot (above)"
-    fail=1
-  else
-    cat "$tmp/$suite.log" >&2
-  fi
-done
+  # 2 for the test chroots (wheel-test, sdist-test), with test.sh's binds.
+  mkdir -p "$tmp/wheels"
+  for suite in bookworm trixie; do
+    dir=$CACHE/chroot-$suite-test
+    if [[ ! -f $dir/.hdmlp-chroot ]]; then
+      log "cold check: no cached $suite test chroot in $CACHE; skipped (wheel-test makes it cold)"
+      continue
+    fi
+    log "cold check: the $suite test chroot's post-install scripts under chroot.sh's mounts"
+    if ! HDMLP_CHROOT_EPHEMERAL=1 HDMLP_CHROOT_BINDS="$tmp/wheels:/wheels:ro $HERE:/smoke:ro" \
+         "$HERE/chroot.sh" run "$dir" bash -euc "$REPLAY" >"$tmp/$suite.log" 2>&1; then
+      cat "$tmp/$suite.log" >&2
+      log "cold check FAILED: a first install in the $suite test chroot (above)"
+      fail=1
+    else
+      cat "$tmp/$suite.log" >&2
+    fi
+  done
 
-if [[ $fail -ne 0 ]]; then
-  log "cold check FAILED: scripts/dev.sh wheels or wheel-test would fail on a machine without $CACHE ($((SECONDS - start)) s)"
-  exit 1
-fi
-log "cold check passed ($((SECONDS - start)) s)"
+  if [[ $fail -ne 0 ]]; then
+    log "cold check FAILED: scripts/dev.sh wheels or wheel-test would fail on a machine without $CACHE ($((SECONDS - start)) s)"
+    exit 1
+  fi
+  log "cold check passed ($((SECONDS - start)) s)"
+}
+
+main "$@"; exit  # one line: an edit of this file while it runs cannot run more of it

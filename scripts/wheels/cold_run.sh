@@ -15,9 +15,6 @@ need_root wheels-cold
 OUT=$(realpath -m "${1:-dist}")
 declare -A SUITE=([cp311]=bookworm [cp313]=trixie)
 
-cold=$(mktemp -d /var/tmp/hdmlp-wheels-cold.XXXXXX)
-[[ ${HDMLP_KEEP_COLD_CACHE:-0} == 1 ]] || trap 'rm -rf "$cold"' EXIT
-
 cpu_seconds() {  # cpu_seconds VAR: user + system seconds of this shell's finished children so far.
   # bash's `times` sees them only when it runs in this shell, not in a $(...) subshell.
   times > "$cold/.times"
@@ -40,23 +37,28 @@ timed() {  # timed LABEL CMD...: runs CMD; logs its wall and CPU seconds and the
   return "$rc"
 }
 
-log "cold run: every wheel from an empty cache ($cold) on $(nproc) cores, then wheel-test of each"
-start=$SECONDS
-rc=0
-timed "scripts/dev.sh wheels from an empty cache" env HDMLP_WHEEL_CACHE="$cold" "$HERE/build.sh" "$cold/dist" || rc=$?
-if [[ $rc -eq 0 ]]; then
-  mkdir -p "$OUT" && cp "$cold"/dist/*.whl "$OUT/"
-  for wheel in "$cold"/dist/hdmlp-*-manylinux*.whl; do
-    tag=$(basename "$wheel" | cut -d- -f3)
-    [[ -n ${SUITE[$tag]:-} ]] || { log "cold run: no test suite for $tag; $(basename "$wheel") not tested"; continue; }
-    timed "wheel-test $(basename "$wheel") ${SUITE[$tag]} (its chroot made cold)" \
-      env HDMLP_WHEEL_CACHE="$cold" "$HERE/test.sh" "$wheel" "${SUITE[$tag]}" || rc=$?
-  done
-fi
-result=$([[ $rc -eq 0 ]] && echo passed || echo "FAILED (exit $rc)")
-mkdir -p "$CACHE"
-printf '%s\t%s\t%d cores\t%s\n' "$(date -u +%FT%TZ)" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo -)" \
-  "$(nproc)" "$(IFS=';'; echo "${summary[*]}"); $result" >> "$CACHE/cold-runs.tsv"
-log "cold run $result in $((SECONDS - start)) s:"
-printf '  %s\n' "${summary[@]}" >&2
-exit "$rc"
+main() {
+  cold=$(mktemp -d /var/tmp/hdmlp-wheels-cold.XXXXXX)  # a global: the EXIT trap reads it
+  [[ ${HDMLP_KEEP_COLD_CACHE:-0} == 1 ]] || trap 'rm -rf "$cold"' EXIT
+  log "cold run: every wheel from an empty cache ($cold) on $(nproc) cores, then wheel-test of each"
+  local start=$SECONDS rc=0 wheel tag result
+  timed "scripts/dev.sh wheels from an empty cache" env HDMLP_WHEEL_CACHE="$cold" "$HERE/build.sh" "$cold/dist" || rc=$?
+  if [[ $rc -eq 0 ]]; then
+    mkdir -p "$OUT" && cp "$cold"/dist/*.whl "$OUT/"
+    for wheel in "$cold"/dist/hdmlp-*-manylinux*.whl; do
+      tag=$(basename "$wheel" | cut -d- -f3)
+      [[ -n ${SUITE[$tag]:-} ]] || { log "cold run: no test suite for $tag; $(basename "$wheel") not tested"; continue; }
+      timed "wheel-test $(basename "$wheel") ${SUITE[$tag]} (its chroot made cold)" \
+        env HDMLP_WHEEL_CACHE="$cold" "$HERE/test.sh" "$wheel" "${SUITE[$tag]}" || rc=$?
+    done
+  fi
+  result=$([[ $rc -eq 0 ]] && echo passed || echo "FAILED (exit $rc)")
+  mkdir -p "$CACHE"
+  printf '%s\t%s\t%d cores\t%s\n' "$(date -u +%FT%TZ)" "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo -)" \
+    "$(nproc)" "$(IFS=';'; echo "${summary[*]}"); $result" >> "$CACHE/cold-runs.tsv"
+  log "cold run $result in $((SECONDS - start)) s:"
+  printf '  %s\n' "${summary[@]}" >&2
+  return "$rc"
+}
+
+main "$@"; exit  # one line: an edit of this file while it runs cannot run more of it
