@@ -15,6 +15,10 @@
 #   scripts/dev.sh bench-setup                 set up, plus the benchmarks' DALI and FFCV baselines
 #   scripts/dev.sh ctest | pytest [ARGS]       set up, then only the C++ or only the Python tests
 #   scripts/dev.sh wheel-check                 set up, then only the cross-release wheel test of `test`
+#   scripts/dev.sh wheel-cold-check            what only an empty wheel cache runs, checked on the cached
+#                                              chroots in under a minute (part of wheel-check)
+#   scripts/dev.sh wheels-cold [OUT]           every wheel built and tested from a new, empty cache, timed
+#                                              (about an hour on 2 cores: for a periodic CI run)
 #   scripts/dev.sh help                        this text
 #
 # Setting up is idempotent: Debian packages are installed only when missing,
@@ -263,6 +267,9 @@ run_wheel_check() {
     log "wheel check skipped: this machine does not allow mount namespaces (unshare --mount)"
     return
   fi
+  # A warm cache skips what a new machine runs first (the chroots' package installs, empty
+  # folders): that part, on the cached chroots, in under a minute (scripts/wheels/cold_check.sh).
+  scripts/wheels/cold_check.sh
   local out=build/ci-wheels minutes=${HDMLP_WHEEL_CHECK_MINUTES:-30} rc=0
   rm -rf "$out"
   # Not --foreground: a timeout ends the whole build (its compilers in the chroot too).
@@ -311,6 +318,8 @@ case "$cmd" in
   pytest) setup; run_pytest "$@" ;;
   wheels|wheel) setup; exec scripts/wheels/build.sh "$@" ;;
   wheel-test) exec scripts/wheels/test.sh "$@" ;;
+  wheel-cold-check) exec scripts/wheels/cold_check.sh ;;
+  wheels-cold) setup; exec scripts/wheels/cold_run.sh "$@" ;;
   sdist-test) exec scripts/wheels/sdist_test.sh "$@" ;;
   sdist) setup; build_sdist "$@" ;;
   help|-h|--help) usage ;;
