@@ -31,8 +31,8 @@
 
 #include "hdmlp/cache/storage_class.h"
 #include "hdmlp/env/env.h"
-#include "hdmlp/plan/random.h"
 #include "hdmlp/util/checksum.h"
+#include "hdmlp/util/random.h"
 
 namespace {
 

@@ -34,7 +34,7 @@
 #include "hdmlp/cache/peer_directory.h"
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/plan/placement.h"
-#include "hdmlp/plan/random.h"
+#include "hdmlp/util/random.h"
 
 namespace {
 

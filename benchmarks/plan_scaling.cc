@@ -36,7 +36,7 @@
 
 #include "hdmlp/plan/access_plan.h"
 #include "hdmlp/plan/placement.h"
-#include "hdmlp/plan/random.h"
+#include "hdmlp/util/random.h"
 
 #include "machine_load.h"
 

@@ -41,7 +41,7 @@ process that runs hdmlp's C++ threads.
 
 Seeds: before each call a worker takes ``key = derive_key([seed, epoch, sample,
 0x707974686f6e])`` (``hdmlp._core.derive_key``: the key derivation of hdmlp's C++
-side, plan/random.h; the last word is "python") and seeds Python's ``random`` with
+side, util/random.h; the last word is "python") and seeds Python's ``random`` with
 ``derive_key([key, 0])``, NumPy's global generator with ``derive_key([key, 1])`` (as two
 32-bit words, low first) and, when torch is loaded in the worker, torch's with
 ``derive_key([key, 2])``. Results then depend only on (seed, epoch, sample), not on

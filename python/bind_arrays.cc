@@ -29,8 +29,8 @@
 
 #include "bindings.h"
 #include "hdmlp/errors.h"
-#include "hdmlp/plan/random.h"
 #include "hdmlp/staging/shared_memory.h"
+#include "hdmlp/util/random.h"
 #include "owned_buffer.h"
 
 namespace py = pybind11;
@@ -329,7 +329,7 @@ void BindArrays(py::module_& m) {
   m.def(
       "derive_key",
       [](const std::vector<uint64_t>& words) { return DeriveKey(words.data(), words.size()); }, py::arg("words"),
-      "hdmlp's key derivation (plan/random.h: SplitMix64's finaliser folded over the words), as the C++ side "
+      "hdmlp's key derivation (util/random.h: SplitMix64's finaliser folded over the words), as the C++ side "
       "derives every random stream");
 }
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <set>
 
-#include "hdmlp/plan/random.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "hdmlp/errors.h"
 #include "hdmlp/plan/access_plan.h"
-#include "hdmlp/plan/random.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 namespace {

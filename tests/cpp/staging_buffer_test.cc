@@ -5,8 +5,8 @@
 #include <thread>
 
 #include "hdmlp/errors.h"
-#include "hdmlp/plan/random.h"
 #include "hdmlp/staging/staging_buffer.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 namespace {

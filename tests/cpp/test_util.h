@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "hdmlp/env/env.h"
-#include "hdmlp/plan/random.h"
 #include "hdmlp/transforms/image_view.h"
+#include "hdmlp/util/random.h"
 
 // Whether this build runs under ASan or TSan (make sanitize). A test whose
 // point is many values, not threads or memory, then runs a smaller set of its

@@ -21,11 +21,11 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "hdmlp/errors.h"
-#include "hdmlp/plan/random.h"
 #include "hdmlp/transforms/augment.h"
 #include "hdmlp/transforms/image_ops.h"
 #include "hdmlp/transforms/op_registry.h"
 #include "hdmlp/transforms/transform_pipeline.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 namespace {

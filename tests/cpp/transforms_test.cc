@@ -21,10 +21,10 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "hdmlp/errors.h"
-#include "hdmlp/plan/random.h"
 #include "hdmlp/transforms/decode.h"
 #include "hdmlp/transforms/resample.h"
 #include "hdmlp/transforms/transform_pipeline.h"
+#include "hdmlp/util/random.h"
 #include "test_util.h"
 
 namespace hdmlp {

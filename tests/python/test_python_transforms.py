@@ -203,7 +203,7 @@ def test_skip_with_a_python_chain_keeps_the_samples_of_a_cut_tar_shard(tmp_path)
 
 
 def seed_like_a_worker(seed, epoch, sample):
-    """What a worker does before each call (the documented derivation, plan/random.h's DeriveKey)."""
+    """What a worker does before each call (the documented derivation, util/random.h's DeriveKey)."""
     import torch
     key = 0x6A09E667F3BCC909
     for w in (seed, epoch, sample, PYTHON_KEY_DOMAIN):

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "hdmlp/errors.h"
-#include "hdmlp/plan/random.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 

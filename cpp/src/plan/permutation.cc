@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "hdmlp/plan/random.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 namespace {

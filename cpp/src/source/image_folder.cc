@@ -10,9 +10,9 @@
 
 #include "hdmlp/config/config.h"
 #include "hdmlp/errors.h"
-#include "hdmlp/plan/random.h"
 #include "hdmlp/source/index_cache.h"
 #include "hdmlp/util/parallel_for.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "hdmlp/errors.h"
-#include "hdmlp/plan/random.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 namespace {

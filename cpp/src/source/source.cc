@@ -6,12 +6,12 @@
 #include <thread>
 
 #include "hdmlp/errors.h"
-#include "hdmlp/plan/random.h"
 #include "hdmlp/source/hdf5_source.h"
 #include "hdmlp/source/image_folder_source.h"
 #include "hdmlp/source/pack_source.h"
 #include "hdmlp/source/regular_file.h"
 #include "hdmlp/source/tar_source.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 namespace {

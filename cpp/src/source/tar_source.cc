@@ -12,9 +12,9 @@
 
 #include "hdmlp/config/config.h"
 #include "hdmlp/errors.h"
-#include "hdmlp/plan/random.h"
 #include "hdmlp/util/binary_io.h"
 #include "hdmlp/util/parallel_for.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 namespace {

@@ -27,8 +27,8 @@
 #include <opencv2/imgproc.hpp>
 
 #include "hdmlp/errors.h"
-#include "hdmlp/plan/random.h"
 #include "hdmlp/util/parallel_for.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 

@@ -74,11 +74,11 @@
 #include "hdmlp/plan/placement.h"
 #include "hdmlp/source/source.h"
 #include "hdmlp/source/source_reader.h"
-#include "hdmlp/staging/staging_buffer.h"
 #include "hdmlp/transport/communicator.h"
 #include "hdmlp/transport/peer_transport.h"
 #include "hdmlp/util/interrupt.h"
 #include "hdmlp/util/phase_timer.h"
+#include "hdmlp/util/sample_buffer.h"
 
 namespace hdmlp {
 

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "hdmlp/env/env.h"
-#include "hdmlp/staging/staging_buffer.h"
+#include "hdmlp/util/sample_buffer.h"
 
 namespace hdmlp {
 

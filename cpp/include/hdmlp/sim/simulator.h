@@ -18,15 +18,13 @@
 // aggregate never exceeds t(g)), and keep the rate of their start in the
 // thesis reading, as the thesis's simulator does.
 //
-// Nodes meet only at barriers. Once none shares anything with another (no
-// PFS stream in flight and none to come, and every copy a peer may read
-// complete: every sample's holder copy, while the nodes may still be filling
-// their own copies from those; or every cached copy filled and complete; for
-// hdmlp when the caches hold every node's reads, typically within the first
-// epoch or two), each node's events run on their own from one barrier to the
-// next, the nodes spread over threads; the order of a node's events, and so
-// every result, is the event-by-event loop's (SimulationOptions::decompose,
-// tests/cpp/simulator_decompose_test.cc).
+// Nodes meet only at barriers. Once none shares anything with another
+// (typically within the first epoch or two), each node's events run on
+// their own from one barrier to the next, the nodes spread over threads,
+// with every result the event-by-event loop's (decomposition.h,
+// SimulationOptions::decompose). The engine's parts, each with its contract:
+// engine_state.h (what they share), fill_phase.h, reads.h, event_loop.h and
+// decomposition.h.
 //
 // Cost: O(E*F) events in a 4-ary heap of O(N * threads) entries
 // (event_queue.h), plus the cache plans (cache_plan.h: PlanPlacement,

@@ -8,7 +8,7 @@
 // ImageNet's (about 100 KB on average with the default spec). Image i depends
 // only on (seed, i, the sides, the qualities, the photos' contents): not on
 // the thread count, the order or location of the photos, or num_images. All
-// randomness comes from hdmlp/plan/random.h, and pixels are produced with
+// randomness comes from hdmlp/util/random.h, and pixels are produced with
 // bit-exact integer arithmetic, so a seed gives the same bytes wherever the
 // same OpenCV/libjpeg build encodes them.
 //

@@ -37,11 +37,11 @@
 #include <string>
 #include <vector>
 
-#include "hdmlp/plan/random.h"
 #include "hdmlp/transforms/image_view.h"
 #include "hdmlp/transforms/jpeg_decode.h"
 #include "hdmlp/transforms/resample.h"
 #include "hdmlp/transforms/transform_op.h"
+#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 

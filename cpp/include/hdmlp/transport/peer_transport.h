@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "hdmlp/errors.h"
-#include "hdmlp/staging/staging_buffer.h"
+#include "hdmlp/util/sample_buffer.h"
 #include "hdmlp/transport/communicator.h"
 
 namespace hdmlp {

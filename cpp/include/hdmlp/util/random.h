@@ -14,8 +14,8 @@
 //
 // Thread-safety: the free functions are pure; an Rng object is not shared
 // between threads (make one per (seed, purpose) instead).
-#ifndef HDMLP_PLAN_RANDOM_H_
-#define HDMLP_PLAN_RANDOM_H_
+#ifndef HDMLP_UTIL_RANDOM_H_
+#define HDMLP_UTIL_RANDOM_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -93,4 +93,4 @@ class Rng {
 
 }  // namespace hdmlp
 
-#endif  // HDMLP_PLAN_RANDOM_H_
+#endif  // HDMLP_UTIL_RANDOM_H_
