@@ -34,14 +34,6 @@ Fetch Reads::PfsRead(uint32_t node, uint32_t thread, int64_t size, double now) {
   return {0, kFromPfs, static_cast<int32_t>(job)};
 }
 
-void Reads::PfsEnded(uint32_t group, uint64_t seq, double now) {
-  const int64_t job = pfs_->OnEndEvent(group, seq, now);
-  if (job < 0) return;
-  std::vector<Dependent> dependents = std::move(dependents_[static_cast<size_t>(job)]);
-  dependents_[static_cast<size_t>(job)].clear();
-  for (const Dependent& d : dependents) Resolve(d, now + d.offset);
-}
-
 void Reads::Resolve(const Dependent& d, double time) {
   NodeState& n = s_.nodes[d.node];
   switch (d.kind) {
@@ -74,28 +66,6 @@ void Reads::Resolve(const Dependent& d, double time) {
       break;
     }
   }
-}
-
-void Reads::SetReadyAfter(uint32_t node, NodeCache& cache, size_t idx, int64_t sample, const Fetch& fetch,
-                          double offset, double now) {
-  if (fetch.job < 0) {
-    SetReady(node, cache, idx, sample, now + fetch.seconds + offset, now);
-    return;
-  }
-  cache.Start(idx, kPendingReady, now);
-  --s_.nodes[node].unfilled;
-  if (s_.IsHeld(node, sample)) --s_.held_unstarted;  // its ready time: Resolve
-  const double after = fetch.seconds + offset;
-  dependents_[static_cast<size_t>(fetch.job)].push_back(
-      Dependent{Dependent::kCopy, node, static_cast<int64_t>(idx), after});
-  s_.nodes[node].pending_copies.push_back(PendingCopy{static_cast<uint32_t>(idx), fetch.job, after});
-}
-
-Fetch Reads::AfterCopy(uint32_t node, uint32_t idx, float ready, double extra, uint8_t source, double now) const {
-  if (ready != kPendingReady) return {(ready - now) + extra, source};
-  for (const PendingCopy& p : s_.nodes[node].pending_copies)
-    if (p.idx == idx) return {p.after + extra, source, p.job};
-  throw Error("simulator: a pending copy without its PFS read; a bug");
 }
 
 Fetch Reads::Remote(int node, uint32_t thread, int64_t sample, int64_t size, double now) {

@@ -62,16 +62,15 @@ class EventLoop {
   const std::vector<double>& epoch_seconds() const { return epoch_seconds_; }
 
  private:
-  // Inline, and defined in event_loop.cc, where alone they are called: they
-  // compile into Dispatch (a call each costs about 1% of the loop).
-  inline void StagingWorker(uint32_t node, uint32_t thread, double now);
-  inline void Consumer(uint32_t node, double now);
+  // Defined in event_loop.cc, the one file that calls them (HDMLP_SIM_HOT).
+  HDMLP_SIM_HOT void StagingWorker(uint32_t node, uint32_t thread, double now);
+  HDMLP_SIM_HOT void Consumer(uint32_t node, double now);
   // The sample of node's next claim (next_claim < total_items).
-  inline int64_t NextClaimSample(uint32_t node);
+  HDMLP_SIM_HOT int64_t NextClaimSample(uint32_t node);
   // The barrier after every global batch.
   void Arrive(NodeState& n, double now);
   // Wakes one idle staging worker if it could claim the next item now.
-  void WakeIdle(NodeState& n, uint32_t node, double now);
+  HDMLP_SIM_HOT void WakeIdle(NodeState& n, uint32_t node, double now);
   // The sample of `item` (over all epochs) of `node`.
   int64_t SampleOf(int node, int64_t item);
   // locality_aware: epoch e's global batches reassigned to the caching nodes.

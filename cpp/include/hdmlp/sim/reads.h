@@ -29,6 +29,7 @@
 #include <optional>
 #include <vector>
 
+#include "hdmlp/errors.h"
 #include "hdmlp/sim/engine_state.h"
 #include "hdmlp/sim/pfs_sharing.h"
 
@@ -45,7 +46,8 @@ class Reads {
 
   // Where staging worker `thread` of `node` gets the sample of its claim
   // `item`, and how long it takes (a fill on the way starts the node's copy).
-  Fetch StagingFetch(int node, uint32_t thread, int64_t item, int64_t sample, int64_t size, double now);
+  HDMLP_SIM_HOT Fetch StagingFetch(int node, uint32_t thread, int64_t item, int64_t sample, int64_t size,
+                                   double now);
   // A sample the node does not hold: from its holder's class (a peer) where
   // the policy reads peers, else from the PFS.
   Fetch Remote(int node, uint32_t thread, int64_t sample, int64_t size, double now);
@@ -87,9 +89,8 @@ class Reads {
   int64_t pfs_read_bytes_ = 0;
 };
 
-// Inline: the event loop calls these on nearly every event; as calls into
-// reads.cc they cost about 1% of its instructions (docs/simulator.md,
-// "The engine's parts").
+// Implementation details follow: the event loop's hot path (HDMLP_SIM_HOT),
+// and what it calls on most events, inline.
 
 inline void Reads::SetReady(uint32_t node, NodeCache& cache, size_t idx, int64_t sample, double ready, double now) {
   const float r = RoundUpReady(ready);
@@ -112,7 +113,7 @@ inline void Reads::When(const Fetch& fetch, Dependent d, double now) {
   dependents_[static_cast<size_t>(fetch.job)].push_back(d);
 }
 
-inline Fetch Reads::StagingFetch(int node, uint32_t thread, int64_t item, int64_t sample, int64_t size, double now) {
+Fetch Reads::StagingFetch(int node, uint32_t thread, int64_t item, int64_t sample, int64_t size, double now) {
   const auto at = static_cast<size_t>(node);
   if (s_.decomposed && s_.only_class[at] > 0 && s_.nodes[at].settled) {
     // Every read of this node is in its one class and complete
@@ -149,6 +150,36 @@ inline Fetch Reads::StagingFetch(int node, uint32_t thread, int64_t item, int64_
     return {TransferSeconds(size, s_.local_mbps[static_cast<size_t>(j)]), FromClass(j)};
   }
   return Remote(node, thread, sample, size, now);
+}
+
+inline void Reads::PfsEnded(uint32_t group, uint64_t seq, double now) {
+  const int64_t job = pfs_->OnEndEvent(group, seq, now);
+  if (job < 0) return;
+  std::vector<Dependent> dependents = std::move(dependents_[static_cast<size_t>(job)]);
+  dependents_[static_cast<size_t>(job)].clear();
+  for (const Dependent& d : dependents) Resolve(d, now + d.offset);
+}
+
+inline void Reads::SetReadyAfter(uint32_t node, NodeCache& cache, size_t idx, int64_t sample, const Fetch& fetch,
+                          double offset, double now) {
+  if (fetch.job < 0) {
+    SetReady(node, cache, idx, sample, now + fetch.seconds + offset, now);
+    return;
+  }
+  cache.Start(idx, kPendingReady, now);
+  --s_.nodes[node].unfilled;
+  if (s_.IsHeld(node, sample)) --s_.held_unstarted;  // its ready time: Resolve
+  const double after = fetch.seconds + offset;
+  dependents_[static_cast<size_t>(fetch.job)].push_back(
+      Dependent{Dependent::kCopy, node, static_cast<int64_t>(idx), after});
+  s_.nodes[node].pending_copies.push_back(PendingCopy{static_cast<uint32_t>(idx), fetch.job, after});
+}
+
+inline Fetch Reads::AfterCopy(uint32_t node, uint32_t idx, float ready, double extra, uint8_t source, double now) const {
+  if (ready != kPendingReady) return {(ready - now) + extra, source};
+  for (const PendingCopy& p : s_.nodes[node].pending_copies)
+    if (p.idx == idx) return {p.after + extra, source, p.job};
+  throw Error("simulator: a pending copy without its PFS read; a bug");
 }
 
 }  // namespace hdmlp::sim
