@@ -58,7 +58,8 @@ inline void FloatPixel(const uint8_t* p, const float (*lut)[256], float* r, floa
 // rows) does not stay in the cache until the consumer reads it anyway, and a
 // plain store first reads each line it writes from memory (a read for
 // ownership), twice the memory traffic (benchmarks/results/cpu_gap.md).
-// Identical values either way.
+// Identical values either way. Not when tensor ops (RandomErasing) work on
+// the row next: they want it in the cache.
 constexpr int64_t kStreamOutputBytes = int64_t{256} << 10;
 
 __attribute__((target("avx2"))) inline void StoreFloats(float* dst, __m256 v, bool stream) {
@@ -70,13 +71,13 @@ __attribute__((target("avx2"))) inline void StoreFloats(float* dst, __m256 v, bo
 }
 
 __attribute__((target("avx2"))) void WriteFloatAvx2(const ImageView& v, bool hflip, bool vflip,
-                                                     const float (*lut)[256], float* dst) {
+                                                     const float (*lut)[256], float* dst, bool may_stream) {
   const int w = v.width, h = v.height;
   const int64_t plane = int64_t{w} * h;
   const int step = hflip ? -3 : 3;
   // Streaming stores need 32-byte aligned addresses: every row's when the
   // output starts aligned and a row is whole vectors.
-  const bool stream = plane * 3 * 4 >= kStreamOutputBytes && w % 8 == 0 &&
+  const bool stream = may_stream && plane * 3 * 4 >= kStreamOutputBytes && w % 8 == 0 &&
                       reinterpret_cast<uintptr_t>(dst) % 32 == 0;
   for (int y = 0; y < h; ++y) {
     const uint8_t* s = v.data + (vflip ? h - 1 - y : y) * v.stride;
@@ -104,15 +105,15 @@ __attribute__((target("avx2"))) void WriteFloatAvx2(const ImageView& v, bool hfl
 #endif
 
 // The final pass: flips, BGR -> RGB (or the one gray channel), layout and
-// type in one sweep into dst.
+// type in one sweep into dst (may_stream: nothing reads dst next).
 void WriteOutput(const ImageView& v, bool hflip, bool vflip, const OutputShape& shape, const float (*lut)[256],
-                 uint8_t* dst) {
+                 uint8_t* dst, bool may_stream) {
   const int w = v.width, h = v.height;
   const int64_t plane = int64_t{w} * h;
   const bool gray = shape.channels == 1;  // the three channels are equal: write R
 #ifdef HDMLP_OUTPUT_AVX2
   if (shape.type == OutputType::kFloat32 && !gray && ResampleUsesAvx2()) {
-    WriteFloatAvx2(v, hflip, vflip, lut, reinterpret_cast<float*>(dst));
+    WriteFloatAvx2(v, hflip, vflip, lut, reinterpret_cast<float*>(dst), may_stream);
     return;
   }
 #endif
@@ -395,7 +396,7 @@ void TransformPipeline::Execute(const SamplePlan& plan, const ImageView& decoded
       }
     }
   }
-  WriteOutput(visible(), plan.hflip(), plan.vflip(), shape, lut_, dst);
+  WriteOutput(visible(), plan.hflip(), plan.vflip(), shape, lut_, dst, plan.tensor_actions().empty());
   for (const SamplePlan::TensorAction& ta : plan.tensor_actions()) {
     ta.op->RunTensor(ta.params, TensorView{dst, shape, ta.hflip != plan.hflip(), ta.vflip != plan.vflip()});
   }
