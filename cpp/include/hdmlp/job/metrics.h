@@ -17,8 +17,9 @@
 // delivered, those that were ready when the consumer asked (it waited less
 // than kReadyWithinSeconds for them), and the consumer's span of the epoch,
 // from BeginConsumerEpoch to its last batch. Set against the stall and the
-// workers' hand-off wait they say who waited for whom: the training loop
-// (the GPU) for data, or the loader for the training loop.
+// workers' busy time (reading, transforming) they say who waited for whom:
+// the training loop (the GPU) for data, or the loader for the training loop
+// (hdmlp/readiness.py derives the figures).
 //
 // Memory grows with the epochs that were touched (read or delivered), not
 // with the job's epochs: a job of 10^7 epochs costs nothing until it runs,
