@@ -41,7 +41,5 @@ def run(code, **env):
 def test_import_order_decides():
     show = "import os; print(os.environ.get('OMP_WAIT_POLICY'))"
     assert run("import hdmlp; " + show) == "PASSIVE"
-    assert run("import hdmlp; " + show, OMP_WAIT_POLICY="active") == "active"
-    assert run("import hdmlp; " + show, HDMLP_OMP_WAIT_POLICY="keep") == "None"
     # torch first: libgomp has read its settings already, so hdmlp leaves them alone.
     assert run("import torch, hdmlp; " + show) == "None"
