@@ -31,6 +31,7 @@ from hdmlp import live_jobs as _live
 from hdmlp import state as _state
 from hdmlp.cpu_budget import resolve_cpu_budget
 from hdmlp.pinned_memory import cuda_host_allocator
+from hdmlp.main_guard import check_not_bootstrapping
 from hdmlp.plan import _int_in
 from hdmlp.readiness import add_readiness
 from hdmlp.job_arguments import _REQUIRED, ThrottledStorage, _path, check_job_arguments
@@ -52,6 +53,7 @@ def init_mpi() -> None:
     before its Job, so that the other ranks' start-up checks can time out
     on it (MPI's own initialisation waits for every rank without a limit).
     """
+    check_not_bootstrapping("hdmlp.init_mpi() was called")
     _core.init_mpi()
 
 
@@ -244,6 +246,7 @@ class Job:
         self._handed_out: tuple[int, int] | None = None  # (epoch, batches) a device feeder handed out
         self._final_state: dict[str, Any] | None = None
         self._forked_from: int | None = None
+        check_not_bootstrapping("an hdmlp.Job was created")  # before anything starts MPI
         world, use_mpi = None, False
         try:
             if not isinstance(single_process, bool):
@@ -330,7 +333,8 @@ class Job:
             self._open_python = functools.partial(PythonStage, chain=python_chain,
                                                   workers=python_workers or default_python_workers(),
                                                   start_method=python_start_method, skip=on_error == "skip",
-                                                  task_timeout_s=self.timeout_s)
+                                                  task_timeout_s=self.timeout_s,
+                                                  per_rank=batch_size_per_rank is not None)
             try:
                 self._python = self._open_python(self._core)
             except BaseException:
