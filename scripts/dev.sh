@@ -12,7 +12,7 @@
 #   scripts/dev.sh sdist [OUT]                 the source distribution (dist/)
 #   scripts/dev.sh sdist-test SDIST [SUITE]    pip install SDIST in a fresh chroot without hdmlp's libraries:
 #                                              the build must stop with one message naming them all
-#   scripts/dev.sh bench-setup                 set up, plus the benchmarks' DALI and FFCV baselines
+#   scripts/dev.sh bench-setup                 set up, plus the benchmarks' DALI, FFCV and SPDL baselines
 #   scripts/dev.sh ctest | pytest [ARGS]       set up, then only the C++ or only the Python tests
 #   scripts/dev.sh wheel-check                 set up, then only the cross-release wheel test of `test`
 #   scripts/dev.sh wheel-cold-check            what only an empty wheel cache runs, checked on the cached
@@ -209,12 +209,17 @@ setup() {
 # never part of setup or test. FFCV compiles against libturbojpeg (pkg-config).
 setup_bench() {
   setup
-  if ! dpkg-query -W -f='${Status}' libturbojpeg0-dev 2>/dev/null | grep -q "ok installed"; then
-    log "installing Debian packages: libturbojpeg0-dev (for ffcv)"
+  # libturbojpeg0-dev: ffcv compiles against it; libavfilter8, libavdevice59: spdl loads FFmpeg's libraries.
+  local missing=()
+  for pkg in libturbojpeg0-dev libavfilter8 libavdevice59; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+  done
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    log "installing Debian packages for the baselines: ${missing[*]}"
     local sudo=()
     [[ $(id -u) -ne 0 ]] && sudo=(sudo)
     "${sudo[@]}" apt-get update -q
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libturbojpeg0-dev
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
   mapfile -t extra < <(extra_requirements bench)
   log "installing the benchmarks' baselines: ${extra[*]}"

@@ -700,6 +700,7 @@ void Job::BeginEpoch(int epoch) {
   }
   if (epoch_ >= 0 && !pending_.ids.empty()) metrics_.AddDelivered(epoch_, 0, pending_stall_);
   epoch_ = epoch;
+  metrics_.BeginConsumerEpoch(epoch);
   epoch_order_ = plan_->Epoch(rank(), epoch);
   // The epoch the job resumed in goes on at its next global batch.
   batch_ = epoch == start.epoch ? plan_->StartBatch() : 0;
