@@ -69,6 +69,7 @@ PY_FLOORS = {
     "hdmlp._core": 0, "hdmlp.batches": 0, "hdmlp.datasets": 0, "hdmlp.launcher": 0,
     "hdmlp.live_jobs": 0, "hdmlp.main_guard": 0, "hdmlp.nvjpeg": 0, "hdmlp.pack": 0,
     "hdmlp.pinned_memory": 0, "hdmlp.plan": 0, "hdmlp.python_worker": 0, "hdmlp.state": 0,
+    "hdmlp.cpu_budget": 0, "hdmlp.openmp_wait": 0, "hdmlp.readiness": 0,
     "hdmlp.transforms": 1, "hdmlp.python_chain": 1, "hdmlp.python_transforms": 1,
     "hdmlp.device": 2, "hdmlp.device_decode": 2,
     "hdmlp.job_arguments": 3, "hdmlp.job": 3,
