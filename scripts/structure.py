@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import os
 import re
 import sys
 from collections import Counter, defaultdict
@@ -386,10 +385,7 @@ def py_modules() -> dict[str, Path]:
     modules = {}
     for package in PY_PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
-            rel = path.relative_to(ROOT)
-            if "results" in rel.parts:  # results folders hold results (issue 37); still measured, as scripts
-                pass
-            parts = list(rel.with_suffix("").parts)
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
             modules[".".join(parts)] = path

@@ -24,7 +24,7 @@ def structure():
 
 def test_cpp_has_no_arrow_up_and_no_include_circle(structure):
     report = structure.cpp_report()
-    assert report.unplaced == [], f"folders on no floor: add them to CPP_FLOORS in scripts/structure.py"
+    assert report.unplaced == [], "folders on no floor: add them to CPP_FLOORS in scripts/structure.py"
     ups = [f"{a.source} -> {a.target} ({a.example}; {a.why})" for a in report.up]
     assert ups == [], "C++ includes that point up the layering:\n" + "\n".join(ups)
     assert report.circles == [], f"headers that include each other: {report.circles}"
