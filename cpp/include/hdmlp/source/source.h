@@ -59,7 +59,7 @@ struct ArraySpec {
 
 // Which source to open and the options of each format.
 struct SourceOptions {
-  std::string kind;  // "" picks from the path; else "folder", "pack", "hdf5" or "tar"
+  std::string kind;  // "" picks from the path; else "folder", "pack", "hdf5", "tar", "tfrecord" or "npy"
   // HDF5: the dataset holding the samples, and the one holding the labels
   // ("" or absent: every label is 0).
   std::string hdf5_samples = "data";
@@ -68,11 +68,25 @@ struct SourceOptions {
   // member with an image extension) and the one holding the label.
   std::string tar_sample_ext;
   std::string tar_label_ext = "cls";
+  // TFRecord (tfrecord_source.h): the int64_list feature holding the label,
+  // or a text file of one label per record; the bytes_list feature holding
+  // the sample ("": the whole serialized record); a folder of .idx files.
+  std::string tfrecord_label;
+  std::string tfrecord_labels_file;
+  std::string tfrecord_sample;
+  std::string tfrecord_index;
+  // NumPy .npy/.npz files (npy_source.h): "array" (each file one array of
+  // the first file's dtype and shape) or "bytes" (each file's bytes as
+  // stored); an .npz's member holding the sample ("": its first) and the
+  // one holding an integer label ("": every label is 0).
+  std::string npy_as = "array";
+  std::string npz_member;
+  std::string npz_label_member;
 };
 
-// Sets option `key` ("hdf5_samples", "hdf5_labels", "tar_sample_ext",
-// "tar_label_ext") of *options; an unknown key throws InvalidArgumentError
-// listing the known ones.
+// Sets option `key` (a field name of SourceOptions other than kind:
+// "hdf5_samples", "tar_label_ext", "tfrecord_label", "npy_as", ...) of
+// *options; an unknown key throws InvalidArgumentError listing the known ones.
 void SetSourceOption(SourceOptions* options, const std::string& key, const std::string& value);
 
 // What a sample was when the source was indexed, for detecting a change
