@@ -251,7 +251,12 @@ setup_dlio() {
   "${pip[@]}" install --no-deps dlio-benchmark==2.0.0
   log "installing DLIO's dependencies (scripts/dlio-requirements.txt; TensorFlow's CPU wheel: a few minutes)"
   "${pip[@]}" install -r scripts/dlio-requirements.txt 2>&1 | { grep -v "is ignored: it is neither" || true; }
-  "$tmp/bin/python" -c 'import dlio_benchmark.main, torch, tensorflow, mpi4py' 2>/dev/null || {
+  # DLIO's TFRecord generator calls `tfrecord2idx`, a script of NVIDIA DALI (which installs only from
+  # NVIDIA's index). The tfrecord package's tool writes the same index (offset and length per record).
+  printf '#!/bin/sh\n# DALI'"'"'s tfrecord2idx for DLIO, from the tfrecord package (scripts/dev.sh dlio-setup)\nexec "$(dirname "$0")/python" -m tfrecord.tools.tfrecord2idx "$@"\n' \
+    > "$tmp/bin/tfrecord2idx"
+  chmod +x "$tmp/bin/tfrecord2idx"
+  "$tmp/bin/python" -c 'import dlio_benchmark.main, torch, tensorflow, mpi4py, tfrecord' 2>/dev/null || {
     log "DLIO's venv does not import dlio_benchmark.main; it is left in $tmp"; return 1; }
   date -u +%FT%TZ > "$tmp/.hdmlp-dlio"
   repoint_scripts "$tmp" "$venv" "$tmp/bin"
