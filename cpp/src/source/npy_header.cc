@@ -202,6 +202,10 @@ bool ParseNpyHeader(const uint8_t* data, size_t n, NpyHeader* out, std::string* 
     return false;
   }
   const std::string& d = out->descr;
+  if (d.size() >= 2 && d[1] == 'O') {
+    *error = "it holds Python objects (descr '" + d + "'), which only pickle can read";
+    return false;
+  }
   if (d.size() < 3 || (d[0] != '<' && d[0] != '>' && d[0] != '|' && d[0] != '=')) {
     *error = "its descr '" + d + "' is not a byte order, a kind and a size";
     return false;

@@ -95,6 +95,10 @@ class FileScanner {
     uint8_t magic[4] = {0, 0, 0, 0};
     file->ReadUpTo(0, magic, std::min<int64_t>(4, f_.size));
     const bool npz = std::memcmp(magic, "PK\x03\x04", 4) == 0 || (f_.size < 22 && HasExtension(f_.path, {".npz"}));
+    if (!npz && !o_.npz_label_member.empty()) {
+      Fail("is an .npy file, which has no member '" + o_.npz_label_member +
+           "' to take a label from (npz_label_member applies to .npz files)");
+    }
     if (!npz) return ScanNpy(file.get());
     return ScanNpz(file.get());
   }

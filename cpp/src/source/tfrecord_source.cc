@@ -378,7 +378,7 @@ TFRecordSource::TFRecordSource(Env* env, const std::string& spec, const SourceOp
   if (!all_indexed && cache.Load(&cached)) {
     BinaryReader r(cached.data(), cached.size());
     uint64_t n = 0;
-    bool ok = r.Count(&n, 44);
+    bool ok = r.Count(&n, 40);
     std::vector<Record> records(ok ? n : 0);
     std::vector<int32_t> labels(ok ? n : 0);
     std::vector<int64_t> sizes(ok ? n : 0);

@@ -78,7 +78,9 @@ ZipDirectory ZipDirectory::Read(ReadableFile* file, int64_t size, const std::str
                                " bytes (cut short: copy it again)");
   }
   std::vector<uint8_t> dir(static_cast<size_t>(dir_size));
-  if (static_cast<int64_t>(dir_offset) >= tail_offset) {
+  if (dir_size == 0) {
+    // An empty archive: no entries to read (an empty member list is refused by the caller).
+  } else if (static_cast<int64_t>(dir_offset) >= tail_offset) {
     std::memcpy(dir.data(), &tail[static_cast<size_t>(static_cast<int64_t>(dir_offset) - tail_offset)], dir.size());
   } else {
     file->ReadExact(static_cast<int64_t>(dir_offset), dir.data(), static_cast<int64_t>(dir_size));
