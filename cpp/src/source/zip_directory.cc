@@ -39,17 +39,24 @@ ZipDirectory ZipDirectory::Read(ReadableFile* file, int64_t size, const std::str
     throw InvalidArgumentError(bad + "it has " + std::to_string(size) +
                                " bytes, fewer than a zip's end record (an empty or cut-short file)");
   }
-  const int64_t tail_size = std::min(size, kEndSize + kMaxComment);
-  std::vector<uint8_t> tail(static_cast<size_t>(tail_size));
-  const int64_t tail_offset = size - tail_size;
-  file->ReadExact(tail_offset, tail.data(), tail_size);
-  int64_t end = -1;
-  for (int64_t i = tail_size - kEndSize; i >= 0; --i) {
-    if (U32(&tail[static_cast<size_t>(i)]) == kEndSignature &&
-        i + kEndSize + U16(&tail[static_cast<size_t>(i) + 20]) == tail_size) {
-      end = i;
-      break;
+  // The end record is usually the file's last 22 bytes (numpy writes no comment): a small read
+  // first, the whole 64 KiB a comment may take only when it is not there.
+  int64_t tail_size = 0, tail_offset = 0, end = -1;
+  std::vector<uint8_t> tail;
+  for (const int64_t want : {std::min(size, kEndSize + 4096), std::min(size, kEndSize + kMaxComment)}) {
+    if (want <= tail_size) break;
+    tail_size = want;
+    tail.resize(static_cast<size_t>(tail_size));
+    tail_offset = size - tail_size;
+    file->ReadExact(tail_offset, tail.data(), tail_size);
+    for (int64_t i = tail_size - kEndSize; i >= 0; --i) {
+      if (U32(&tail[static_cast<size_t>(i)]) == kEndSignature &&
+          i + kEndSize + U16(&tail[static_cast<size_t>(i) + 20]) == tail_size) {
+        end = i;
+        break;
+      }
     }
+    if (end >= 0) break;
   }
   if (end < 0) {
     throw InvalidArgumentError(bad + "no end-of-central-directory record in its last bytes (not a zip/.npz "
