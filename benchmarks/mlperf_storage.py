@@ -93,12 +93,12 @@ def scaled_settings(args, wl: dict) -> dict:
     return settings
 
 
-def overrides(settings: dict, data: str, out: str, generate: bool) -> list[str]:
+def overrides(settings: dict, data: str, out: str, generate: bool, files: int | None = None) -> list[str]:
     o = [f"workload={settings['workload_file']}",
          f"++workload.workflow.generate_data={generate}", f"++workload.workflow.train={not generate}",
          "++workload.workflow.checkpoint=False", "++workload.workflow.evaluation=False",
          f"++workload.dataset.data_folder={data}",
-         f"++workload.dataset.num_files_train={settings['num_files_train']}",
+         f"++workload.dataset.num_files_train={files or settings['num_files_train']}",
          f"++workload.dataset.num_samples_per_file={settings['num_samples_per_file']}",
          f"++workload.dataset.record_length={settings['record_length']}",
          f"++workload.dataset.record_length_stdev={settings['record_length_stdev']}",
@@ -182,7 +182,14 @@ def run_dlio(cluster, settings: dict, loader: str, args, label: str) -> dict:
     """One DLIO run across the cluster: DLIO's report, per-epoch AU, PFS bytes, hdmlp's counts."""
     out = os.path.join(cluster.work, f"{label}")
     os.makedirs(out, exist_ok=True)
-    cmd = dlio_env.dlio_command() + overrides(settings, cluster.pfs_path, out, False)
+    # DLIO's index sampler gives each rank ceil(samples / ranks) samples and fails (IndexError in
+    # get_global_map_index) when the ranks do not divide the files: each run uses the first files, a
+    # multiple of its ranks (DLIO's own num_files_train, as it takes a subset of a larger folder).
+    ranks = cluster.nodes * cluster.ranks_per_node
+    files = settings["num_files_train"] // ranks * ranks
+    used = sorted(glob.glob(os.path.join(cluster.dataset, "train", "*")))[:files]
+    dataset_bytes = sum(os.path.getsize(f) for f in used)
+    cmd = dlio_env.dlio_command() + overrides(settings, cluster.pfs_path, out, False, files)
     env = {k: v for k, v in dlio_env.environment(cluster.work).items()
            if k in ("PATH", "PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "HYDRA_FULL_ERROR")}
     if loader == "hdmlp":
@@ -206,10 +213,12 @@ def run_dlio(cluster, settings: dict, loader: str, args, label: str) -> dict:
     for path in sorted(glob.glob(os.path.join(out, "hdmlp_metrics_rank*.json"))):
         with open(path) as f:
             m = json.load(f)
-        hdmlp_metrics.append({k: m.get(k) for k in ("pfs_bytes", "peer_bytes", "requests_served", "source")})
+        row = {k: m.get(k) for k in ("rank", "pfs_bytes", "pfs_reads", "remote_reads", "requests_served", "source")}
+        row["epochs"] = [{"stall_seconds": e.get("stall_seconds"), "reads": e.get("reads")} for e in m.get("epochs", [])]
+        hdmlp_metrics.append(row)
     result = {"loader": loader, "ranks_per_node": cluster.ranks_per_node, "returncode": proc.returncode,
               "seconds": round(seconds, 1), "pfs_bytes": pfs_bytes,
-              "pfs_bytes_x_dataset": pfs_bytes / settings["dataset_disk_bytes"],
+              "files": files, "dataset_bytes": dataset_bytes, "pfs_bytes_x_dataset": pfs_bytes / dataset_bytes,
               "dlio_metric_lines": report["metric_lines"],
               "au_percent": report.get("au_percent"), "au_percent_stdev": report.get("au_percent_stdev"),
               "throughput_samples_per_s": report.get("throughput_samples_per_s"),
@@ -288,7 +297,8 @@ def markdown(result: dict) -> str:
              f"{a['pfs_mbit']} Mbit/s ({a['pfs_mbit'] / 8:.0f} MB/s) stands for "
              f"{a['pfs_mbit'] / 8 * a['time_scale'] / a['byte_scale'] / 1000:.1f} GB/s.",
              f"- Dataset: {s['num_files_train']} files, {s['dataset_disk_bytes'] / 2**20:.0f} MiB on disk (DLIO's "
-             "generator; PFS bytes are counted against this); "
+             "generator; each run uses the first files, a multiple of its ranks, and counts PFS bytes against "
+             "those); "
              f"node memory (hdmlp's RAM class per node) {a['node_memory_mb']:.0f} MB, "
              f"{s['dataset_bytes'] / 2**20 / (a['node_memory_mb'] * a['nodes']):.2f}x less than the dataset "
              f"over the {a['nodes']} nodes. netfs reads with direct I/O: no page cache.",

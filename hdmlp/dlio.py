@@ -72,7 +72,11 @@ def job_arguments(args: Any, dataset_type: DatasetType, files: list[str]) -> dic
         "dataset_path": ",".join(sorted(files)),
         "batch_size_per_rank": args.batch_size if train else args.batch_size_eval,
         "epochs": args.epochs if train else 1,
-        "drop_last_batch": True,  # DLIO takes floor(samples / batch / ranks) steps per epoch
+        # DLIO takes floor(samples / batch / ranks) steps per epoch and leaves the pass there. hdmlp keeps
+        # the last, partial global batch all the same, so that every sample has a reader in the first
+        # epoch: the rank that caches it then (cache_hierarchy.h), which makes the job read each sample
+        # from the file system once when the nodes' memory holds the dataset together.
+        "drop_last_batch": False,
         "shuffle": shuffle,
         "seed": args.seed if args.sample_shuffle is Shuffle.SEED or not shuffle else None,
         "num_workers": max(int(args.read_threads), 1),

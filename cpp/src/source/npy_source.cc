@@ -17,7 +17,7 @@
 namespace hdmlp {
 namespace {
 
-constexpr int64_t kHeadRead = 4096;            // what an .npy header usually fits in
+constexpr int64_t kHeadRead = 512;             // what an .npy header usually fits in (numpy's: 128 bytes)
 constexpr int64_t kMaxLabelMember = 1 << 20;   // a label member is a few hundred bytes
 
 uint32_t Crc32(const uint8_t* data, int64_t n) {

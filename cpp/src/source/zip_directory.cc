@@ -39,11 +39,12 @@ ZipDirectory ZipDirectory::Read(ReadableFile* file, int64_t size, const std::str
     throw InvalidArgumentError(bad + "it has " + std::to_string(size) +
                                " bytes, fewer than a zip's end record (an empty or cut-short file)");
   }
-  // The end record is usually the file's last 22 bytes (numpy writes no comment): a small read
-  // first, the whole 64 KiB a comment may take only when it is not there.
+  // The end record is usually the file's last 22 bytes (numpy writes no comment), after a central
+  // directory of a few hundred: 1 KiB first, the whole 64 KiB a comment may take only when the end
+  // record is not there.
   int64_t tail_size = 0, tail_offset = 0, end = -1;
   std::vector<uint8_t> tail;
-  for (const int64_t want : {std::min(size, kEndSize + 4096), std::min(size, kEndSize + kMaxComment)}) {
+  for (const int64_t want : {std::min(size, kEndSize + 1024), std::min(size, kEndSize + kMaxComment)}) {
     if (want <= tail_size) break;
     tail_size = want;
     tail.resize(static_cast<size_t>(tail_size));
