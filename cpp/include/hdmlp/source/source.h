@@ -2,7 +2,8 @@
 //
 // Every dataset format lives behind this interface: an image folder
 // (image_folder_source.h), an hdmlp pack (pack_source.h), HDF5 files
-// (hdf5_source.h) and WebDataset tar shards (tar_source.h). The plan, the
+// (hdf5_source.h), WebDataset tar shards (tar_source.h), TFRecord shards
+// (tfrecord_source.h) and NumPy files (npy_source.h). The plan, the
 // placement, the caches, the peer transport, the transforms, the metrics and
 // the simulator see only a Source: a sample count, each sample's size (exact,
 // or a hint where the format cannot know it without reading), label and
@@ -14,7 +15,7 @@
 //   kRawImage  decoded 8-bit pixels with a small header (packs made with
 //              --raw; raw_image.h says the layout): the transforms skip the
 //              decode;
-//   kArray     one array of sample_array()'s dtype and shape (HDF5), followed
+//   kArray     one array of sample_array()'s dtype and shape (HDF5, NumPy), followed
 //              by the sample's label array when label_array() is set; Read
 //              returns exactly sample_array()->bytes() (+ label bytes).
 //
@@ -117,7 +118,7 @@ class Source {
   Source& operator=(const Source&) = delete;
   virtual ~Source() = default;
 
-  // "folder", "pack", "hdf5" or "tar".
+  // "folder", "pack", "hdf5", "tar", "tfrecord" or "npy".
   const std::string& kind() const { return kind_; }
   // The path the source was opened with, as given.
   const std::string& root() const { return root_; }
