@@ -3,6 +3,7 @@ cluster, with DLIO's own loader and with hdmlp (hdmlp.dlio), side by side.
 
     python -m benchmarks mlperf-storage --workload unet3d --nodes 2 --dataset-gb 1.5 --pfs-mbit 400
     python -m benchmarks mlperf-storage --workload unet3d --case aggregate --nodes 4 --dataset-gb 1.0
+    python -m benchmarks mlperf-storage report benchmarks/results/mlperf_storage-*.json   (Markdown again)
 
 For each setting it makes one dataset with DLIO's own generator (kept in hdmlp's user cache), starts an
 emulated cluster (benchmarks/cluster: nodes as namespaces, netfs as the PFS with its bandwidth capped,
@@ -300,8 +301,8 @@ def markdown(result: dict) -> str:
              "generator; each run uses the first files, a multiple of its ranks, and counts PFS bytes against "
              "those); "
              f"node memory (hdmlp's RAM class per node) {a['node_memory_mb']:.0f} MB, "
-             f"{s['dataset_bytes'] / 2**20 / (a['node_memory_mb'] * a['nodes']):.2f}x less than the dataset "
-             f"over the {a['nodes']} nodes. netfs reads with direct I/O: no page cache.",
+             f"the {a['nodes']} nodes together {a['node_memory_mb'] * a['nodes'] * 2**20 / s['dataset_disk_bytes']:.2f}x "
+             "the dataset. netfs reads with direct I/O: no page cache.",
              f"- AU bar: {a['au']}% of DLIO's {'mean over the epochs after the first' if a['after_first'] else 'mean over all epochs'}.",
              "", "## Most accelerators per node meeting the bar", "",
              "| loader | accelerators per node |", "|---|---|"]
@@ -309,15 +310,23 @@ def markdown(result: dict) -> str:
         lines.append(f"| {loader} | {k} |")
     lines += ["", "## Every run", "",
               "| loader | accel./node | AU mean (DLIO) | AU per epoch | AU after epoch 1 | throughput (samples/s) | "
-              "epoch seconds (rank 0) | PFS bytes / dataset | wall s |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "epoch seconds (rank 0) | steps per epoch | hdmlp's stall per epoch (s, slowest rank) | "
+              "PFS bytes / dataset | other processes (cores) | wall s |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["runs"]:
         fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+        stall = "-"
+        if r["hdmlp"]:
+            epochs = max(len(h["epochs"]) for h in r["hdmlp"])
+            stall = " / ".join(f"{max(h['epochs'][e]['stall_seconds'] for h in r['hdmlp'] if len(h['epochs']) > e):.2f}"
+                               for e in range(epochs))
+        load = r.get("load") or {}
         lines.append(f"| {r['loader']} | {r['ranks_per_node']} | {fmt(r['au_percent'])} | "
                      f"{' / '.join(fmt(x) for x in r['epoch_au_percent'])} | {fmt(r['au_after_first_percent'])} | "
                      f"{fmt(r['throughput_samples_per_s'])} | "
                      f"{' / '.join(str(e.get('seconds')) for e in r['rank0_epochs'])} | "
-                     f"{r['pfs_bytes_x_dataset']:.3f} | {r['seconds']} |")
+                     f"{r['rank0_epochs'][0].get('steps') if r['rank0_epochs'] else '-'} | {stall} | "
+                     f"{r['pfs_bytes_x_dataset']:.3f} | {fmt(load.get('other_cores'))} | {r['seconds']} |")
     lines += ["", "## DLIO's own summary of every run", ""]
     for r in result["runs"]:
         lines += [f"{r['loader']}, {r['ranks_per_node']} accelerator(s) per node:", "", "```",
@@ -326,6 +335,13 @@ def markdown(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if argv and argv[0] == "report":  # re-render the Markdown of result files, measuring nothing
+        for path in argv[1:]:
+            with open(path) as f:
+                result = json.load(f)
+            with open(os.path.splitext(path)[0] + ".md", "w") as f:
+                f.write(markdown(result))
+        return 0
     p = argparse.ArgumentParser(prog="python -m benchmarks mlperf-storage", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
