@@ -130,6 +130,12 @@ TEST(TFRecordSourceTest, IndexFilesAreUsedAndAStaleOneIsNamed) {
     TFRecordSource source(Env::Default(), dlio / "train", {}, NoCache());
     EXPECT_EQ(source.index_files_used(), std::vector<std::string>{dlio / "index/train/train-0.tfrecord.idx"});
   }
+  // The tfrecord package's folder mode: <stem>.tfindex.
+  std::filesystem::rename(dir / "train-0.tfrecord.idx", dir / "train-0.tfindex");
+  {
+    TFRecordSource source(Env::Default(), dir / "train-0.tfrecord", {}, NoCache());
+    EXPECT_EQ(source.index_files_used(), std::vector<std::string>{dir / "train-0.tfindex"});
+  }
   // The shard written again with one more record: its old index no longer tiles it.
   testing::WriteFile(dir / "train-1.tfrecord", shards[1] + testing::TFRecord("extra"));
   try {

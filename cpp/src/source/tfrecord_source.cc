@@ -256,6 +256,11 @@ std::string FindIndexFile(Env* env, const ListedFile& shard, const SourceOptions
   std::vector<std::string> candidates;
   if (!options.tfrecord_index.empty()) candidates.push_back(JoinPath(options.tfrecord_index, name));
   candidates.push_back(shard.path + ".idx");
+  // The tfrecord package's tfrecord2idx, given a folder, writes <stem>.tfindex beside each shard.
+  const std::string base = Basename(shard.path);
+  if (base.find('.') != std::string::npos && base.find('.') > 0) {
+    candidates.push_back(shard.path.substr(0, shard.path.size() - (base.size() - base.rfind('.'))) + ".tfindex");
+  }
   const std::string dir = Dirname(shard.path);
   candidates.push_back(JoinPath(JoinPath(JoinPath(Dirname(dir), "index"), Basename(dir)), name));  // DLIO's layout
   for (const auto& c : candidates) {

@@ -10,9 +10,9 @@
 //
 // The index (each record's shard, offset and length) comes, for each shard:
 //   - from an index file where one exists and nothing inside the records is
-//     needed: "<shard>.idx" beside it, "<folder>/../index/<folder name>/
-//     <shard name>.idx" (the layout DLIO writes), or "<tfrecord_index>/
-//     <shard name>.idx". That is the text format of DALI's and the
+//     needed: "<shard>.idx" or "<shard stem>.tfindex" beside it,
+//     "<folder>/../index/<folder name>/<shard name>.idx" (the layout DLIO
+//     writes), or "<tfrecord_index>/<shard name>.idx". That is the text format of DALI's and the
 //     `tfrecord` package's tfrecord2idx: one line per record, its offset
 //     and its whole length (16 + payload). The lines must tile the shard
 //     exactly (each record starts where the one before ends, the last ends
