@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/source/regular_file.h"
 #include "hdmlp/source/source.h"
 
 namespace hdmlp {
@@ -51,14 +52,10 @@ std::vector<ListedFile> ListDatasetFiles(Env* env, const std::string& spec, cons
   if (paths.empty()) throw NotFoundError("'" + spec + "' names no " + what);
   std::vector<ListedFile> files;
   for (const auto& p : paths) {
-    const FileInfo info = env->Stat(p);
     const std::string from = p == spec ? "" : " (from '" + spec + "')";
+    const FileInfo info = RequireRegularFile(env, p, what + " '" + p + "'" + from);
     if (!info.exists) throw NotFoundError(what + " '" + p + "'" + from + " does not exist");
     if (info.is_dir) throw InvalidArgumentError(what + " '" + p + "'" + from + " is a directory");
-    if (info.kind != FileKind::kRegular) {
-      throw InvalidArgumentError(what + " '" + p + "'" + from + " is " + FileKindName(info.kind) +
-                                 ", not a regular file: copy its contents to a file");
-    }
     ListedFile f;
     f.path = p;
     char buf[PATH_MAX];

@@ -6,7 +6,7 @@
 // (its files whose names end with one of the format's extensions, sorted
 // by name; sub-folders are not entered). Every file must exist and be a
 // regular file: a FIFO, a socket or a device is refused here, before
-// anything is read (a FIFO would block a read or look like an empty file).
+// anything is read (RequireRegularFile, regular_file.h).
 //
 // Errors name the file, the spec it came from and what to do:
 // NotFoundError for a missing file or a folder without such files,
