@@ -590,6 +590,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["cluster"]:  # the emulated cluster has its own options (benchmarks/cluster/cli.py)
         from benchmarks.cluster.cli import main as cluster_main
         return cluster_main(argv[1:])
+    if argv[:1] == ["mlperf-storage"]:  # DLIO's MLPerf Storage workloads on the cluster (benchmarks/mlperf_storage.py)
+        from benchmarks.mlperf_storage import main as mlperf_main
+        return mlperf_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", help=f"one of: {', '.join(SCENARIOS)}; 'all' runs each; 'list' lists them; "

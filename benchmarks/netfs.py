@@ -352,15 +352,19 @@ class NetFSMount(_Managed):
         attr_timeout: seconds the kernel keeps a file's attributes (0: ask the server every time).
         entry_timeout: seconds the kernel keeps a name it has seen (listed or looked up). Every
             open asks the server whatever these are.
+        blksize: the files' st_blksize (1 MiB, Lustre's default stripe): the buffer Python's buffered I/O
+            refills per read; a benchmark that scales sample sizes scales it too.
     """
 
     def __init__(self, address: str, port: int, mountpoint: str, netns: str | None = None, threads: int = 64,
-                 max_read: int = 1 << 20, attr_timeout: float = 1.0, entry_timeout: float = 60.0, log=print) -> None:
+                 max_read: int = 1 << 20, attr_timeout: float = 1.0, entry_timeout: float = 60.0, log=print,
+                 blksize: int = 1 << 20) -> None:
         super().__init__(log)
         self.address, self.port = address, int(port)
         self.path = os.path.abspath(mountpoint)
         self.netns, self.threads, self.max_read = netns, int(threads), int(max_read)
         self.attr_timeout, self.entry_timeout = float(attr_timeout), float(entry_timeout)
+        self.blksize = int(blksize)
         self._made_dir = False
 
     def _start(self, binary: str) -> None:
@@ -373,7 +377,8 @@ class NetFSMount(_Managed):
         cmd = _netns_prefix(self.netns) + [
             binary, "mount", "--server", f"{self.address}:{self.port}", "--mountpoint", self.path,
             "--threads", str(self.threads), "--max-read", str(self.max_read), "--attr-timeout",
-            str(self.attr_timeout), "--entry-timeout", str(self.entry_timeout), "--fsname", fsname, "--owner-pid", str(os.getpid())]
+            str(self.attr_timeout), "--entry-timeout", str(self.entry_timeout), "--fsname", fsname, "--owner-pid", str(os.getpid()),
+            "--blksize", str(self.blksize)]
         self._spawn(cmd)
         self._wait_for(lambda: os.path.ismount(self.path),
                        f"the netfs mount of {self.address}:{self.port} on {self.path}")

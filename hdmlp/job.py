@@ -175,12 +175,17 @@ class Job:
             ``"auto"`` and a C++ chain one CPU is left to the training thread where batches go to
             a GPU (``device=``, or a machine with a GPU driver). :mod:`hdmlp.cpu_budget`,
             docs/gpu.md.
-        source: the dataset's format, ``"folder"``, ``"pack"``, ``"hdf5"`` or ``"tar"``; None
-            picks it from what ``dataset_path`` is.
+        source: the dataset's format, ``"folder"``, ``"pack"``, ``"hdf5"``, ``"tar"``,
+            ``"tfrecord"`` or ``"npy"`` (.npy/.npz files); None picks it from what
+            ``dataset_path`` is.
         source_options: the format's options: ``hdf5_samples`` (the samples' dataset, default
             ``"data"``), ``hdf5_labels`` (``"label"``), ``tar_sample_ext`` (the member holding
-            the sample; default: the first image member; ``"jpg;png"`` tries each) and
-            ``tar_label_ext`` (``"cls"``).
+            the sample; default: the first image member; ``"jpg;png"`` tries each),
+            ``tar_label_ext`` (``"cls"``); ``tfrecord_label`` (an int64_list feature holding
+            the label), ``tfrecord_labels_file`` (one label per record), ``tfrecord_sample`` (a
+            bytes_list feature delivered instead of the whole record), ``tfrecord_index`` (a
+            folder of ``.idx`` files); ``npy_as`` (``"array"`` or ``"bytes"``), ``npz_member``
+            and ``npz_label_member`` (docs/formats.md).
         python_workers: the worker processes of a Python transform (default: the CPUs this
             process may use, shared between the ranks of a node that do not pin their CPUs).
         python_start_method: ``"forkserver"`` (default: a clean server process imports the
@@ -199,7 +204,8 @@ class Job:
             a launcher says (no MPI, no torch.distributed): for an evaluation on one process of a
             distributed job, and to silence the check below when one rank is meant.
 
-    HDF5 samples are arrays: a batch is then one ``[B, ...]`` array of the stored dtype,
+    HDF5 samples (and NumPy files with ``npy_as="array"``) are arrays: a batch is then one
+    ``[B, ...]`` array of the stored dtype,
     and the labels are an int64 array, or one ``[B, ...]`` array of the per-sample label
     arrays when the label dataset holds arrays.
 
@@ -441,7 +447,7 @@ class Job:
 
     @property
     def source(self) -> str:
-        """The dataset's format: ``"folder"``, ``"pack"``, ``"hdf5"`` or ``"tar"``."""
+        """The dataset's format: ``"folder"``, ``"pack"``, ``"hdf5"``, ``"tar"``, ``"tfrecord"`` or ``"npy"``."""
         return self._job.source_kind
 
     @property

@@ -21,8 +21,10 @@ from hdmlp.plan import _SCHEMES, MAX_BATCH_SIZE, MAX_EPOCHS, _int_in
 if TYPE_CHECKING:
     from hdmlp.job import Job
 
-_SOURCES = ("folder", "pack", "hdf5", "tar")
-_SOURCE_OPTIONS = ("hdf5_samples", "hdf5_labels", "tar_sample_ext", "tar_label_ext")
+_SOURCES = ("folder", "pack", "hdf5", "tar", "tfrecord", "npy")
+_SOURCE_OPTIONS = ("hdf5_samples", "hdf5_labels", "tar_sample_ext", "tar_label_ext", "tfrecord_label",
+                   "tfrecord_labels_file", "tfrecord_sample", "tfrecord_index", "npy_as", "npz_member",
+                   "npz_label_member")
 
 # `epochs` left out (an error) is not `epochs=None` (an unbounded job).
 _REQUIRED: Any = type("_Required", (), {"__repr__": lambda self: "<required>"})()

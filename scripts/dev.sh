@@ -13,6 +13,8 @@
 #   scripts/dev.sh sdist-test SDIST [SUITE]    pip install SDIST in a fresh chroot without hdmlp's libraries:
 #                                              the build must stop with one message naming them all
 #   scripts/dev.sh bench-setup                 set up, plus the benchmarks' DALI, FFCV and SPDL baselines
+#   scripts/dev.sh dlio-setup                  set up, plus DLIO (MLPerf Storage's engine) in a venv of its own
+#                                              (docs/dlio.md); prints the venv's path
 #   scripts/dev.sh ctest | pytest [ARGS]       set up, then only the C++ or only the Python tests
 #   scripts/dev.sh wheel-check                 set up, then only the cross-release wheel test of `test`
 #   scripts/dev.sh wheel-cold-check            what only an empty wheel cache runs, checked on the cached
@@ -226,6 +228,61 @@ setup_bench() {
   pip_quiet install -c "$CONSTRAINTS" "${extra[@]}"
 }
 
+# DLIO and its dependencies (scripts/dlio-requirements.txt) in a venv of their own, never in .venv:
+# ~/.cache/hdmlp/dlio/REQHASH (HDMLP_DLIO_VENV overrides), shared by every checkout, made once.
+# It starts as hard links to .venv's kept dependencies (venv_cache: torch and torchvision are
+# already there) where it can. hdmlp itself is not installed there: the DLIO runs of the tests and
+# of benchmarks/mlperf_storage.py put the checkout's built package on PYTHONPATH (docs/dlio.md).
+dlio_venv() {
+  printf '%s' "${HDMLP_DLIO_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/hdmlp/dlio/$(sha256sum scripts/dlio-requirements.txt | cut -c1-16)}"
+}
+
+setup_dlio() {
+  setup
+  local venv tmp cached
+  venv=$(dlio_venv)
+  if [[ -f $venv/.hdmlp-dlio ]]; then
+    log "DLIO's venv is there: $venv"
+    echo "$venv"
+    return
+  fi
+  tmp="$venv.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$(dirname "$venv")"
+  cached=$(venv_cache "$(cat pyproject.toml "$CONSTRAINTS" | sha256sum | cut -c1-32)")
+  if [[ -n $cached && -f $cached/.hdmlp-deps ]] && cp -al "$cached" "$tmp" 2>/dev/null; then
+    log "making DLIO's venv from the Python dependencies kept for .venv ($cached)"
+    repoint_scripts "$cached" "$tmp" "$tmp/bin"
+  else
+    log "making DLIO's venv"
+    python3 -m venv "$tmp"
+  fi
+  local pip=("$tmp/bin/python" -m pip -q --disable-pip-version-check)
+  log "installing dlio-benchmark 2.0.0 (--no-deps: it declares nvidia-dali-cuda110, which only NVIDIA's index serves)"
+  "${pip[@]}" install --no-deps dlio-benchmark==2.0.0
+  log "installing DLIO's dependencies (scripts/dlio-requirements.txt; TensorFlow's CPU wheel: a few minutes)"
+  # pip then warns that dlio-benchmark's declared nvidia-dali-cuda110, tensorflow (tensorflow-cpu is
+  # installed) and torchaudio (never imported) are missing: expected, so not shown.
+  "${pip[@]}" install -r scripts/dlio-requirements.txt 2>&1 |
+    { grep -v -e "is ignored: it is neither" -e "dependency resolver does not currently take" \
+              -e "^dlio-benchmark .* requires" || true; }
+  # DLIO's TFRecord generator calls `tfrecord2idx`, a script of NVIDIA DALI (which installs only from
+  # NVIDIA's index). The tfrecord package's tool writes the same index (offset and length per record).
+  printf '#!/bin/sh\n# DALI'"'"'s tfrecord2idx for DLIO, from the tfrecord package (scripts/dev.sh dlio-setup)\nexec "$(dirname "$0")/python" -m tfrecord.tools.tfrecord2idx "$@"\n' \
+    > "$tmp/bin/tfrecord2idx"
+  chmod +x "$tmp/bin/tfrecord2idx"
+  # (tfrecord apart: its protobuf module clashes with TensorFlow's in one process; its tool runs alone.)
+  { "$tmp/bin/python" -c 'import dlio_benchmark.main, torch, tensorflow, mpi4py' &&
+    "$tmp/bin/python" -c 'import tfrecord.tools.tfrecord2idx'; } >/dev/null 2>&1 || {
+    log "DLIO's venv does not import dlio_benchmark.main, torch, tensorflow, mpi4py or tfrecord; it is left in $tmp"
+    return 1; }
+  date -u +%FT%TZ > "$tmp/.hdmlp-dlio"
+  repoint_scripts "$tmp" "$venv" "$tmp/bin"
+  mv -T "$tmp" "$venv" 2>/dev/null || rm -rf "$tmp"  # another checkout may have made it first
+  log "DLIO's venv: $venv"
+  echo "$venv"
+}
+
 run_ctest() {
   log "C++ tests (GoogleTest via ctest)"
   # The package's own build tree (build/<wheel tag>, see setup_python) already
@@ -316,6 +373,7 @@ cmd=${1:-}
 case "$cmd" in
   setup) setup ;;
   bench-setup) setup_bench ;;
+  dlio-setup) setup_dlio ;;
   demo) setup; exec .venv/bin/hdmlp demo "$@" ;;
   test) setup; run_ctest; run_sanitized; run_fuzz; run_wheel_check; run_pytest "$@" ;;
   wheel-check) setup; run_wheel_check ;;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds hdmlp's libFuzzer targets (tests/fuzz: the config parser, the JPEG
 # region decoder, every image decoder, the index-cache reader, the tar and
-# pack index readers) with clang, ASan and UBSan, and runs each for SECONDS (default 10) on its seed corpus
+# pack index readers, the TFRecord and NumPy readers) with clang, ASan and UBSan, and runs each for SECONDS (default 10) on its seed corpus
 # plus what earlier runs found (kept in build/fuzz/corpus).
 #
 #   scripts/fuzz.sh [SECONDS]    scripts/dev.sh test runs it with 7; `make fuzz` with 300
@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 seconds=${1:-10}
 build=build/fuzz
-targets=(config jpeg_region decode index_cache tar_index pack_index)
+targets=(${HDMLP_FUZZ_TARGETS:-config jpeg_region decode index_cache tar_index pack_index record_formats})
 
 if ! command -v clang++ >/dev/null; then
   echo "scripts/fuzz.sh: clang++ is missing: apt-get install clang libclang-rt-dev (scripts/dev.sh setup does)" >&2

@@ -280,6 +280,7 @@ class EmulatedCluster:
             "local" (the dataset bind-mounted read-only on every node: no network, a stand-in).
         pfs_open_delay_ms, pfs_read_delay_ms, pfs_mbit: the PFS server's delay per open/stat, per read, and its
             link's rate (netfs only).
+        pfs_blksize: the st_blksize the nodes' PFS mounts report (netfs only; default 1 MiB, Lustre's stripe).
 
     :attr:`pfs_path` is where every rank sees the dataset, :attr:`local_path` its node's local folder.
     """
@@ -287,7 +288,7 @@ class EmulatedCluster:
     def __init__(self, nodes: int, ranks_per_node: int, dataset: str, *, link_mbit: float | None = None,
                  node_mem_mb: int | None = None, node_cpus: int | None = None, pfs: str = "auto",
                  pfs_open_delay_ms: float = 0.0, pfs_read_delay_ms: float = 0.0, pfs_mbit: float | None = None,
-                 log=print) -> None:
+                 log=print, pfs_blksize: int | None = None) -> None:
         if not 1 <= nodes <= 200 or ranks_per_node < 1:
             raise ValueError(f"nodes must be in 1..200 and ranks_per_node >= 1, got {nodes}, {ranks_per_node}")
         if not os.path.isdir(dataset):
@@ -298,6 +299,8 @@ class EmulatedCluster:
         self.pfs_kind = pfs
         self.pfs_options = {"open_delay_ms": pfs_open_delay_ms, "read_delay_ms": pfs_read_delay_ms,
                             "mbit": pfs_mbit}
+        if pfs_blksize:
+            self.pfs_options["blksize"] = pfs_blksize
         self.log = log
         self.pid = os.getpid()
         self.tag = f"{TAG_PREFIX}{self.pid}"

@@ -24,11 +24,12 @@ def netfs_available() -> bool:
     return importlib.util.find_spec("benchmarks.netfs") is not None
 
 
-def make(kind: str, cluster, open_delay_ms: float = 0.0, read_delay_ms: float = 0.0, mbit: float | None = None):
+def make(kind: str, cluster, open_delay_ms: float = 0.0, read_delay_ms: float = 0.0, mbit: float | None = None,
+         blksize: int | None = None):
     if kind == "auto":
         kind = "netfs" if netfs_available() else "local"
     if kind == "local":
-        if open_delay_ms or read_delay_ms or mbit:
+        if open_delay_ms or read_delay_ms or mbit or blksize:
             raise ValueError("the PFS delays and rate need the network PFS (pfs='netfs', benchmarks/netfs.py); "
                              "the 'local' stand-in has neither a server nor a link")
         return LocalFolderPFS(cluster)
@@ -36,7 +37,7 @@ def make(kind: str, cluster, open_delay_ms: float = 0.0, read_delay_ms: float = 
         if not netfs_available():
             raise RuntimeError("pfs='netfs' needs benchmarks/netfs.py (the network file server), which this "
                                "checkout does not have; use pfs='local'")
-        return NetFSPFS(cluster, open_delay_ms, read_delay_ms, mbit)
+        return NetFSPFS(cluster, open_delay_ms, read_delay_ms, mbit, blksize)
     raise ValueError(f"unknown PFS kind {kind!r}: choose 'auto', 'local' or 'netfs'")
 
 
@@ -77,9 +78,11 @@ class NetFSPFS:
 
     over_network = True
 
-    def __init__(self, cluster, open_delay_ms: float, read_delay_ms: float, mbit: float | None) -> None:
+    def __init__(self, cluster, open_delay_ms: float, read_delay_ms: float, mbit: float | None,
+                 blksize: int | None = None) -> None:
         self.cluster = cluster
         self.options = {"open_delay_ms": open_delay_ms, "read_delay_ms": read_delay_ms, "mbit": mbit}
+        self.blksize = blksize or 1 << 20  # the mounts' st_blksize
         self.server = None
         self.mounts: list = []
 
@@ -101,7 +104,7 @@ class NetFSPFS:
         self.server.start()
         for k in range(1, c.nodes + 1):
             mount = netfs.NetFSMount(c.pfs_address, self.server.port, os.path.join(c.node_folder(k), "pfs"),
-                                     netns=c.netns(k), log=c.log)
+                                     netns=c.netns(k), log=c.log, blksize=self.blksize)
             mount.start()
             self.mounts.append(mount)
 
@@ -116,4 +119,4 @@ class NetFSPFS:
         return self.server.stats() if self.server is not None else None
 
     def describe(self) -> dict:
-        return {"kind": "netfs", "address": self.cluster.pfs_address, **self.options}
+        return {"kind": "netfs", "address": self.cluster.pfs_address, **self.options, "blksize": self.blksize}

@@ -4,6 +4,7 @@
 //               [--metadata-slots N] [--stats FILE] [--ready-file FILE] [--owner-pid PID]
 //   netfs mount --server ADDR:PORT --mountpoint DIR [--threads N] [--max-read BYTES]
 //               [--attr-timeout S] [--entry-timeout S] [--fsname NAME] [--owner-pid PID]
+//               [--blksize BYTES]
 //   netfs cat   --server ADDR:PORT PATH          (reads one file over the protocol, to stdout)
 //
 // Why not sshfs: sshfs's libfuse serves about 10 requests at once, each at most 128 KiB, so
@@ -25,7 +26,10 @@
 // SIGINT unmounts and exits). Files are opened with direct I/O: no page cache, so every read
 // crosses the link, and a read(2) of N bytes is one request of N bytes (up to --max-read).
 // Attributes are cached for --attr-timeout seconds (1 by default), names for --entry-timeout
-// (60: a PFS's names do not change under a training job); every open still pays the server's
+// (60: a PFS's names do not change under a training job). Files report --blksize as st_blksize
+// (1 MiB, Lustre's default stripe): Python's buffered I/O refills its buffer by that much, so a
+// reader that seeks and reads a few bytes pays that much on the link, as on Lustre; benchmarks
+// that scale sample sizes down scale it with them. Every open still pays the server's
 // metadata delay. Folders are listed with their entries' attributes (readdirplus), so after a
 // listing an open is one request (see FsReaddir).
 //
@@ -657,6 +661,7 @@ struct MountOptions {
   std::string server, mountpoint, fsname;
   int threads = 64;
   unsigned max_read = 1u << 20;
+  unsigned blksize = 1u << 20;  // st_blksize: Python's buffered I/O reads this much per refill, as on Lustre
   double attr_timeout = 1.0;
   double entry_timeout = 60.0;
   pid_t owner = 0;
@@ -676,7 +681,7 @@ void FromWire(const WireStat& w, struct stat* st) {
   st->st_mtim.tv_sec = w.mtime_sec;
   st->st_mtim.tv_nsec = w.mtime_nsec;
   st->st_ctim = st->st_atim = st->st_mtim;
-  st->st_blksize = 1 << 20;
+  st->st_blksize = static_cast<blksize_t>(g_mount.blksize);
   st->st_blocks = static_cast<blkcnt_t>((w.size + 511) / 512);
 }
 
@@ -893,6 +898,7 @@ int Usage() {
           "                   [--metadata-slots N] [--stats FILE] [--ready-file FILE] [--owner-pid PID]\n"
           "       netfs mount --server ADDR:PORT --mountpoint DIR [--threads N] [--max-read BYTES]\n"
           "                   [--attr-timeout S] [--entry-timeout S] [--fsname NAME] [--owner-pid PID]\n"
+          "                   [--blksize BYTES]\n"
           "       netfs cat --server ADDR:PORT PATH\n");
   return 2;
 }
@@ -944,6 +950,7 @@ int main(int argc, char** argv) {
     o.mountpoint = take("--mountpoint");
     o.threads = atoi(take("--threads", "64").c_str());
     o.max_read = static_cast<unsigned>(strtoul(take("--max-read", "1048576").c_str(), nullptr, 10));
+    o.blksize = static_cast<unsigned>(strtoul(take("--blksize", "1048576").c_str(), nullptr, 10));
     o.attr_timeout = Seconds(take("--attr-timeout", "1").c_str(), "--attr-timeout");
     o.entry_timeout = Seconds(take("--entry-timeout", "60").c_str(), "--entry-timeout");
     o.fsname = take("--fsname", "");
@@ -951,6 +958,7 @@ int main(int argc, char** argv) {
     if (!flags.empty()) Die("unknown option " + flags.begin()->first + " for 'mount'");
     if (o.threads < 1 || o.threads > 1024) Die("--threads must be 1..1024");
     if (o.max_read < 4096 || o.max_read > (16u << 20)) Die("--max-read must be 4096..16 MiB");
+    if (o.blksize < 512 || o.blksize > (64u << 20)) Die("--blksize must be 512..64 MiB");
     rc = Mount(o);
   } else if (mode == "cat") {
     std::string server = take("--server");

@@ -6,11 +6,14 @@
 #include <thread>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/source/file_list.h"
 #include "hdmlp/source/hdf5_source.h"
 #include "hdmlp/source/image_folder_source.h"
 #include "hdmlp/source/pack_source.h"
+#include "hdmlp/source/npy_source.h"
 #include "hdmlp/source/regular_file.h"
 #include "hdmlp/source/tar_source.h"
+#include "hdmlp/source/tfrecord_source.h"
 #include "hdmlp/util/random.h"
 
 namespace hdmlp {
@@ -20,8 +23,9 @@ const char kSupported[] =
     "supported datasets are: a folder of class folders (root/<class>/<image>, as torchvision's ImageFolder); "
     "an hdmlp pack (its folder or its index.hdmlp-pack file, made by `hdmlp pack`); an HDF5 file (.h5, .hdf5) "
     "or a folder of them; WebDataset tar shards (a .tar file, a comma-separated list, a brace pattern such as "
-    "shard-{000..009}.tar, or a folder of .tar files); or name the format with source=\"folder\"|\"pack\"|"
-    "\"hdf5\"|\"tar\"";
+    "shard-{000..009}.tar, or a folder of .tar files); TFRecord shards (.tfrecord, .tfrecords, .tfrec: a file, a "
+    "list, a brace pattern or a folder of them); NumPy files (.npy, .npz, or a folder of them); or name the format "
+    "with source=\"folder\"|\"pack\"|\"hdf5\"|\"tar\"|\"tfrecord\"|\"npy\"";
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   if (s.size() < suffix.size()) return false;
@@ -34,6 +38,8 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }
 
 bool IsHdf5Name(const std::string& name) { return EndsWith(name, ".h5") || EndsWith(name, ".hdf5"); }
+bool IsTFRecordName(const std::string& name) { return HasExtension(name, TFRecordSource::Extensions()); }
+bool IsNpyName(const std::string& name) { return HasExtension(name, NpySource::Extensions()); }
 
 // The first bytes of a file, or "" when it cannot be read.
 std::string Head(Env* env, const std::string& path, int64_t n) {
@@ -51,20 +57,38 @@ std::string Head(Env* env, const std::string& path, int64_t n) {
 // What kind of dataset a path is, from its name, its first bytes or what a
 // folder holds; "" when none.
 std::string Detect(Env* env, const std::string& path) {
-  if (path.find('{') != std::string::npos || path.find(',') != std::string::npos) return "tar";
+  if (path.find('{') != std::string::npos || path.find(',') != std::string::npos) {
+    // A list or a pattern: the format its first name has (tar by default,
+    // whose source then reports a malformed pattern).
+    std::vector<std::string> names;
+    try {
+      names = ExpandBraces(path);
+    } catch (const Error&) {
+    }
+    if (!names.empty() && IsTFRecordName(names.front())) return "tfrecord";
+    if (!names.empty() && IsNpyName(names.front())) return "npy";
+    return "tar";
+  }
   const FileInfo info = env->Stat(path);
   if (!info.exists) return "";
   if (!info.is_dir) {
     if (EndsWith(path, kPackIndexName) || EndsWith(path, ".hdmlp-pack")) return "pack";
     if (IsHdf5Name(path)) return "hdf5";
     if (EndsWith(path, ".tar")) return "tar";
+    if (IsTFRecordName(path)) return "tfrecord";
+    if (IsNpyName(path)) return "npy";
     const std::string head = Head(env, path, 512);
     if (head.compare(0, 8, "HDMLPPK1") == 0) return "pack";
     if (head.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0) return "hdf5";
     if (head.size() >= 262 && head.compare(257, 5, "ustar") == 0) return "tar";
+    if (head.compare(0, 6, "\x93NUMPY") == 0) return "npy";
+    if (TFRecordSource::LooksLikeTFRecord(reinterpret_cast<const uint8_t*>(head.data()),
+                                          static_cast<int64_t>(head.size()))) {
+      return "tfrecord";
+    }
     return "";
   }
-  bool has_dir = false, has_h5 = false, has_tar = false, has_shard = false;
+  bool has_dir = false, has_h5 = false, has_tar = false, has_shard = false, has_tfrecord = false, has_npy = false;
   for (const auto& e : env->ListDir(path)) {
     if (e.is_dir) {
       has_dir = true;
@@ -76,12 +100,18 @@ std::string Detect(Env* env, const std::string& path) {
       has_h5 = true;
     } else if (EndsWith(e.name, ".tar")) {
       has_tar = true;
+    } else if (IsTFRecordName(e.name)) {
+      has_tfrecord = true;
+    } else if (IsNpyName(e.name)) {
+      has_npy = true;
     }
   }
   if (has_shard && !has_dir) return "pack";
   if (has_dir) return "folder";
   if (has_h5) return "hdf5";
   if (has_tar) return "tar";
+  if (has_tfrecord) return "tfrecord";
+  if (has_npy) return "npy";
   return "folder";  // an empty folder: the image folder's scan says what is missing
 }
 
@@ -96,9 +126,28 @@ void SetSourceOption(SourceOptions* options, const std::string& key, const std::
     options->tar_sample_ext = value;
   } else if (key == "tar_label_ext") {
     options->tar_label_ext = value;
+  } else if (key == "tfrecord_label") {
+    options->tfrecord_label = value;
+  } else if (key == "tfrecord_labels_file") {
+    options->tfrecord_labels_file = value;
+  } else if (key == "tfrecord_sample") {
+    options->tfrecord_sample = value;
+  } else if (key == "tfrecord_index") {
+    options->tfrecord_index = value;
+  } else if (key == "npy_as") {
+    if (value != "array" && value != "bytes") {
+      throw InvalidArgumentError("source option npy_as is '" + value + "': it is \"array\" or \"bytes\"");
+    }
+    options->npy_as = value;
+  } else if (key == "npz_member") {
+    options->npz_member = value;
+  } else if (key == "npz_label_member") {
+    options->npz_label_member = value;
   } else {
     throw InvalidArgumentError("unknown source option '" + key +
-                               "': the options are hdf5_samples, hdf5_labels, tar_sample_ext and tar_label_ext");
+                               "': the options are hdf5_samples, hdf5_labels, tar_sample_ext, tar_label_ext, "
+                               "tfrecord_label, tfrecord_labels_file, tfrecord_sample, tfrecord_index, npy_as, "
+                               "npz_member and npz_label_member");
   }
 }
 
@@ -237,6 +286,8 @@ std::unique_ptr<Source> OpenSource(Env* env, const std::string& path, const Sour
   if (kind == "pack") return std::make_unique<PackSource>(env, path);
   if (kind == "hdf5") return std::make_unique<Hdf5Source>(env, path, options, scan);
   if (kind == "tar") return std::make_unique<TarSource>(env, path, options, scan);
+  if (kind == "tfrecord") return std::make_unique<TFRecordSource>(env, path, options, scan);
+  if (kind == "npy") return std::make_unique<NpySource>(env, path, options, scan);
   throw InvalidArgumentError("unknown source \"" + kind + "\" for '" + path + "': " + kSupported);
 }
 

@@ -2,7 +2,8 @@
 //
 // Every dataset format lives behind this interface: an image folder
 // (image_folder_source.h), an hdmlp pack (pack_source.h), HDF5 files
-// (hdf5_source.h) and WebDataset tar shards (tar_source.h). The plan, the
+// (hdf5_source.h), WebDataset tar shards (tar_source.h), TFRecord shards
+// (tfrecord_source.h) and NumPy files (npy_source.h). The plan, the
 // placement, the caches, the peer transport, the transforms, the metrics and
 // the simulator see only a Source: a sample count, each sample's size (exact,
 // or a hint where the format cannot know it without reading), label and
@@ -14,7 +15,7 @@
 //   kRawImage  decoded 8-bit pixels with a small header (packs made with
 //              --raw; raw_image.h says the layout): the transforms skip the
 //              decode;
-//   kArray     one array of sample_array()'s dtype and shape (HDF5), followed
+//   kArray     one array of sample_array()'s dtype and shape (HDF5, NumPy), followed
 //              by the sample's label array when label_array() is set; Read
 //              returns exactly sample_array()->bytes() (+ label bytes).
 //
@@ -59,7 +60,7 @@ struct ArraySpec {
 
 // Which source to open and the options of each format.
 struct SourceOptions {
-  std::string kind;  // "" picks from the path; else "folder", "pack", "hdf5" or "tar"
+  std::string kind;  // "" picks from the path; else "folder", "pack", "hdf5", "tar", "tfrecord" or "npy"
   // HDF5: the dataset holding the samples, and the one holding the labels
   // ("" or absent: every label is 0).
   std::string hdf5_samples = "data";
@@ -68,11 +69,25 @@ struct SourceOptions {
   // member with an image extension) and the one holding the label.
   std::string tar_sample_ext;
   std::string tar_label_ext = "cls";
+  // TFRecord (tfrecord_source.h): the int64_list feature holding the label,
+  // or a text file of one label per record; the bytes_list feature holding
+  // the sample ("": the whole serialized record); a folder of .idx files.
+  std::string tfrecord_label;
+  std::string tfrecord_labels_file;
+  std::string tfrecord_sample;
+  std::string tfrecord_index;
+  // NumPy .npy/.npz files (npy_source.h): "array" (each file one array of
+  // the first file's dtype and shape) or "bytes" (each file's bytes as
+  // stored); an .npz's member holding the sample ("": its first) and the
+  // one holding an integer label ("": every label is 0).
+  std::string npy_as = "array";
+  std::string npz_member;
+  std::string npz_label_member;
 };
 
-// Sets option `key` ("hdf5_samples", "hdf5_labels", "tar_sample_ext",
-// "tar_label_ext") of *options; an unknown key throws InvalidArgumentError
-// listing the known ones.
+// Sets option `key` (a field name of SourceOptions other than kind:
+// "hdf5_samples", "tar_label_ext", "tfrecord_label", "npy_as", ...) of
+// *options; an unknown key throws InvalidArgumentError listing the known ones.
 void SetSourceOption(SourceOptions* options, const std::string& key, const std::string& value);
 
 // What a sample was when the source was indexed, for detecting a change
@@ -103,7 +118,7 @@ class Source {
   Source& operator=(const Source&) = delete;
   virtual ~Source() = default;
 
-  // "folder", "pack", "hdf5" or "tar".
+  // "folder", "pack", "hdf5", "tar", "tfrecord" or "npy".
   const std::string& kind() const { return kind_; }
   // The path the source was opened with, as given.
   const std::string& root() const { return root_; }
