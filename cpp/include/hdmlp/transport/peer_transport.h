@@ -10,7 +10,8 @@
 // one peer for one sample at a time per client slot (each staging worker and
 // prefetch thread has its own slot, so replies never cross).
 //
-// Protocol, on the job's own communicator: a request (tag 1) carries
+// Protocol, on the job's own communicator (bytes through its Fabric, which
+// knows nothing of it): a request (tag 1) carries
 // {sample, reply tag, sequence number}; the reply is a header {sequence,
 // size or -1} followed, for a hit, by the payload, both on the reply tag. A
 // rank that closes sends "bye" (tag 2: it reads nothing more) to every peer
@@ -93,7 +94,7 @@ class PeerTransport {
   void ServeLoop();
   // Polls (one thread at a time) until a request comes (true, with it
   // matched) or the transport stops (false); handles bye, gone and abort.
-  bool NextRequest(MPI_Message* message, MPI_Status* status);
+  bool NextRequest(FabricMessage* message);
   bool TakeControlMessage();  // true: one was taken
   bool AllPeersLeft() const;
   // Marks `peer` lost (first time: reports it as PeerAbortMessage) and
@@ -102,7 +103,7 @@ class PeerTransport {
   // Sends to every rank but this one and those that are gone; waits at most
   // a second. `data` must outlive the transport: a send to a peer that is
   // gone is freed unfinished, and MPI may still read it.
-  void SendToEveryPeer(const void* data, int count, MPI_Datatype type, int tag);
+  void SendToEveryPeer(const void* data, int bytes, int tag);
 
   Communicator* comm_;
   int serving_threads_;
