@@ -1,6 +1,7 @@
 """``python -m benchmarks cluster``: an hdmlp job on an emulated cluster, one JSON report.
 
     python -m benchmarks cluster --nodes 3 --ranks-per-node 2 --json out.json
+    python -m benchmarks cluster --nodes 3 --ranks-per-node 2 --launcher slurm --slurm-mpi pmix --json out.json
     python -m benchmarks cluster --nodes 4 --ranks-per-node 2 --link-mbit 1000 --node-mem-mb 4000 \\
         --pfs netfs --pfs-mbit 200 --pfs-open-delay-ms 2 --images 2000 --epochs 3 --json out.json
 
@@ -75,6 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1200, help="seconds one mpirun may run")
     p.add_argument("--mca", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                    help="an Open MPI MCA parameter for mpirun (repeatable)")
+    p.add_argument("--launcher", choices=["mpirun", "slurm"], default="mpirun",
+                   help="mpirun: Open MPI's mpirun with the emulation's launch agent; slurm: Debian's Slurm "
+                        "(slurmctld on a head node, slurmd on every node; installed when missing)")
+    p.add_argument("--slurm-mpi", choices=["pmix", "pmi2", "mpirun"], default="pmix",
+                   help="with --launcher slurm: srun --mpi=pmix, srun --mpi=pmi2, or mpirun inside salloc")
+    p.add_argument("--rank-env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a variable for every rank (repeatable), e.g. HDMLP_MPI_LIBRARY=/path/libmpi.so.12")
     p.add_argument("--json", required=True, help="where the report goes")
     args = p.parse_args(argv)
 
@@ -95,15 +103,20 @@ def main(argv: list[str] | None = None) -> int:
     with emulation.EmulatedCluster(args.nodes, args.ranks_per_node, root, link_mbit=args.link_mbit,
                                    node_mem_mb=args.node_mem_mb, node_cpus=args.node_cpus, pfs=args.pfs,
                                    pfs_open_delay_ms=args.pfs_open_delay_ms,
-                                   pfs_read_delay_ms=args.pfs_read_delay_ms, pfs_mbit=args.pfs_mbit) as cluster:
+                                   pfs_read_delay_ms=args.pfs_read_delay_ms, pfs_mbit=args.pfs_mbit,
+                                   launcher=args.launcher, slurm_mode=args.slurm_mpi,
+                                   rank_env=dict(v.split("=", 1) for v in args.rank_env)) as cluster:
         config = os.path.join(cluster.work, "hdmlp.cfg")
         result["hdmlp_config"] = write_config(config, total, args.ram_share, args.ranks_per_node)
         for scheme in args.schemes.split(","):
             spec = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "schemes": [scheme],
                     "config": config, "timeout_s": args.timeout_s, "step_ms": args.step_ms}
-            run = report.run_ranks(cluster, spec, timeout=args.timeout,
-                                   mpirun_args=[a for name, value in args.mca for a in ("--mca", name, value)])
-            failed = [r.get("error") for r in run["ranks"] if r is None or r.get("error")]
+            mca = [a for name, value in args.mca for a in ("--mca", name, value)]
+            if cluster.slurm is not None and cluster.slurm.mode != "mpirun":  # srun: as Open MPI's variables
+                spec["env"] = {f"OMPI_MCA_{name}": value for name, value in args.mca}
+                mca = []
+            run = report.run_ranks(cluster, spec, timeout=args.timeout, mpirun_args=mca)
+            failed = [r.get("error") if r else "wrote no report" for r in run["ranks"] if r is None or r.get("error")]
             if run["returncode"] != 0 or failed:
                 print(f"[cluster] {scheme}: mpirun exit {run['returncode']}; errors: {failed}\n"
                       f"{run['stderr'][-2000:]}", file=sys.stderr)

@@ -140,6 +140,10 @@ std::unique_ptr<Communicator> Communicator::Create(double timeout_s, const Inter
   return comm;
 }
 
+std::unique_ptr<Communicator> Communicator::Over(Fabric* fabric, FabricHandle comm, double timeout_s) {
+  return std::unique_ptr<Communicator>(new Communicator(fabric, comm, timeout_s));
+}
+
 int Communicator::RegisterUser(std::function<void()> stop) {
   std::lock_guard<std::mutex> lock(g_users_mu);
   const int token = g_next_user++;

@@ -101,6 +101,8 @@ MpiLauncher DetectMpiLauncher(const EnvLookup& env) {
     } else if (slurm_step) {
       l.name = "Slurm's srun --mpi=pmi2 (" + shown + ", " + Shown(env, set("SLURM_STEP_ID") ? "SLURM_STEP_ID" :
                                                                                 "SLURM_STEPID") + ")";
+      // Not Open MPI: Open MPI 5 has no PMI-2 client, and 4.x only when built against Slurm's libpmi2
+      // (Debian's is not: it aborts in MPI_Init); it joins srun's jobs with --mpi=pmix.
       l.abis = {"mpich", "mpiabi"};
       if (l.world_size == 0) l.world_size = slurm_tasks;
     } else {

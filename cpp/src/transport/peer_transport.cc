@@ -228,7 +228,17 @@ bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out)
         fabric->Receive(&message, payload.data.get());
       }
       if (header[0] != seq) continue;  // a late reply to a request that timed out
-      if (!sent) fabric->Wait(&send);
+      // The peer has our request: its send completes at once. Polled, never a blocking wait, so that
+      // no MPI call of a transport thread can outlast the deadline.
+      while (!sent) {
+        sent = fabric->Test(&send);
+        if (sent) break;
+        if (Clock::now() > deadline) {
+          fabric->Release(&send);
+          break;
+        }
+        Pause();
+      }
       if (header[1] < 0) return false;
       *out = std::move(payload);
       return true;

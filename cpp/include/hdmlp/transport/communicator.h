@@ -54,6 +54,10 @@ class Communicator {
   // interrupt is polled while waiting for the other ranks (and kept for the
   // collectives).
   static std::unique_ptr<Communicator> Create(double timeout_s, const InterruptCheck& interrupt = {});
+  // A communicator of another Fabric (not the process's MPI), already made
+  // there: `comm` is its handle. For fabrics that start themselves (tests'
+  // in-process fabric; a later transport without MPI).
+  static std::unique_ptr<Communicator> Over(Fabric* fabric, FabricHandle comm, double timeout_s);
   // Initialises MPI now if this process is in an MPI job (Create does it
   // otherwise). MPI_Init itself waits for every rank: it cannot time out.
   static void EnsureInitialized();
