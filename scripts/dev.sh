@@ -103,6 +103,11 @@ repoint_scripts() {
       sed -i "1,3s|$from/bin/|$to/bin/|g" "$f"  # a new file: the hard link to the other copy is gone
     fi
   done
+  # `source .venv/bin/activate` (a batch script's way in) must name this venv, not the one it was copied from.
+  for f in "$3"/activate "$3"/activate.csh "$3"/activate.fish; do
+    [[ -f $f ]] && sed -i -E "s@^(VIRTUAL_ENV=|setenv VIRTUAL_ENV |set -gx VIRTUAL_ENV )\"[^\"]*\"@\1\"$to\"@" "$f"
+  done
+  return 0
 }
 
 setup_python() {

@@ -259,11 +259,13 @@ exec ip netns exec {tag}n$node nsenter --uts={uts}/n$node \\
 
 INNER = """#!/bin/sh
 # In node $1's private mount namespace: its PFS mount and its local folder at the common paths, and a
-# /dev/shm of its own (MPICH names its shared-memory segments after the job: nodes must not share them).
+# /dev/shm of its own (MPICH names its shared-memory segments after the job: nodes must not share them),
+# and an /etc/hosts that names every node by its compute address (a job's rendezvous, e.g. DDP's MASTER_ADDR).
 node=$1
 mount --bind {work}/n$node/pfs {pfs_path} || exit 255
 mount --bind {work}/n$node/local {local_path} || exit 255
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm || exit 255
+mount --bind {work}/hosts /etc/hosts || exit 255
 export TMPDIR={local_path}/tmp HDMLP_CACHE_DIR={local_path}/hdmlp-cache
 exec /bin/sh -c "$2"
 """
@@ -471,6 +473,12 @@ class EmulatedCluster:
             os.makedirs(os.path.join(self.node_folder(k), sub), exist_ok=True)
 
     def _write_agent(self) -> None:
+        with open("/etc/hosts") as f:
+            machine = f.read()
+        with open(os.path.join(self.work, "hosts"), "w") as f:
+            f.write(machine.rstrip("\n") + f"\n# the emulated cluster {self.tag}\n" +
+                    "".join(f"{self.address(k)} {self.hostname(k)}\n" for k in range(1, self.nodes + 1)) +
+                    f"10.77.{self.subnet}.253 head\n")
         inner = os.path.join(self.work, "agent-inner.sh")
         with open(inner, "w") as f:
             f.write(INNER.format(work=self.work, pfs_path=self.pfs_path, local_path=self.local_path))

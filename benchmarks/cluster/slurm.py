@@ -321,16 +321,17 @@ PartitionName=emu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         """Launcher arguments that end the job when a rank dies (srun: --kill-on-bad-exit)."""
         return [] if (mode or self.mode) == "mpirun" else ["--kill-on-bad-exit=1"]
 
-    def sbatch(self, script: str, env: dict[str, str] | None = None, timeout: float = 300,
-               args: list[str] = ()) -> dict:
-        """Submits the batch script file ``script`` from the head (``sbatch --wait``) and returns
-        ``{"returncode", "job_id", "output", "stderr", "seconds"}``; the job's output file is in the
-        Slurm folder. Extra ``env`` goes to the job (sbatch's default --export=ALL)."""
+    def sbatch(self, script: str, script_args: list[str] = (), env: dict[str, str] | None = None,
+               timeout: float = 300, cwd: str | None = None) -> dict:
+        """Submits the batch script file ``script`` as it is, from the head and the folder ``cwd`` (the job's
+        working folder), with ``sbatch --wait``; returns ``{"returncode", "job_id", "output", "stderr",
+        "seconds"}`` (``output``: the job's output file). Extra ``env`` goes to the job (sbatch's default
+        --export=ALL)."""
         out = os.path.join(self.dir, f"sbatch-{time.time_ns()}.out")
         t = time.perf_counter()
         proc = subprocess.run(self.in_head(["env", *[f"{k}={v}" for k, v in (env or {}).items()], "sbatch",
-                                            "--wait", f"--output={out}", *args, script]),
-                              capture_output=True, text=True, env=self.env(), timeout=timeout)
+                                            "--wait", f"--output={out}", script, *script_args]),
+                              capture_output=True, text=True, env=self.env(), timeout=timeout, cwd=cwd)
         m = re.search(r"Submitted batch job (\d+)", proc.stdout)
         output = open(out, errors="replace").read() if os.path.exists(out) else ""
         return {"returncode": proc.returncode, "job_id": int(m.group(1)) if m else None, "output": output,

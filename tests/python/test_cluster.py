@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -324,6 +325,33 @@ def test_a_node_killed_mid_epoch_ends_the_job_naming_it(cluster, aggregate_confi
         assert set(named.group(1).replace("-", ",").split(",")) <= {"2", "5"}, named.group(0)
     assert wall < timeout_s + 30, wall  # start-up and one epoch, then the abort
     _no_mpi_process_left(cluster)
+
+
+def test_the_sbatch_example_runs_as_written(cluster, tmp_path):
+    """docs/launching.md's batch script, examples/slurm_job.sbatch, submitted as it is with sbatch: on 2 of
+    the nodes, 4 ranks train the Fashion-MNIST example with DDP (rendezvous on the first node), hdmlp
+    joining MPI through srun --mpi=pmix; every rank finishes and rank 0 reports a world of 4."""
+    if cluster.slurm is None:
+        pytest.skip("needs Slurm: HDMLP_CLUSTER_LAUNCHER=slurm:pmix (python -m benchmarks cluster slurm-tests)")
+    pytest.importorskip("torchvision")
+    from test_fashion_mnist import make_source
+    script = os.path.join(REPO, "examples", "slurm_job.sbatch")
+    with open(script) as f:
+        text = f.read()
+    with open(os.path.join(REPO, "docs", "launching.md")) as f:
+        assert text.strip() in f.read(), "docs/launching.md must show examples/slurm_job.sbatch as it is"
+    shared = tempfile.mkdtemp(prefix="fashion-mnist-", dir=cluster.work)  # one path on every node
+    make_source(os.path.join(shared, "idx"), 256, 64, seed=3)
+    report = os.path.join(shared, "report.md")
+    res = cluster.slurm.sbatch(script, ["--source", os.path.join(shared, "idx"), "--data", os.path.join(shared, "fm"),
+                                        "--epochs", "2", "--batch-size", "32", "--report", report],
+                               env={"HDMLP_VENV": sys.prefix}, timeout=600, cwd=REPO)
+    assert res["returncode"] == 0, res["output"][-4000:] + res["stderr"][-2000:]
+    assert re.search(r"^  mpi: not loaded yet; would load Open MPI v", res["output"], re.M), res["output"][-3000:]
+    assert "final test accuracy" in res["output"], res["output"][-3000:]
+    with open(report[:-3] + ".json") as f:
+        run = json.load(f)
+    assert run["world_size"] == 4 and len(run["runs"][0]["epochs"]) == 2, run
 
 
 def _no_mpi_process_left(cluster):
