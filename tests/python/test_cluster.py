@@ -393,6 +393,12 @@ def test_a_node_killed_mid_epoch_hdmlp_names_it_on_every_survivor(cluster, aggre
 
     run = report.run_ranks(cluster, spec, timeout=120, during=until_survivors_reported,
                            mpirun_args=cluster.keep_going_args())
+    if (cluster.slurm is not None and cluster.slurm.mode == "pmi2" and "CANCELLED" in run["stderr"]
+            and re.search(r"srun: error: node3: tasks? [\d,-]+: Killed", run["stderr"])):
+        # MPICH aborts the whole job through PMI-2 once it meets a dead peer (srun alone keeps the
+        # others running: seen with tasks that do not use MPI); the job ends naming node3's tasks.
+        pytest.skip("srun --mpi=pmi2 with MPICH: MPICH aborts the job when node3 dies (the step is cancelled, "
+                    "srun names node3's tasks), so no survivor is left for hdmlp to stop")
     assert set(run["died"]) == lost, run["died"]
     died = min(run["died"].values())
     raised = 0

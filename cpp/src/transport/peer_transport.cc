@@ -256,12 +256,13 @@ bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out)
   }
 }
 
-void PeerTransport::SendToEveryPeer(const void* data, int bytes, int tag) {
+void PeerTransport::SendToEveryPeer(const void* data, int bytes, int tag, bool only_readers) {
   Fabric* fabric = comm_->fabric();
   const FabricHandle comm = comm_->handle();
   std::vector<FabricHandle> sends;
   for (int r = 0; r < comm_->size(); ++r) {
     if (r == comm_->rank() || PeerLeft(r)) continue;
+    if (only_readers && said_bye_[static_cast<size_t>(r)].load()) continue;
     sends.emplace_back(0);
     fabric->Send(comm, r, tag, data, bytes, &sends.back());
   }
@@ -319,7 +320,9 @@ void PeerTransport::Close() {
   Linger();
   // From now on requests to this rank would not be answered: peers that
   // still read take those samples from the PFS at once.
-  SendToEveryPeer(&my_rank_message_, sizeof my_rank_message_, kGoneTag);
+  // Only to peers still reading: one that said bye asks nothing more (and may have exited: a
+  // message to it could make the MPI library connect to a process that is gone).
+  SendToEveryPeer(&my_rank_message_, sizeof my_rank_message_, kGoneTag, /*only_readers=*/true);
   stopping_ = true;
   for (auto& t : threads_) t.join();
   threads_.clear();

@@ -18,7 +18,8 @@
 // and then lingers: its serving threads keep answering until every peer
 // has said bye too (or linger_s passes, or a peer stopped on an error), so a
 // peer still reading gets its samples from here rather than from the PFS.
-// Then it sends "gone" (tag 4: it serves nothing more) and stops serving;
+// Then it sends "gone" (tag 4: it serves nothing more) to the peers that
+// still read (not to those that said bye) and stops serving;
 // requests to a rank that is gone are not sent and report "not here", so
 // the caller falls back to the PFS. A rank that stops on an error tells every peer why
 // (tag 3, the message's bytes), so that every rank can raise it promptly
@@ -103,7 +104,8 @@ class PeerTransport {
   // Sends to every rank but this one and those that are gone; waits at most
   // a second. `data` must outlive the transport: a send to a peer that is
   // gone is freed unfinished, and MPI may still read it.
-  void SendToEveryPeer(const void* data, int bytes, int tag);
+  // only_readers: skip the peers that said bye.
+  void SendToEveryPeer(const void* data, int bytes, int tag, bool only_readers = false);
 
   Communicator* comm_;
   int serving_threads_;
