@@ -17,7 +17,10 @@ Two more modes, issue 22's goals (benchmarks/cluster/goals.py; ``--help`` after 
 DataLoader on a bandwidth-capped PFS) and ``python -m benchmarks cluster scale ...``
 (start-up and the placement exchange on 2, 4, 8 nodes). ``python -m benchmarks
 cluster validate-sim ...`` (benchmarks/cluster/validate_sim.py) runs the
-simulator against a measured job on the cluster.
+simulator against a measured job on the cluster. ``python -m benchmarks cluster
+slurm-tests`` runs tests/python/test_cluster.py under Debian's Slurm (srun
+--mpi=pmix, srun --mpi=pmi2, mpirun inside salloc) and under mpirun, and records
+the results (docs/cluster.md, "Slurm").
 """
 from __future__ import annotations
 
@@ -42,11 +45,64 @@ def write_config(path: str, dataset_bytes: int, ram_share: float, ranks_per_node
     return text
 
 
+def slurm_tests(argv: list[str]) -> int:
+    """``python -m benchmarks cluster slurm-tests [--modes pmix,pmi2,mpirun] [--markdown PATH]``: installs
+    Debian's Slurm and munge when missing, then runs tests/python/test_cluster.py once per way of starting
+    ranks under Slurm (HDMLP_CLUSTER_LAUNCHER=slurm:<mode>) and once under mpirun, and writes each run's
+    result (passed, failed, skipped and why, seconds, the load average) to the Markdown file."""
+    import subprocess
+    import time
+
+    from benchmarks.cluster import slurm
+    p = argparse.ArgumentParser(prog="python -m benchmarks cluster slurm-tests")
+    p.add_argument("--modes", default="pmix,pmi2,mpirun", help="comma-separated: pmix, pmi2, mpirun")
+    p.add_argument("--markdown", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                      "results", "slurm_cluster.md"))
+    args = p.parse_args(argv)
+    reason = emulation.unavailable_reason()
+    if reason:
+        print(f"[cluster] skipped: the emulated cluster cannot run on this machine: {reason}")
+        return 0
+    slurm.ensure_tools()
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    pytest = os.path.join(os.path.dirname(sys.executable), "pytest")
+    rows = []
+    for launcher in [f"slurm:{m}" for m in args.modes.split(",")] + ["mpirun"]:
+        load = open("/proc/loadavg").read().split()[:3]
+        t = time.perf_counter()
+        proc = subprocess.run([pytest, "-q", "-rs", "-p", "no:cacheprovider", "tests/python/test_cluster.py"],
+                              cwd=repo, capture_output=True, text=True, env=dict(os.environ, HDMLP_CLUSTER_LAUNCHER=launcher))
+        seconds = time.perf_counter() - t
+        lines = proc.stdout.strip().splitlines()
+        summary = lines[-1] if lines else proc.stderr.strip()[-300:]
+        skipped = [line.split(": ", 2)[-1] for line in lines if line.startswith("SKIPPED")]
+        failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+        print(f"[cluster] {launcher}: {summary}")
+        rows.append((launcher, summary, skipped, failed, seconds, load))
+    with open(args.markdown, "w") as f:
+        f.write("# tests/python/test_cluster.py under Debian's Slurm on the emulated cluster\n\n"
+                f"`python -m benchmarks cluster slurm-tests --modes {args.modes}`, "
+                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: 3 nodes x 2 ranks, Slurm "
+                f"{subprocess.run(['srun', '--version'], capture_output=True, text=True).stdout.strip()}, "
+                "each mode its own cluster (docs/cluster.md, \"Slurm\").\n\n"
+                "| ranks started by | result | seconds | load average at the start |\n|---|---|---|---|\n")
+        for launcher, summary, skipped, failed, seconds, load in rows:
+            f.write(f"| `{launcher}` | {summary} | {seconds:.0f} | {' / '.join(load)} |\n")
+        for launcher, summary, skipped, failed, seconds, load in rows:
+            for line in skipped + failed:
+                f.write(f"\n- `{launcher}`: {line}")
+        f.write("\n")
+    print(f"[cluster] wrote {args.markdown}")
+    return 0 if all("failed" not in r[1] and "error" not in r[1] for r in rows) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     given = list(argv if argv is not None else sys.argv[2:])
     if given[:1] == ["validate-sim"]:
         from benchmarks.cluster import validate_sim  # issue 24: the simulator against a measured run
         return validate_sim.main(given[1:])
+    if given[:1] == ["slurm-tests"]:  # issue 35: the cluster tests under Debian's Slurm
+        return slurm_tests(given[1:])
     if given[:1] in (["vs-dataloader"], ["scale"]):
         from benchmarks.cluster import goals  # issue 22's goals 2 and 4 (benchmarks/cluster/goals.py)
         return goals.main(given)
