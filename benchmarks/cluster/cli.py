@@ -70,9 +70,11 @@ def slurm_tests(argv: list[str]) -> int:
     for launcher in [f"slurm:{m}" for m in args.modes.split(",")] + ["mpirun"]:
         load = open("/proc/loadavg").read().split()[:3]
         t = time.perf_counter()
-        proc = subprocess.run([pytest, "-q", "-rs", "-p", "no:cacheprovider", "tests/python/test_cluster.py"],
+        proc = subprocess.run([pytest, "-q", "-rfEs", "-p", "no:cacheprovider", "tests/python/test_cluster.py"],
                               cwd=repo, capture_output=True, text=True, env=dict(os.environ, HDMLP_CLUSTER_LAUNCHER=launcher))
         seconds = time.perf_counter() - t
+        with open(args.markdown[:-3] + f"-{launcher.replace(':', '-')}.log", "w") as log:
+            log.write(proc.stdout + proc.stderr)  # pytest's whole output, beside the report
         lines = proc.stdout.strip().splitlines()
         summary = lines[-1] if lines else proc.stderr.strip()[-300:]
         skipped = [line.split(": ", 2)[-1] for line in lines if line.startswith("SKIPPED")]
@@ -83,7 +85,7 @@ def slurm_tests(argv: list[str]) -> int:
         f.write("# tests/python/test_cluster.py under Debian's Slurm on the emulated cluster\n\n"
                 f"`python -m benchmarks cluster slurm-tests --modes {args.modes}`, "
                 f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: 3 nodes x 2 ranks, Slurm "
-                f"{subprocess.run(['srun', '--version'], capture_output=True, text=True).stdout.strip()}, "
+                f"{subprocess.run(['dpkg-query', '-W', '-f', '${Version}', 'slurmd'], capture_output=True, text=True).stdout.strip()}, "
                 "each mode its own cluster (docs/cluster.md, \"Slurm\").\n\n"
                 "| ranks started by | result | seconds | load average at the start |\n|---|---|---|---|\n")
         for launcher, summary, skipped, failed, seconds, load in rows:
