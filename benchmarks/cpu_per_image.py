@@ -107,8 +107,13 @@ def split_by_thread(before: dict, after: dict, process_seconds: float) -> dict[s
     return groups
 
 
+def touch_whole_batch(x) -> None:
+    float(x.sum())  # bench-peers' consumer: reads all 38 MB of a [64, 3, 224, 224] batch
+
+
 def run_hdmlp(spec: dict) -> dict:
     cpu_start = process_cpu()
+    touch = touch_whole_batch if spec.get("consume") == "sum" else consume
     import hdmlp
     from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
     job = hdmlp.Job(spec["root"], spec["batch_size"], spec["epochs"], transforms=hdmlp_chain(spec["chain"], 224),
@@ -118,7 +123,7 @@ def run_hdmlp(spec: dict) -> dict:
     for _ in range(spec["epochs"]):
         t0, c0, w0, n = thread_cpu(), process_cpu(), time.perf_counter(), 0
         for x, y in loader:
-            consume(x)
+            touch(x)
             n += len(y)
         c1, w1 = process_cpu(), time.perf_counter()
         epochs.append({"images": n, "cpu_s": c1 - c0, "wall_s": w1 - w0,
@@ -280,7 +285,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--threads", type=int, default=None, help="default: what hdmlp's threads = \"auto\" gives")
-    ap.add_argument("--data", default=None, help="dataset folder (generated there once)")
+    ap.add_argument("--data", default=None, help="dataset folder: generated there once when it does not exist; "
+                    "an existing folder (bench-peers' peers/inet-4k) is used as it is")
+    ap.add_argument("--consume", choices=["first", "sum"], default="first",
+                    help="how hdmlp's loop touches each batch: first = x[:, 0, 0, 0].sum() (64 floats), sum = "
+                    "float(x.sum()) over the whole batch, as bench-peers does")
     ap.add_argument("--ceiling-binary", default=CEILING_BINARY, help=f"built by: {BUILD_CEILING}")
     ap.add_argument("--json", default=None)
     ap.add_argument("--markdown", default=None)
@@ -294,14 +303,15 @@ def main() -> None:
     systems = [s for s in args.systems.split(",") if s]
     threads = args.threads or hdmlp._core.cpu_budget()["usable_cpus"]
     root = args.data or os.path.join(hdmlp.user_cache_dir(), "datasets", f"bench-{args.images}-10")
-    make_image_folder(root, num_images=args.images, num_classes=10, seed=0)
+    if args.data is None or not os.path.exists(root):  # an existing folder is measured as it is
+        make_image_folder(root, num_images=args.images, num_classes=10, seed=0)
     with hdmlp.Job(root, 1, 1) as probe:
         paths = [p for p, _ in probe.samples]
     size = 0
     for p in paths:  # warm the page cache for everyone
         with open(p, "rb") as f:
             size += len(f.read())
-    base = {"root": root, "epochs": args.epochs, "batch_size": args.batch_size, "chain": args.chain,
+    base = {"root": root, "consume": args.consume, "epochs": args.epochs, "batch_size": args.batch_size, "chain": args.chain,
             "images": len(paths), "threads": threads, "ceiling_binary": os.path.abspath(args.ceiling_binary)}
     work = tempfile.mkdtemp(prefix="hdmlp-cpu-per-image-")
     rounds = []

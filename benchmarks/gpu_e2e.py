@@ -15,8 +15,10 @@ its kernels; every epoch's rate is in the JSON too):
   non_blocking=True)``), from hdmlp with the float chain copied to the device
   (``handoff="float"``), and from hdmlp with the default 8-bit hand-off and ``ToTensor`` /
   ``Normalize`` on the device's side stream (``device=...``), at hdmlp's default threads (which
-  leave the training process one core) and at ``--workers`` threads. Each fed row gives its
-  share of the model's ``gpu_resident`` rate.
+  leave the training process one core) and at ``--workers`` threads, and with
+  ``hdmlp.Job(cpu_budget=N)`` for each N of ``--cpu-budgets`` (issue 38: ResNet-50 with hdmlp on 8
+  of 16 cores). Each fed row gives its share of the model's ``gpu_resident`` rate and each epoch's
+  data readiness (``job.metrics()``: the share of batches ready when the loop asked).
 
 Training: SGD with momentum, cross-entropy, ``channels_last``, bf16 autocast on CUDA (float32 on
 the CPU). The chain is ImageNet's: ``RandomResizedCrop(224)``, ``RandomHorizontalFlip``,
@@ -144,14 +146,14 @@ def torchvision_loader(args, device: torch.device, workers: int):
 
 
 def hdmlp_job(args, threads: int | None, device: torch.device | None, handoff: str | None,
-              cpu_share: float | None = None, decoder: str = "auto"):
+              cpu_share: float | None = None, decoder: str = "auto", cpu_budget: int | None = None):
     """A job with the training chain; ``cpu_share`` not None: ``ImgDecode(device=device, cpu_share=...,
     decoder=...)``."""
     decode = T.ImgDecode() if cpu_share is None else T.ImgDecode(device=device, cpu_share=cpu_share, decoder=decoder)
     chain = [decode, T.RandomResizedCrop(args.size), T.RandomHorizontalFlip(), T.ToTensor(),
              T.Normalize(MEAN, STD)]
     job = hdmlp.Job(args.data, args.batch, args.epochs, transforms=chain, seed=1, num_workers=threads,
-                    device=device if cpu_share is None else None, handoff=handoff)
+                    device=device if cpu_share is None else None, handoff=handoff, cpu_budget=cpu_budget)
     return job, HDMLPDataLoader(HDMLPImageFolder(args.data, job), channels_last=device is not None)
 
 
@@ -250,13 +252,18 @@ def run(args, progress: Callable[[dict], None] | None = None) -> dict:
         for handoff, what in (("float", "float chain"), (None, "uint8 + normalise on the device")):
             if (handoff or "uint8") not in args.handoffs:
                 continue
-            for threads in (None, args.workers)[:2 if args.fed_workers else 1]:
-                job, loader = hdmlp_job(args, threads, device, handoff)
+            settings = [(threads, None) for threads in (None, args.workers)[:2 if args.fed_workers else 1]]
+            settings += [(None, budget) for budget in args.cpu_budgets]
+            for threads, budget in settings:
+                job, loader = hdmlp_job(args, threads, device, handoff, cpu_budget=budget)
                 trainer = Trainer(name, args.classes, args.size, device, args.smoke)
-                label = f"{job.num_workers} threads" + (" (default)" if threads is None else "")
-                add("fed", f"hdmlp {what}, {label}", fed(trainer, loader, args, False),
-                    model=name, threads=job.num_workers, default_threads=threads is None,
-                    handoff=handoff or "uint8")
+                label = (f"cpu_budget={budget}" if budget else f"{job.num_workers} threads" +
+                         (" (default)" if threads is None else ""))
+                result = fed(trainer, loader, args, False)
+                readiness = [e.get("data_readiness") for e in job.metrics()["epochs"]]
+                add("fed", f"hdmlp {what}, {label}", result, model=name, threads=job.num_workers,
+                    default_threads=threads is None and budget is None, cpu_budget=budget,
+                    handoff=handoff or "uint8", data_readiness=readiness)
                 job.close()
     for decoder in args.decoders:
         for dtype in args.resize:
@@ -377,6 +384,8 @@ def parse(argv: list[str] | None = None):
     p.add_argument("--decoders", default="auto",
                    help="ImgDecode(device=..., decoder=D) rows: auto, torchvision, nvjpeg, nvjpeg:hardware, ...")
     p.add_argument("--handoffs", default="float,uint8", help="the hdmlp CPU-chain fed rows: float, uint8")
+    p.add_argument("--cpu-budgets", default="",
+                   help="comma list: more fed rows with hdmlp.Job(cpu_budget=N) (e.g. 8: half of a 16-core node)")
     p.add_argument("--no-fed-workers", dest="fed_workers", action="store_false",
                    help="the CPU-chain fed rows at hdmlp's default threads only, not also at --workers")
     p.add_argument("--skip-dataloader", action="store_true", help="no DataLoader rows (to re-measure hdmlp's)")
@@ -387,11 +396,13 @@ def parse(argv: list[str] | None = None):
         args.images, args.min_side, args.max_side, args.size, args.batch, args.epochs, args.classes = \
             24, 40, 80, 16, 8, 2, 3
         args.workers, args.threads, args.shares = 1, "1,2", "0,0.5"
+        args.cpu_budgets = args.cpu_budgets or "1"
     args.threads = [int(t) for t in args.threads.split(",") if t]
     args.shares = [float(t) for t in args.shares.split(",") if t]
     args.resize = [t for t in args.resize.split(",") if t]
     args.decoders = [t for t in args.decoders.split(",") if t]
     args.handoffs = [t for t in args.handoffs.split(",") if t]
+    args.cpu_budgets = [int(t) for t in args.cpu_budgets.split(",") if t]
     for t in args.resize:
         if t not in ("float32", "float16"):
             p.error(f"--resize: {t!r} is neither float32 nor float16")

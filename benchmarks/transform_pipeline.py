@@ -39,6 +39,13 @@ Systems (each run in a process of its own, one after the other):
                   and not counted), RandomResizedCropRGBImageDecoder or
                   CenterCropRGBImageDecoder(ratio 224/256), RandomHorizontalFlip,
                   NormalizeImage, ToTensor, ToTorchImage; num_workers = the usable CPUs
+  spdl            Meta's SPDL, its thread-pool pipeline as its docs recommend for images
+                  (PipelineBuilder: decode with concurrency = the usable CPUs, aggregate,
+                  collate; build(num_threads = the usable CPUs)): FFmpeg demuxes and decodes
+                  each JPEG, its filter graph crops, scales (bilinear) and flips; the batch
+                  is made float32 CHW and normalised with torch. Its pixels differ slightly
+                  from PIL's (FFmpeg's decoder and swscale's bilinear). Needs Debian's
+                  libavfilter8 and libavdevice59 (scripts/dev.sh bench-setup installs them)
 
 Per chain and round, a process of its own also measures the CPU cost per image of
 each side's bare chain on one thread, decode included (torchvision's loader and
@@ -46,7 +53,7 @@ Compose with torch on one thread, as in DataLoader workers, against hdmlp's
 pipeline; --cpu-cost-images, 0 to skip): a ratio that a busy machine distorts
 far less than images/s, which favour the system with more runnable threads.
 
-DALI and FFCV are optional (``pip install -e '.[bench]'``); a system that is
+DALI, FFCV and SPDL are optional (``scripts/dev.sh bench-setup``); a system that is
 not installed is reported as such and the others still run. With --rounds R
 every (chain, system) runs R times, interleaved, so that a change in the
 machine's load hits all of them alike; the report gives the per-system
@@ -63,6 +70,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shlex
 import statistics
@@ -82,8 +90,9 @@ MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 CHAINS = ("train", "val", "timm")
 ERASE_P = 0.25  # timm's default re_prob
 SYSTEMS = ("hdmlp", "hdmlp-draft", "hdmlp-fast", "ceiling", "ceiling-fast", "bare", "bare-draft", "bare-fast",
-           "torchvision-w0", "torchvision-w1", "torchvision-w2", "dali", "ffcv")
-DEFAULT_SYSTEMS = ("hdmlp", "ceiling", "bare", "torchvision-w0", "torchvision-w1", "torchvision-w2", "dali", "ffcv")
+           "torchvision-w0", "torchvision-w1", "torchvision-w2", "dali", "ffcv", "spdl")
+DEFAULT_SYSTEMS = ("hdmlp", "ceiling", "bare", "torchvision-w0", "torchvision-w1", "torchvision-w2", "dali", "ffcv",
+                   "spdl")
 CEILING_BINARY = os.path.join(os.path.dirname(HERE), "build", "bench", "transform_ceiling")
 BUILD_CEILING = ("cmake -S . -B build/bench -G Ninja -DHDMLP_BUILD_BENCHMARKS=ON -DHDMLP_BUILD_PYTHON=OFF "
                  "-DCMAKE_BUILD_TYPE=Release && cmake --build build/bench --target transform_ceiling")
@@ -323,6 +332,86 @@ def run_dali(spec: dict) -> dict:
     return epoch_rates(batches, spec["epochs"]) | {"threads": threads, "version": nvidia.dali.__version__}
 
 
+def random_resized_crop_box(width: int, height: int, rng, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)):
+    """RandomResizedCrop's box (x, y, w, h) drawn from an image's size: an area share in ``scale``
+    and a log-uniform aspect ratio in ``ratio``, 10 tries, then the whole image cut to the nearest
+    ratio in range, centred (the algorithm torchvision documents)."""
+    area = width * height
+    for _ in range(10):
+        target = area * rng.uniform(*scale)
+        aspect = math.exp(rng.uniform(math.log(ratio[0]), math.log(ratio[1])))
+        w, h = round(math.sqrt(target * aspect)), round(math.sqrt(target / aspect))
+        if 0 < w <= width and 0 < h <= height:
+            return rng.randint(0, width - w), rng.randint(0, height - h), w, h
+    aspect = width / height
+    if aspect < ratio[0]:
+        w, h = width, round(width / ratio[0])
+    elif aspect > ratio[1]:
+        w, h = round(height * ratio[1]), height
+    else:
+        w, h = width, height
+    return (width - w) // 2, (height - h) // 2, w, h
+
+
+def run_spdl(spec: dict) -> dict:
+    """Meta's SPDL as its docs recommend for images: one thread pool runs the pipeline's stages
+    (PipelineBuilder: source, decode with concurrency = threads, aggregate into batches, collate),
+    FFmpeg demuxes and decodes each JPEG and its filter graph crops, scales (bilinear) and flips
+    it to RGB; the batch is one uint8 [B, H, W, 3] buffer (convert_frames) made a float32
+    [B, 3, H, W] tensor and normalised with torch, as ToTensor + Normalize."""
+    if spec["chain"] == "timm":
+        raise NotComparable("SPDL has no TrivialAugmentWide")
+    try:
+        import spdl.io
+        from spdl.pipeline import PipelineBuilder
+    except ImportError as e:
+        raise NotInstalled(f"spdl is not installed ({e}; it needs Debian's libavfilter8 and libavdevice59: "
+                           "scripts/dev.sh bench-setup)") from e
+    import random
+
+    import torch
+    size, threads, root = spec["size"], spec["threads"], spec["root"]
+    classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+    samples = [(os.path.join(d, f), label) for label, c in enumerate(classes)
+               for d, _, files in sorted(os.walk(os.path.join(root, c))) for f in sorted(files)
+               if f.lower().endswith((".jpg", ".jpeg", ".png"))]
+    mean = torch.tensor(MEAN).view(1, 3, 1, 1) * 255
+    std = torch.tensor(STD).view(1, 3, 1, 1) * 255
+
+    def decode(item):
+        path, label, seed = item
+        packets = spdl.io.demux_image(path)
+        if spec["chain"] == "train":
+            rng = random.Random(seed)
+            x, y, w, h = random_resized_crop_box(packets.width, packets.height, rng)
+            flip = ",hflip" if rng.random() < 0.5 else ""
+            desc = f"crop={w}:{h}:{x}:{y}:exact=1,scale={size}:{size}:flags=bilinear{flip},format=pix_fmts=rgb24"
+        else:  # Resize(256) of the shorter side, then the centre 224 x 224
+            short = size * 256 // 224
+            w, h = packets.width, packets.height
+            sw, sh = (short, int(short * h / w)) if w <= h else (int(short * w / h), short)
+            desc = (f"scale={sw}:{sh}:flags=bilinear,crop={size}:{size}:{(sw - size) // 2}:{(sh - size) // 2}:"
+                    "exact=1,format=pix_fmts=rgb24")
+        return spdl.io.decode_packets(packets, filter_desc=desc), label
+
+    def collate(items):
+        frames = spdl.io.convert_frames([f for f, _ in items])
+        x = spdl.io.to_torch(frames).permute(0, 3, 1, 2).float().sub_(mean).div_(std)
+        return x, torch.tensor([label for _, label in items], dtype=torch.int64)
+
+    def batches(epoch):
+        order = list(range(len(samples)))
+        random.Random(1000 + epoch).shuffle(order)
+        source = [(samples[i][0], samples[i][1], epoch * len(samples) + i) for i in order]
+        pipeline = (PipelineBuilder().add_source(source).pipe(decode, concurrency=threads)
+                    .aggregate(spec["batch_size"]).pipe(collate).add_sink(3).build(num_threads=threads))
+        with pipeline.auto_stop():
+            yield from pipeline.get_iterator()
+
+    from importlib.metadata import version
+    return epoch_rates(batches, spec["epochs"]) | {"threads": threads, "version": version("spdl")}
+
+
 def ffcv_pipelines(chain: str, size: int):
     import numpy as np
     from ffcv.fields.decoders import CenterCropRGBImageDecoder, IntDecoder, RandomResizedCropRGBImageDecoder
@@ -368,7 +457,7 @@ def worker_main(spec_path: str) -> None:
         spec = json.load(f)
     run = {"hdmlp": run_hdmlp, "hdmlp-draft": run_hdmlp, "hdmlp-fast": run_hdmlp, "bare": run_bare,
            "bare-draft": run_bare, "bare-fast": run_bare, "ceiling": run_ceiling, "ceiling-fast": run_ceiling,
-           "dali": run_dali, "ffcv": run_ffcv, "cpu-cost": run_cpu_cost}.get(spec["system"], run_torchvision)
+           "dali": run_dali, "ffcv": run_ffcv, "spdl": run_spdl, "cpu-cost": run_cpu_cost}.get(spec["system"], run_torchvision)
     try:
         result = {"status": "ok", **run(spec)}
     except NotInstalled as e:
@@ -427,14 +516,14 @@ def ratio_keys(chain: str, systems: list[str]) -> list[tuple[str, str, str]]:
     keys = []
     if "hdmlp" in systems:
         keys.append((f"{chain}: hdmlp / best torchvision", "hdmlp", "best torchvision"))
-        for other in ("ceiling", "bare", "dali", "ffcv"):
+        for other in ("ceiling", "bare", "dali", "ffcv", "spdl"):
             if other in systems:
                 keys.append((f"{chain}: hdmlp / {other}", "hdmlp", other))
     if "hdmlp-draft" in systems and "bare-draft" in systems:
         keys.append((f"{chain}: hdmlp-draft / bare-draft", "hdmlp-draft", "bare-draft"))
     if "hdmlp-fast" in systems:
         keys.append((f"{chain}: hdmlp-fast / best torchvision", "hdmlp-fast", "best torchvision"))
-        for other in ("ceiling-fast", "bare-fast", "dali", "ffcv", "hdmlp"):
+        for other in ("ceiling-fast", "bare-fast", "dali", "ffcv", "spdl", "hdmlp"):
             if other in systems:
                 keys.append((f"{chain}: hdmlp-fast / {other}", "hdmlp-fast", other))
     return keys
@@ -557,7 +646,7 @@ def main() -> None:
             json.dump(result, f, indent=1)
     if args.markdown:
         with open(args.markdown, "w") as f:
-            f.write("# ImageNet chains: hdmlp against torchvision, DALI and FFCV\n\n"
+            f.write("# ImageNet chains: hdmlp against torchvision, DALI, FFCV and SPDL\n\n"
                     "Generated by `benchmarks/transform_pipeline.py`; do not edit.\n\n" + text + "\n")
 
 
@@ -613,7 +702,7 @@ def stage_profile(stages_per_round: list[list[dict]]) -> dict[str, float]:
 LABELS = {"hdmlp": "hdmlp", "hdmlp-draft": "hdmlp, draft decode", "hdmlp-fast": "hdmlp, fast decode",
           "ceiling": "transform_ceiling (C++, the ceiling)", "ceiling-fast": "transform_ceiling, fast decode",
           "bare": "bare pipeline from Python threads",
-          "bare-draft": "bare C++ pipeline, draft decode", "bare-fast": "bare C++ pipeline, fast decode", "dali": "DALI CPU pipeline", "ffcv": "FFCV",
+          "bare-draft": "bare C++ pipeline, draft decode", "bare-fast": "bare C++ pipeline, fast decode", "dali": "DALI CPU pipeline", "ffcv": "FFCV", "spdl": "SPDL (thread pool, FFmpeg)",
           "torchvision-w0": "torchvision DataLoader w=0", "torchvision-w1": "torchvision DataLoader w=1",
           "torchvision-w2": "torchvision DataLoader w=2"}
 

@@ -38,6 +38,10 @@ def _import_core() -> None:
             "kind of install.") from e
 
 
+# Before anything loads an OpenMP runtime (torch does): see hdmlp/openmp_wait.py.
+from hdmlp.openmp_wait import prefer_passive_wait as _prefer_passive_wait  # noqa: E402
+
+_prefer_passive_wait()
 _import_core()
 
 from hdmlp.job import (ConfigError, Job, ThrottledStorage, build_info, default_config_path,  # noqa: E402

@@ -30,8 +30,11 @@ from hdmlp import launcher as _launcher
 from hdmlp import live_jobs as _live
 from hdmlp import mpi as _mpi
 from hdmlp import state as _state
+from hdmlp.cpu_budget import resolve_cpu_budget
 from hdmlp.pinned_memory import cuda_host_allocator
+from hdmlp.main_guard import check_not_bootstrapping
 from hdmlp.plan import _int_in
+from hdmlp.readiness import add_readiness
 from hdmlp.job_arguments import _REQUIRED, ThrottledStorage, _path, check_job_arguments
 from hdmlp.job_arguments import default_config_path  # noqa: F401 (re-exported: hdmlp.default_config_path)
 
@@ -51,6 +54,7 @@ def init_mpi() -> None:
     before its Job, so that the other ranks' start-up checks can time out
     on it (MPI's own initialisation waits for every rank without a limit).
     """
+    check_not_bootstrapping("hdmlp.init_mpi() was called")
     _core.init_mpi()
 
 
@@ -169,6 +173,11 @@ class Job:
             every rank a contiguous block. Prefetching and caching work as for training.
         num_workers: the staging workers (threads that read and transform ahead of the loop),
             instead of the configuration's ``threads`` of storage class 0.
+        cpu_budget: the cores hdmlp may use on this rank: its staging workers, which decode and
+            transform (not with ``num_workers``). None: the configuration's ``threads``; with
+            ``"auto"`` and a C++ chain one CPU is left to the training thread where batches go to
+            a GPU (``device=``, or a machine with a GPU driver). :mod:`hdmlp.cpu_budget`,
+            docs/gpu.md.
         source: the dataset's format, ``"folder"``, ``"pack"``, ``"hdf5"`` or ``"tar"``; None
             picks it from what ``dataset_path`` is.
         source_options: the format's options: ``hdf5_samples`` (the samples' dataset, default
@@ -234,12 +243,13 @@ class Job:
                  source_options: dict[str, str] | None = None, python_workers: int | None = None,
                  python_start_method: str = "forkserver", resume: Mapping[str, Any] | None = None,
                  start_epoch: int = 0, single_process: bool = False, device: Any = None,
-                 handoff: str | None = None) -> None:
+                 handoff: str | None = None, cpu_budget: int | None = None) -> None:
         self._core: Any = None
         self._python: Any = None
         self._handed_out: tuple[int, int] | None = None  # (epoch, batches) a device feeder handed out
         self._final_state: dict[str, Any] | None = None
         self._forked_from: int | None = None
+        check_not_bootstrapping("an hdmlp.Job was created")  # before anything starts MPI
         world, use_mpi = None, False
         try:
             if not isinstance(single_process, bool):
@@ -252,6 +262,8 @@ class Job:
                                   on_error, pin_memory, batch_size_per_rank, shuffle, num_workers, source,
                                   source_options, python_workers, python_start_method, resume, start_epoch, world)
             pin_memory = self._plan_device(device, handoff, pin_memory)
+            staging_threads, self._spare_cores = resolve_cpu_budget(cpu_budget, num_workers, self._spare_cores,
+                                                                    bool(self._specs))
         except (TypeError, ValueError, OSError) as e:
             # The other ranks are already waiting in their start-up check:
             # they raise this error too, instead of timing out on this rank.
@@ -280,7 +292,7 @@ class Job:
             index_cache, b"", self.exchange_fraction, self.timeout_s, transforms=self._specs,
             skip_bad_samples=on_error == "skip" and python_chain is None, cuda_host_alloc=cuda_host_alloc,
             cuda_free_host=cuda_free_host, spare_cores=self._spare_cores, batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
-            staging_threads=num_workers or 0,
+            staging_threads=staging_threads,
             launcher_rank=world.rank if world else 0,
             launcher_world_size=world.world_size if world else 0,
             launcher_local_world_size=world.local_world_size if world else 0,
@@ -325,7 +337,8 @@ class Job:
             self._open_python = functools.partial(PythonStage, chain=python_chain,
                                                   workers=python_workers or default_python_workers(),
                                                   start_method=python_start_method, skip=on_error == "skip",
-                                                  task_timeout_s=self.timeout_s)
+                                                  task_timeout_s=self.timeout_s,
+                                                  per_rank=batch_size_per_rank is not None)
             try:
                 self._python = self._open_python(self._core)
             except BaseException:
@@ -733,7 +746,8 @@ class Job:
 
         ``{"epochs": [{"epoch", "samples", "stall_seconds", "read_seconds",
         "transform_seconds", "transform_cpu_seconds", "handoff_wait_seconds", "assembly_seconds", "skipped",
-        "next_batch_seconds", "python_seconds", "consumer_seconds",
+        "next_batch_seconds", "python_seconds", "consumer_seconds", "batches", "ready_batches",
+        "span_seconds", "data_readiness", "consumer_wait_share", "loader_idle_share", "waiting",
         "reads": {SOURCE: {"count", "bytes", "seconds"}}}],
         "skipped_samples", "skipped", "staging": {...},
         "classes": [...], "warnings": [...]}`` with SOURCE ``"pfs"`` for the
@@ -755,7 +769,12 @@ class Job:
         iterated otherwise): ``next_batch_seconds`` in the call for the next
         batch (stall and assembly included), ``python_seconds`` making tensors
         of it, and ``consumer_seconds`` in the training loop between batches;
-        the three add up to the pass's time. The
+        the three add up to the pass's time. ``batches``, ``ready_batches`` (those the
+        consumer did not wait for), ``span_seconds`` (the consumer's epoch, from its start to its
+        last batch) and the data-readiness figures derived from them, ``data_readiness``,
+        ``consumer_wait_share``, ``loader_idle_share`` and ``waiting`` (``"consumer"``: the training
+        loop waited for data; ``"loader"``: the loader waited for the loop), say who waited for whom
+        (:mod:`hdmlp.readiness`, docs/gpu.md). The
         staging threads are in ``staging["threads"]``; ``skipped_samples`` counts the
         bad samples ``on_error="skip"`` left out and ``skipped`` names each such
         file once (with why); ``padded_samples`` counts the good samples delivered a
@@ -810,6 +829,7 @@ class Job:
             skipped = skipped + self._python.skipped_files
         for e in epochs:
             e.update(self._loop_seconds.get(e["epoch"], dict.fromkeys(_LOOP_TIMERS, 0.0)))
+            add_readiness(e, job.staging_threads)
         decoder = self._device_decoder
         return {
             "epochs": epochs,

@@ -130,6 +130,8 @@ def check_job_arguments(job: Job, dataset_path: Any, batch_size: Any, epochs: An
                          "ops only (docs/gpu.md); decode on the CPU (ImgDecode()) before Python callables")
     if python_workers is not None:
         _int_in("python_workers", python_workers, 1, 1024)
+        from hdmlp.python_chain import check_python_workers
+        check_python_workers(python_workers)
     if python_start_method not in ("spawn", "forkserver"):
         raise ValueError(f"python_start_method must be 'spawn' or 'forkserver', got {python_start_method!r}: "
                          "hdmlp never forks a process that runs its C++ threads")

@@ -21,7 +21,8 @@ from typing import Any
 
 from hdmlp import _core
 
-__all__ = ["PythonChain", "ToPIL", "TransformError", "default_python_workers", "split_chain"]
+__all__ = ["PythonChain", "ToPIL", "TransformError", "check_python_workers", "default_python_workers",
+           "split_chain"]
 
 
 class ToPIL:
@@ -164,12 +165,35 @@ def split_chain(transforms: Any) -> PythonChain | None:
     return PythonChain(specs, python, _serialize(python), [type(t).__name__ for t in cpp] + [_name(c) for c in python])
 
 
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+# A worker is a process with its own interpreter, modules and shared-memory ring: past a few per
+# CPU they only queue for the CPUs and fill memory (python_workers=1000 on 2 cores ran out of
+# shared memory after 16 s of starting processes).
+WORKERS_PER_CPU = 4
+MIN_WORKER_LIMIT = 8
+
+
+def check_python_workers(workers: int) -> None:
+    """Refuses more Python transform workers than the CPUs this process may use can run."""
+    cpus = _usable_cpus()
+    limit = max(MIN_WORKER_LIMIT, WORKERS_PER_CPU * cpus)
+    if workers > limit:
+        raise ValueError(f"python_workers={workers} is more than this process can run: it may use {cpus} CPU(s), "
+                         f"and hdmlp starts at most {WORKERS_PER_CPU} Python transform workers per CPU (at least "
+                         f"{MIN_WORKER_LIMIT}): each is a process with its own memory and shared-memory ring, and "
+                         f"workers beyond the CPUs only wait for them. Leave python_workers unset (one per CPU: "
+                         f"{default_python_workers()} here) or give at most {limit}")
+
+
 def default_python_workers() -> int:
     """The CPUs this process may use, shared between the ranks of a node that do not pin their CPUs."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
+    cpus = _usable_cpus()
     local = 0
     for name in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"):
         try:

@@ -206,15 +206,21 @@ class _EpochState:
                 "samples": self.samples, "padded": self.padded}
 
 
+# How long close() lets the workers finish the sample at hand before it ends them: a transform that
+# hangs (or a Ctrl-C while one runs) must not hold up the exit.
+_STOP_GRACE_S = 1.0
+
+
 def _shutdown(workers: list[_Worker], control: _Segment) -> None:
-    """Stops the workers (each finishes the sample at hand) and joins them; kills what does not stop."""
+    """Stops the workers (each may finish the sample at hand, for up to _STOP_GRACE_S) and joins them;
+    ends what does not stop (SIGTERM, then SIGKILL)."""
     control.array.view("int64")[0] = 2**62  # every queued task is cancelled
     for w in workers:
         try:
             w.conn.send(("stop",))
         except (OSError, ValueError):
             pass
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + _STOP_GRACE_S
     for w in workers:
         w.process.join(max(0.0, deadline - time.monotonic()))
         for stop in (w.process.terminate, w.process.kill):
@@ -242,7 +248,7 @@ class PythonStage:
     """
 
     def __init__(self, job: Any, chain: PythonChain, workers: int, start_method: str, skip: bool,
-                 prefetch_batches: int = 2, task_timeout_s: float = 300.0) -> None:
+                 prefetch_batches: int = 2, task_timeout_s: float = 300.0, per_rank: bool = False) -> None:
         import numpy as np
         self._np = np
         # A transform that never returns on a sample would block the loop for
@@ -252,6 +258,7 @@ class PythonStage:
         self._chain = chain
         self._skip = skip
         self._prefetch_batches = prefetch_batches
+        self._per_rank = per_rank  # the job was given batch_size_per_rank (for the memory error's advice)
         self._seed = job.seed
         self._rank = job.rank
         self._closed = False
@@ -344,9 +351,51 @@ class PythonStage:
 
     # -- shared memory -------------------------------------------------------
     def _new_segment(self, nbytes: int, name: str) -> _Segment:
-        segment = _Segment(self._next_segment_id, nbytes, name)
+        try:
+            segment = _Segment(self._next_segment_id, nbytes, name)
+        except OSError as e:  # the memory it maps is not there: say what it was for and what to change
+            what = {"hdmlp-batch": f"the results of a batch ({self._row_capacity} rows)",
+                    "hdmlp-input": "a sample's bytes on their way to a worker"}.get(name, name)
+            limit = _core.memory_limit()
+            raise MemoryError(f"hdmlp: cannot make a shared memory segment of {_core.format_bytes(nbytes)} for {what}: "
+                              f"{e}; this process may still take {limit['description']}; use a smaller batch_size, "
+                              f"or {limit['raise'] or 'give the job more memory'}") from None
         self._next_segment_id += 1
         return segment
+
+    def _attach_result(self, w: _Worker, task: _Task, nbytes: int, what: str) -> Any:
+        """Maps a worker's result; one this process cannot map is a MemoryError naming the sample and sizes."""
+        fd = multiprocessing.reduction.recv_handle(w.conn)
+        try:
+            return _core.SharedMemory.attach(fd, nbytes)
+        except OSError as e:
+            why = _core.batch_memory_error(task.path, f"a result {what} of {self._chain.describe()}", nbytes, 0,
+                                           self._row_capacity, 2, self._job.world_size, self._per_rank,
+                                           "make the transform's results smaller")
+            limit = _core.memory_limit()
+            self._broken = why or (f"the result of {self._chain.describe()} on '{task.path}' ({what}, "
+                                   f"{_core.format_bytes(nbytes)}) cannot be mapped ({e}): this process may still take "
+                                   f"{limit['description']}; make the result smaller, or "
+                                   f"{limit['raise'] or 'give the job more memory'}")
+            self._job.tell_peers_stopped(f"rank {self._rank} stopped: {self._broken}")
+            raise MemoryError(f"hdmlp: {self._broken}") from None
+
+    def _plan_batch_memory(self, probe: _Task) -> None:
+        """Once the first result's size is known: two batches of results (the one the training loop holds and
+        the next) must fit in the memory this process may still take (else MemoryError naming the sample,
+        the sizes, the limit and the batch size that fits); batches are prefetched only as far as they fit."""
+        shape, dtype = self._expected
+        batch_bytes = max(1, self._row_bytes * self._row_capacity)
+        why = _core.batch_memory_error(probe.path, f"a result {dtype}{list(shape)} of {self._chain.describe()}",
+                                       self._row_bytes, 0, self._row_capacity, 2, self._job.world_size,
+                                       self._per_rank, "make the transform's results smaller")
+        if why:
+            self._broken = why
+            self._job.tell_peers_stopped(f"rank {self._rank} stopped: {why}")
+            raise MemoryError(f"hdmlp: {why}")
+        available = _core.memory_limit()["available"]
+        if available >= 0:
+            self._prefetch_batches = max(0, min(self._prefetch_batches, available // batch_bytes - 2))
 
     def _send_segment(self, worker: _Worker, segment: _Segment) -> None:
         if worker.index not in segment.sent_to:
@@ -746,8 +795,8 @@ class PythonStage:
         if code is not None and code < 0:
             how = f"killed by signal {-code}: out of memory, or a crash in native code?"
         else:
-            how = (f"exit code {code}; its traceback is above. A script that creates the Job when it is imported "
-                   "needs `if __name__ == '__main__':` around that, as for any spawned worker process")
+            how = (f"exit code {code}; its traceback is above. A worker imports the training script again: "
+                   "wrap the training code in `if __name__ == '__main__':`, as for any spawned worker process")
         doing = f" while transforming '{w.queue[0].path}'" if w.queue else ""
         self._broken = f"Python transform worker {w.index} (pid {w.process.pid}) ended ({how}){doing}"
         raise RuntimeError(f"hdmlp: {self._broken}; close the job")
@@ -766,11 +815,11 @@ class PythonStage:
             task.out_segment.pending -= 1
         if kind == "array":
             _, _, shape, dtype, nbytes, seconds = message
-            segment = _core.SharedMemory.attach(multiprocessing.reduction.recv_handle(w.conn), max(1, nbytes))
+            segment = self._attach_result(w, task, max(1, nbytes), f"{dtype}{list(shape)}")
             result: tuple = ("array", segment.view(0, list(shape), dtype), seconds)
         elif kind == "object_fd":
             _, _, nbytes, seconds = message
-            segment = _core.SharedMemory.attach(multiprocessing.reduction.recv_handle(w.conn), nbytes)
+            segment = self._attach_result(w, task, nbytes, "a pickled object")
             result = ("object", pickle.loads(memoryview(segment.view(0, [nbytes]))), seconds)
         elif kind == "object":
             result = ("object", pickle.loads(message[2]), message[3])
@@ -783,6 +832,8 @@ class PythonStage:
         if task is self._probe and kind != "cancelled":
             if kind == "array":
                 self._expected = (tuple(result[1].shape), result[1].dtype.name)
+                self._probe = None
+                self._plan_batch_memory(task)
             elif kind == "object":
                 self._expected = False
             self._probe = None  # after an error, the next sample probes

@@ -102,7 +102,14 @@ def worker_main(conn: multiprocessing.connection.Connection, init: dict) -> None
         return a if a.dtype.name in _SUPPORTED_DTYPES else None
 
     def send_segment_of(kind: str, tid: int, content: Any, nbytes: int, header: tuple, seconds: float) -> None:
-        segment = _core.SharedMemory(max(1, nbytes), "hdmlp-result")
+        try:
+            segment = _core.SharedMemory(max(1, nbytes), "hdmlp-result")
+        except OSError as e:
+            limit = _core.memory_limit()
+            raise MemoryError(f"the transform's result ({getattr(content, 'dtype', '')}"
+                              f"{list(getattr(content, 'shape', ()))}, {_core.format_bytes(nbytes)}) does not fit in "
+                              f"shared memory ({e}): this worker may still take {limit['description']}; make the "
+                              f"result smaller, or {limit['raise'] or 'give the job more memory'}") from None
         dst = np.frombuffer(segment.view(0, [max(1, nbytes)]), np.uint8)[:nbytes]
         np.copyto(dst.view(content.dtype).reshape(content.shape) if nbytes else dst, content if nbytes else dst)
         conn.send((kind, tid, *header, seconds))

@@ -43,6 +43,7 @@ This module imports neither torch nor torchvision; ``interpolation`` accepts
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import math
 import numbers
@@ -124,17 +125,73 @@ def _size(size: int | Sequence[int], name: str = "size") -> list[float]:
     raise ValueError(f"{name} must be an int or a sequence of 1 or 2 ints (h, w), got {size!r}")
 
 
+def _number(value: Any, name: str) -> float:
+    """One real number: an int, a float, a NumPy or 0-d torch number; not a bool or a string."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, (str, bytes, bool)) and hasattr(value, "__float__"):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+
+
+def _flag(value: Any, name: str, allow_none: bool = False) -> bool | None:
+    """A bool (or 0/1): a string such as "false" is refused, not taken as True."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+        return bool(value)
+    if type(value).__name__ == "bool_":  # numpy's
+        return bool(value)
+    raise TypeError(f"{name} must be True or False{' (or None)' if allow_none else ''}, "
+                    f"got {type(value).__name__} {value!r}")
+
+
 def _numbers(values: float | Sequence[float], name: str) -> list[float]:
-    if isinstance(values, (int, float)) and not isinstance(values, bool):
+    if isinstance(values, numbers.Real) and not isinstance(values, bool):
         return [float(values)]
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name} must be a number or a sequence of numbers, got {type(values).__name__} {values!r}")
     try:
-        return [float(v) for v in values]  # type: ignore[union-attr]
-    except (TypeError, ValueError):
+        return [_number(v, name) for v in values]  # type: ignore[union-attr]
+    except TypeError:
         raise TypeError(f"{name} must be a number or a sequence of numbers, got {values!r}") from None
 
 
+def _naming_the_op(op: str, init: Any) -> Any:
+    """``init`` whose TypeError/ValueError names the op first ("RandomHorizontalFlip: p must be ...")."""
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except (TypeError, ValueError) as e:
+            message = str(e)
+            if message.startswith((f"{op}:", f"{op}(", f"{op}.")):
+                raise
+            base = TypeError if isinstance(e, TypeError) else ValueError
+            try:
+                named = type(e)(f"{op}: {message}")
+            except Exception:
+                named = base(f"{op}: {message}")
+            raise named from None
+
+    return checked
+
+
 class Transform:
-    """Base class of hdmlp's transforms: each describes itself as a spec for the C++ pipeline."""
+    """Base class of hdmlp's transforms: each describes itself as a spec for the C++ pipeline.
+
+    A subclass's constructor raises TypeError/ValueError with the op's name first, and every
+    check names the argument (``RandomHorizontalFlip: p must be a number, got str 'x'``).
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "__init__" in cls.__dict__:
+            cls.__init__ = _naming_the_op(cls.__name__, cls.__dict__["__init__"])  # type: ignore[method-assign]
 
     def _spec(self) -> Spec:
         raise NotImplementedError
@@ -204,8 +261,8 @@ class ImgDecode(Transform):
 
     def __init__(self, draft: bool = False, fast: bool = False, device: Any = None, cpu_share: float = 0.0,
                  decoder: str = "auto") -> None:
-        self.draft = bool(draft)
-        self.fast = bool(fast)
+        self.draft = _flag(draft, "draft")
+        self.fast = _flag(fast, "fast")
         self.device = device
         if isinstance(cpu_share, bool) or not isinstance(cpu_share, (int, float)) or not 0.0 <= cpu_share <= 1.0:
             raise ValueError(f"cpu_share must be a number in [0, 1] (the share of each batch the CPU decodes), "
@@ -258,8 +315,11 @@ class Resize(Transform):
                 "max_size should only be passed if size specifies the length of the smaller edge, "
                 f"got size={size!r}"
             )
+        if max_size is not None and (isinstance(max_size, bool) or not isinstance(max_size, numbers.Integral)
+                                     or max_size <= 0):
+            raise TypeError(f"max_size must be a positive int or None, got {type(max_size).__name__} {max_size!r}")
         self.max_size = max_size
-        self.antialias = True if antialias is None else bool(antialias)
+        self.antialias = _flag(antialias, "antialias", allow_none=True) is not False
 
     def _spec(self) -> Spec:
         args: dict[str, list[float]] = {
@@ -315,7 +375,7 @@ class RandomResizedCrop(Transform):
         self.scale = _numbers(scale, "scale")
         self.ratio = _numbers(ratio, "ratio")
         self.interpolation = _interpolation_code(interpolation)
-        self.antialias = True if antialias is None else bool(antialias)
+        self.antialias = _flag(antialias, "antialias", allow_none=True) is not False
 
     def _spec(self) -> Spec:
         return (
@@ -334,7 +394,7 @@ class RandomHorizontalFlip(Transform):
     """Mirror left-right with probability ``p``, like torchvision's."""
 
     def __init__(self, p: float = 0.5) -> None:
-        self.p = float(p)
+        self.p = _number(p, "p")
 
     def _spec(self) -> Spec:
         return ("RandomHorizontalFlip", {"p": [self.p]})
@@ -344,7 +404,7 @@ class RandomVerticalFlip(Transform):
     """Mirror top-bottom with probability ``p``, like torchvision's."""
 
     def __init__(self, p: float = 0.5) -> None:
-        self.p = float(p)
+        self.p = _number(p, "p")
 
     def _spec(self) -> Spec:
         return ("RandomVerticalFlip", {"p": [self.p]})
@@ -371,7 +431,7 @@ class Normalize(Transform):
     def __init__(self, mean: Sequence[float] | float, std: Sequence[float] | float, inplace: bool = False) -> None:
         self.mean = _numbers(mean, "mean")
         self.std = _numbers(std, "std")
-        self.inplace = inplace
+        self.inplace = _flag(inplace, "inplace")
 
     def _spec(self) -> Spec:
         return ("Normalize", {"mean": list(self.mean), "std": list(self.std)})
@@ -472,10 +532,11 @@ class ColorJitter(Transform):
             lo, hi = center - float(value), center + float(value)
             if clip_first_on_zero:
                 lo = max(lo, 0.0)
-        elif isinstance(value, Sequence) and len(value) == 2:
-            lo, hi = float(value[0]), float(value[1])
+        elif isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
+            lo, hi = _number(value[0], f"{name}[0]"), _number(value[1], f"{name}[1]")
         else:
-            raise TypeError(f"{name} should be a single number or a list/tuple with length 2.")
+            raise TypeError(f"{name} should be a single number or a list/tuple with length 2, got "
+                            f"{type(value).__name__} {value!r}")
         if not bound[0] <= lo <= hi <= bound[1]:
             raise ValueError(f"{name} values should be between {bound}, but got {[lo, hi]}.")
         return None if lo == hi == center else (lo, hi)
@@ -494,8 +555,8 @@ class Grayscale(Transform):
     """
 
     def __init__(self, num_output_channels: int = 1) -> None:
-        if num_output_channels not in (1, 3):
-            raise ValueError("num_output_channels should be either 1 or 3")
+        if isinstance(num_output_channels, bool) or num_output_channels not in (1, 3):
+            raise ValueError(f"num_output_channels should be either 1 or 3, got {num_output_channels!r}")
         self.num_output_channels = num_output_channels
 
     def _spec(self) -> Spec:
@@ -506,7 +567,7 @@ class RandomGrayscale(Transform):
     """Convert to grayscale with probability ``p``, keeping the channels, like torchvision's."""
 
     def __init__(self, p: float = 0.1) -> None:
-        self.p = float(p)
+        self.p = _number(p, "p")
 
     def _spec(self) -> Spec:
         return ("RandomGrayscale", {"p": [self.p]})
@@ -532,12 +593,14 @@ class GaussianBlur(Transform):
             if sigma <= 0:
                 raise ValueError("If sigma is a single number, it must be positive.")
             self.sigma = [float(sigma), float(sigma)]
-        elif isinstance(sigma, Sequence) and len(sigma) == 2:
+        elif isinstance(sigma, Sequence) and not isinstance(sigma, str) and len(sigma) == 2:
+            sigma = [_number(sigma[0], "sigma[0]"), _number(sigma[1], "sigma[1]")]
             if not 0.0 < sigma[0] <= sigma[1]:
                 raise ValueError("sigma values should be positive and of the form (min, max).")
             self.sigma = [float(sigma[0]), float(sigma[1])]
         else:
-            raise ValueError("sigma should be a single number or a list/tuple with length 2.")
+            raise TypeError(f"sigma should be a single number or a list/tuple with length 2, got "
+                            f"{type(sigma).__name__} {sigma!r}")
 
     def _spec(self) -> Spec:
         return ("GaussianBlur", {"kernel_size": list(self.kernel_size), "sigma": list(self.sigma)})
@@ -558,8 +621,9 @@ class Pad(Transform):
         _fill(fill)
         self.padding = padding
         self.fill = fill
-        if padding_mode not in _PAD_MODES:
-            raise ValueError("Padding mode should be either constant, edge, reflect or symmetric")
+        if not isinstance(padding_mode, str) or padding_mode not in _PAD_MODES:
+            raise ValueError(f"padding_mode should be either constant, edge, reflect or symmetric, got "
+                             f"{padding_mode!r}")
         self.padding_mode = padding_mode
 
     def _spec(self) -> Spec:
@@ -597,10 +661,11 @@ class RandomCrop(Transform):
             _padding(padding)
         _fill(fill)
         self.padding = padding
-        self.pad_if_needed = bool(pad_if_needed)
+        self.pad_if_needed = _flag(pad_if_needed, "pad_if_needed")
         self.fill = fill
-        if padding_mode not in _PAD_MODES:
-            raise ValueError("Padding mode should be either constant, edge, reflect or symmetric")
+        if not isinstance(padding_mode, str) or padding_mode not in _PAD_MODES:
+            raise ValueError(f"padding_mode should be either constant, edge, reflect or symmetric, got "
+                             f"{padding_mode!r}")
         self.padding_mode = padding_mode
 
     def _spec(self) -> Spec:
@@ -627,7 +692,7 @@ class RandomRotation(Transform):
                  center: Sequence[float] | None = None, fill: Any = 0) -> None:
         self.degrees = _degrees(degrees, "degrees")
         self.interpolation = _geometric_interpolation(interpolation)
-        self.expand = bool(expand)
+        self.expand = _flag(expand, "expand")
         self.center = None if center is None else _pair(center, "center")
         _fill(fill)
         self.fill = fill
@@ -777,10 +842,11 @@ class RandomErasing(Transform):
     def __init__(self, p: float = 0.5, scale: Sequence[float] = (0.02, 0.33), ratio: Sequence[float] = (0.3, 3.3),
                  value: Any = 0, inplace: bool = False) -> None:
         if isinstance(value, str) and value != "random":
-            raise ValueError("If value is str, it should be 'random'")
+            raise ValueError(f"value must be a number, one per channel, or 'random', got {value!r}")
         if not isinstance(value, (numbers.Number, str, Sequence)) or isinstance(value, bool):
-            raise TypeError("Argument value should be either a number or str or a sequence")
-        self.p = float(p)
+            raise TypeError(f"value should be either a number or str or a sequence, got {type(value).__name__} "
+                            f"{value!r}")
+        self.p = _number(p, "p")
         self.scale = _pair(scale, "scale")
         self.ratio = _pair(ratio, "ratio")
         if self.scale[0] < 0 or self.scale[1] > 1:
@@ -788,7 +854,7 @@ class RandomErasing(Transform):
         if not 0 <= self.p <= 1:
             raise ValueError("Random erasing probability should be between 0 and 1")
         self.value = value if isinstance(value, str) else _numbers(value, "value")
-        self.inplace = inplace
+        self.inplace = _flag(inplace, "inplace")
 
     def _spec(self) -> Spec:
         args = {"p": [self.p], "scale": list(self.scale), "ratio": list(self.ratio)}

@@ -10,6 +10,8 @@
 #include "bindings.h"
 #include "hdmlp/config/config.h"
 #include "hdmlp/config/cpu_budget.h"
+#include "hdmlp/env/memory_limit.h"
+#include "hdmlp/job/memory_check.h"
 
 namespace py = pybind11;
 
@@ -85,6 +87,36 @@ void BindConfig(py::module_& m) {
       },
       "The CPUs this process may use: its affinity mask and its cgroup's CPU quota (what threads = \"auto\" "
       "resolves to).");
+  m.def(
+      "memory_limit",
+      []() {
+        const MemoryLimit l = ReadMemoryLimit();
+        py::dict d;
+        d["available"] = l.available;
+        d["limit"] = l.limit;
+        d["used"] = l.used;
+        d["what"] = l.what;
+        d["raise"] = l.raise;
+        d["description"] = l.Describe();
+        return d;
+      },
+      "How much more memory this process may take (available, -1: no limit seen) and which limit says so: "
+      "RLIMIT_AS, its cgroup's memory limit or MemAvailable, the tightest (env/memory_limit.h).");
+  m.def("format_bytes", &FormatBytes, py::arg("bytes"), "3221225472 -> '3.0 GiB'.");
+  m.def(
+      "batch_memory_error",
+      [](const std::string& sample, const std::string& row_kind, int64_t row_bytes, int64_t read_bytes, int64_t batch,
+         int64_t batches, int world_size, bool per_rank, const std::string& smaller) {
+        BatchMemoryNeed need;
+        need.sample = sample, need.row_kind = row_kind, need.row_bytes = row_bytes, need.read_bytes = read_bytes;
+        need.batch = batch, need.batches = batches, need.world_size = world_size, need.per_rank = per_rank;
+        need.smaller = smaller;
+        return BatchMemoryError(need, ReadMemoryLimit());
+      },
+      py::arg("sample"), py::arg("row_kind"), py::arg("row_bytes"), py::arg("read_bytes"), py::arg("batch"),
+      py::arg("batches"), py::arg("world_size"), py::arg("per_rank"), py::arg("smaller") = "store smaller samples",
+      "The Job's message for batches that cannot fit in the memory this process may still take, or '' "
+      "(job/memory_check.h).");
   m.def("user_cache_dir", [] { return FsStr(UserCacheDir()); },
         "hdmlp's per-user cache directory ($HDMLP_CACHE_DIR, $XDG_CACHE_HOME/hdmlp or "
         "~/.cache/hdmlp); not created.");

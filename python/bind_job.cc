@@ -224,6 +224,9 @@ py::list MetricsToPython(const std::vector<EpochMetrics>& epochs) {
     d["handoff_wait_seconds"] = e.handoff_wait_seconds;
     d["assembly_seconds"] = e.assembly_seconds;
     d["skipped"] = e.skipped;
+    d["batches"] = e.batches;
+    d["ready_batches"] = e.ready_batches;
+    d["span_seconds"] = e.span_seconds;
     d["reads"] = reads;
     out.append(d);
   }

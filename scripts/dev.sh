@@ -15,14 +15,18 @@
 #   scripts/dev.sh sdist [OUT]                 the source distribution (dist/)
 #   scripts/dev.sh sdist-test SDIST [SUITE]    pip install SDIST in a fresh chroot without hdmlp's libraries:
 #                                              the build must stop with one message naming them all
-#   scripts/dev.sh bench-setup                 set up, plus the benchmarks' DALI and FFCV baselines
+#   scripts/dev.sh bench-setup                 set up, plus the benchmarks' DALI, FFCV and SPDL baselines
 #   scripts/dev.sh ctest | pytest [ARGS]       set up, then only the C++ or only the Python tests
 #   scripts/dev.sh wheel-check                 set up, then only the cross-release wheel test of `test`
+#   scripts/dev.sh wheel-cold-check            what only an empty wheel cache runs, checked on the cached
+#                                              chroots in under a minute (part of wheel-check)
+#   scripts/dev.sh wheels-cold [OUT]           every wheel built and tested from a new, empty cache, timed
+#                                              (about an hour on 2 cores: for a periodic CI run)
 #   scripts/dev.sh help                        this text
 #
 # Setting up is idempotent: Debian packages are installed only when missing,
 # .venv is made once, Python dependencies are installed when pyproject.toml
-# changes, and the package is rebuilt (incrementally) only when its sources
+# or constraints/dev.txt changes, and the package is rebuilt (incrementally) only when its sources
 # change. A second run starts in seconds. A new checkout (a clean clone, as CI
 # makes) links its .venv to the dependencies an earlier one installed for the
 # same pyproject.toml (venv_cache below; HDMLP_VENV_CACHE=0 turns it off).
@@ -76,7 +80,9 @@ pip_quiet() {
   .venv/bin/python -m pip -q --disable-pip-version-check "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }
 
-# The requirements of one of pyproject.toml's extras, one per line (the one list of pins).
+# The requirements of one of pyproject.toml's extras, one per line (ranges: the exact releases come
+# from CONSTRAINTS, passed with -c wherever they are installed).
+CONSTRAINTS=constraints/dev.txt
 extra_requirements() {
   .venv/bin/python -c 'import sys, tomllib
 print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"][sys.argv[1]]))' "$1"
@@ -115,7 +121,7 @@ repoint_scripts() {
 
 setup_python() {
   local deps_want deps_have cached
-  deps_want=$(sha256sum pyproject.toml | cut -c1-32)
+  deps_want=$(cat pyproject.toml "$CONSTRAINTS" | sha256sum | cut -c1-32)
   cached=$(venv_cache "$deps_want")
   if [[ ! -x .venv/bin/python && -n $cached && -f $cached/.hdmlp-deps ]]; then
     log "making .venv from the Python dependencies installed before ($cached)"
@@ -135,9 +141,9 @@ setup_python() {
   if [[ $deps_want != "$deps_have" ]]; then
     log "installing Python dependencies (torch installs from local disk; a few minutes the first time)"
     pip_quiet install "${PY_BUILD[@]}"
-    # The test extra's requirements, read from pyproject.toml.
+    # The test extra's requirements, read from pyproject.toml, at the releases of constraints/dev.txt.
     mapfile -t extra < <(extra_requirements test)
-    pip_quiet install "${extra[@]}"
+    pip_quiet install -c "$CONSTRAINTS" "${extra[@]}"
     echo "$deps_want" > .venv/.hdmlp-deps
     if [[ -n $cached && ! -e $cached ]] && ! .venv/bin/python -P -c 'import hdmlp' 2>/dev/null; then
       local tmp="$cached.tmp.$$"
@@ -256,16 +262,21 @@ setup() {
 # never part of setup or test. FFCV compiles against libturbojpeg (pkg-config).
 setup_bench() {
   setup
-  if ! dpkg-query -W -f='${Status}' libturbojpeg0-dev 2>/dev/null | grep -q "ok installed"; then
-    log "installing Debian packages: libturbojpeg0-dev (for ffcv)"
+  # libturbojpeg0-dev: ffcv compiles against it; libavfilter8, libavdevice59: spdl loads FFmpeg's libraries.
+  local missing=()
+  for pkg in libturbojpeg0-dev libavfilter8 libavdevice59; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
+  done
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    log "installing Debian packages for the baselines: ${missing[*]}"
     local sudo=()
     [[ $(id -u) -ne 0 ]] && sudo=(sudo)
     "${sudo[@]}" apt-get update -q
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libturbojpeg0-dev
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
   mapfile -t extra < <(extra_requirements bench)
   log "installing the benchmarks' baselines: ${extra[*]}"
-  pip_quiet install "${extra[@]}"
+  pip_quiet install -c "$CONSTRAINTS" "${extra[@]}"
 }
 
 run_ctest() {
@@ -314,6 +325,9 @@ run_wheel_check() {
     log "wheel check skipped: this machine does not allow mount namespaces (unshare --mount)"
     return
   fi
+  # A warm cache skips what a new machine runs first (the chroots' package installs, empty
+  # folders): that part, on the cached chroots, in under a minute (scripts/wheels/cold_check.sh).
+  scripts/wheels/cold_check.sh
   local out=build/ci-wheels minutes=${HDMLP_WHEEL_CHECK_MINUTES:-30} rc=0
   rm -rf "$out"
   # Not --foreground: a timeout ends the whole build (its compilers in the chroot too).
@@ -342,7 +356,7 @@ run_pytest() {
 build_sdist() {
   local out=${1:-dist}
   mapfile -t tools < <(extra_requirements wheel)
-  pip_quiet install "${tools[@]}"
+  pip_quiet install -c "$CONSTRAINTS" "${tools[@]}"
   log "building the sdist (python -m build --sdist)"
   .venv/bin/python -m build --sdist --no-isolation --outdir "$out" "$ROOT" >/dev/null
   ls -l "$out"/hdmlp-*.tar.gz
@@ -362,6 +376,8 @@ case "$cmd" in
   pytest) setup; run_pytest "$@" ;;
   wheels|wheel) setup; exec scripts/wheels/build.sh "$@" ;;
   wheel-test) [[ ${2:-} == *-* ]] && exec scripts/wheels/mpi_test.sh "$@"; exec scripts/wheels/test.sh "$@" ;;
+  wheel-cold-check) exec scripts/wheels/cold_check.sh ;;
+  wheels-cold) setup; exec scripts/wheels/cold_run.sh "$@" ;;
   sdist-test) exec scripts/wheels/sdist_test.sh "$@" ;;
   sdist) setup; build_sdist "$@" ;;
   help|-h|--help) usage ;;

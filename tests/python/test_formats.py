@@ -270,9 +270,11 @@ def test_unrecognised_paths_and_options_say_what_is_supported(tmp_path):
 
 # -- issue 26: cut shards, odd names, packs in odd places ------------------------------
 
-def test_a_tar_shard_cut_short_is_an_error_or_counted_under_skip(images, tmp_path, capfd):
+def test_a_tar_shard_cut_short_is_an_error_or_counted_under_skip(images, tmp_path):
     """200 samples in 4 shards, one cut at a member boundary, inside a header or to 0 bytes: never fewer
-    samples in silence. Under on_error="skip" the job starts with the whole samples before the cut."""
+    samples in silence. Under on_error="skip" the job starts with the whole samples before the cut, and
+    warns; without an index cache nothing lists the rest, which is one entry of its own
+    (test_fault_classes.py has the exact count from the shard's last listing)."""
     make_tar_shards(images, tmp_path / "tars", shards=4)
     shard = tmp_path / "tars" / "shard-001.tar"
     whole = shard.read_bytes()
@@ -282,14 +284,17 @@ def test_a_tar_shard_cut_short_is_an_error_or_counted_under_skip(images, tmp_pat
         shard.write_bytes(whole[:cut])
         with pytest.raises(ValueError, match=rf"tar shard '.*shard-001.tar' is cut short at offset \d+"):
             hdmlp.Job(str(tmp_path / "tars"), 4, 1, seed=0, index_cache=False)
-        with hdmlp.Job(str(tmp_path / "tars"), 4, 1, seed=0, index_cache=False, transforms=chain,
-                       on_error="skip") as job:
+        with pytest.warns(RuntimeWarning, match="skipping the rest of a damaged shard"):
+            job = hdmlp.Job(str(tmp_path / "tars"), 4, 1, seed=0, index_cache=False, transforms=chain,
+                            on_error="skip")
+        with job:
             assert len(job) < 24
             ids = [i for b, _, _ in job.epoch_batches(0) for i in b]
             assert sorted(ids) == list(range(len(job)))
             m = job.metrics()
-            assert m["skipped_samples"] == 1 and "shard-001.tar' is cut short at offset" in m["skipped"][0]
-        assert "skipping the rest of a damaged shard" in capfd.readouterr().err
+            assert m["skipped_samples"] == len(m["skipped"]) and 1 <= len(m["skipped"]) <= 2, m["skipped"]
+            assert "nothing lists it): not delivered: tar shard" in m["skipped"][-1]
+            assert all("shard-001.tar' is cut short at offset" in entry for entry in m["skipped"])
     shard.write_bytes(whole)
 
 

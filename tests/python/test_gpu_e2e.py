@@ -33,8 +33,13 @@ def test_smoke_run_writes_every_row_and_records_the_machine(tmp_path):
     assert supply == ["DataLoader, 1 workers", "hdmlp, 1 threads", "hdmlp, 2 threads", "hdmlp device decode",
                       "hdmlp hybrid decode, 50% on the CPU"]
     fed = [r for r in rows if r["row"] == "fed"]
-    # Per model: the DataLoader, hdmlp float / uint8 at default and explicit threads, device and hybrid decode.
-    assert len(fed) == 2 * 7
+    # Per model: the DataLoader, hdmlp float / uint8 at default and explicit threads and at cpu_budget=1,
+    # device and hybrid decode.
+    assert len(fed) == 2 * 9
+    budgeted = [r for r in fed if r.get("cpu_budget")]
+    assert len(budgeted) == 4 and all(r["threads"] == 1 and "cpu_budget=1" in r["system"] for r in budgeted)
+    for r in budgeted:  # each epoch's data readiness, a share of the batches
+        assert len(r["data_readiness"]) == epochs and all(0 <= x <= 1 for x in r["data_readiness"])
     for r in fed:
         if "cpu_share" in r:  # every sample of the last epoch decoded once, the share by the CPU
             counts = r["decoded"]

@@ -415,6 +415,11 @@ for b in job.batches():
                           env=dict(os.environ, OMPI_MCA_rmaps_base_oversubscribe="1"))
     assert proc.returncode != 0
     assert "if __name__ == '__main__':" in proc.stderr
+    # Issue 40: the worker re-running the script stops before MPI does (no Open MPI start-up errors on every
+    # rank), saying what to do.
+    assert "Wrap the training code in `if __name__ == '__main__':`" in proc.stderr, proc.stderr[-3000:]
+    for mpi_says in ("orte_init failed", "getting local rank failed", "error occurred in MPI_Init"):
+        assert mpi_says not in proc.stderr, proc.stderr[-3000:]
 
 
 def test_the_exit_after_a_start_up_failure_is_bounded(tmp_path):

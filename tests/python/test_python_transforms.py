@@ -197,7 +197,9 @@ def test_skip_with_a_python_chain_keeps_the_samples_of_a_cut_tar_shard(tmp_path)
         assert 6 <= len(job) < 12
         assert sum(len(b) for b in job.batches(0)) == len(job)
         m = job.metrics()
-        assert m["skipped_samples"] == 1 and "shard-001.tar' is cut short" in m["skipped"][0]
+        # The sample the cut falls in, and what followed it (unknown without an index cache: one entry).
+        assert m["skipped_samples"] == len(m["skipped"]) >= 1
+        assert all("shard-001.tar' is cut short" in entry for entry in m["skipped"]), m["skipped"]
 
 
 def seed_like_a_worker(seed, epoch, sample):

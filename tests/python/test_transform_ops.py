@@ -397,7 +397,7 @@ def test_arguments_are_checked_in_python_and_in_cpp():
         T.ColorJitter(hue=0.7)
     with pytest.raises(ValueError, match="odd and positive"):
         T.GaussianBlur(4)
-    with pytest.raises(ValueError, match="Padding mode"):
+    with pytest.raises(ValueError, match="Pad: padding_mode should be"):
         T.Pad(2, padding_mode="wrap")
     with pytest.raises(ValueError, match="nearest, bilinear or bicubic"):
         T.RandomRotation(10, interpolation="lanczos")

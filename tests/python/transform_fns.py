@@ -88,3 +88,15 @@ def interrupt_on_odd_first_byte(data):
     if len(data) and data[0] % 2:
         raise KeyboardInterrupt
     return np.zeros(2, np.int16)
+
+
+def hang(data):
+    """Never returns (a transform stuck on a lock or a network call), whatever the sample."""
+    import time
+    while True:
+        time.sleep(3600)
+
+
+def big_result(data):
+    """A result of 200 MiB (a transform that makes a huge array)."""
+    return np.zeros(200 * 2**20, np.uint8)

@@ -100,10 +100,12 @@ bool StartsWith(const std::string& s, const char* prefix) {
   return s.compare(0, std::strlen(prefix), prefix) == 0;
 }
 
-// Removes the folders of jobs that are gone: a live job holds the lock of
-// its folder (an flock, released by the kernel however the job ends), so a
-// folder whose lock can be taken is nobody's, whatever host or PID
-// namespace made it.
+// Removes the folders of this user's jobs that are gone: a live job holds
+// the lock of its folder (an flock, released by the kernel however the job
+// ends), so a folder whose lock can be taken is nobody's, whatever host or
+// PID namespace made it. Another user's folders (root's sweep included) and
+// anything that is not a folder (a symbolic link planted under the prefix)
+// are left alone, without an error.
 void RemoveStaleFolders(Env* env, const std::string& path) {
   std::vector<DirEntry> entries;
   try {
@@ -118,6 +120,8 @@ void RemoveStaleFolders(Env* env, const std::string& path) {
     const std::string folder = JoinPath(path, entry.name);
     const std::string lock_path = JoinPath(folder, kLockFile);
     try {
+      const FileInfo itself = env->LinkStat(folder);
+      if (itself.kind != FileKind::kDirectory || itself.uid != static_cast<int64_t>(::geteuid())) continue;
       // A folder being made (or left half made by a crash), or one of an
       // older hdmlp without a lock: only an old one is surely nobody's.
       if (!made || !env->Stat(lock_path).exists) {
@@ -146,15 +150,20 @@ class FilesystemClass : public StorageClass {
     const std::string unique = HostName() + "-" + suffix;
     folder_ = JoinPath(path, std::string(kFolderPrefix) + unique);
     const std::string making = JoinPath(path, std::string(kNewFolderPrefix) + unique);
+    bool made = false;
     try {
-      env_->CreateDirs(making);
+      // The class's folder may be shared (a node's scratch disk); the job's own is private (mode 0700,
+      // its files 0600) and new: anything found at its path, a folder or a symbolic link, is refused.
+      env_->CreateDirs(path);
+      env_->CreatePrivateDir(making);
+      made = true;
       lock_ = env_->TryLockFile(JoinPath(making, kLockFile), /*create=*/true);
       if (lock_ == nullptr) throw IOError("cannot lock '" + JoinPath(making, kLockFile) + "'");
-      env_->Rename(making, folder_);
+      env_->RenameNoReplace(making, folder_);
     } catch (const Error& e) {
       lock_.reset();
       try {
-        env_->RemoveTree(making);
+        if (made) env_->RemoveTree(making);  // only what this job made: never what it found there
       } catch (const Error&) {
       }
       throw IOError("storage class '" + name + "': cannot create its folder under '" + path + "' (" + e.what() +

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h>  // renameat2
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <algorithm>
 #include <filesystem>
+#include <random>
 #include <thread>
 
 #include "hdmlp/errors.h"
@@ -33,6 +35,7 @@ FileKind KindOf(mode_t mode) {
   if (S_ISSOCK(mode)) return FileKind::kSocket;
   if (S_ISCHR(mode)) return FileKind::kCharDevice;
   if (S_ISBLK(mode)) return FileKind::kBlockDevice;
+  if (S_ISLNK(mode)) return FileKind::kSymlink;
   return FileKind::kOther;
 }
 
@@ -43,7 +46,15 @@ FileInfo InfoOf(const struct stat& st) {
   info.is_dir = info.kind == FileKind::kDirectory;
   info.size = st.st_size;
   info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  info.uid = static_cast<int64_t>(st.st_uid);
   return info;
+}
+
+// What is at `path` itself, for messages: "a symbolic link", "a directory", ...
+std::string WhatIsAt(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return "something";
+  return FileKindName(KindOf(st.st_mode)) + std::string(st.st_uid == ::geteuid() ? "" : " of another user");
 }
 
 class PosixFile : public ReadableFile {
@@ -95,6 +106,15 @@ class PosixEnv : public Env {
     return InfoOf(st);
   }
 
+  FileInfo LinkStat(const std::string& path) override {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) return FileInfo();
+      ThrowErrno("cannot stat", path, errno);
+    }
+    return InfoOf(st);
+  }
+
   std::vector<DirEntry> ListDir(const std::string& path) override {
     DIR* dir = ::opendir(path.c_str());
     if (dir == nullptr) ThrowErrno("cannot list directory", path, errno);
@@ -138,11 +158,26 @@ class PosixEnv : public Env {
   }
 
   void WriteFileAtomic(const std::string& path, const void* data, int64_t n) override {
-    // Unique per process and call: two writers never share a temporary file.
+    // Unique per process and call, and not guessable: two writers never
+    // share a temporary file, and nobody can plant one in advance. O_EXCL |
+    // O_NOFOLLOW: whatever is at the name (a symbolic link to another file)
+    // fails the write instead of being written through.
     static std::atomic<uint64_t> counter{0};
-    std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) ThrowErrno("cannot create", tmp, errno);
+    thread_local std::mt19937_64 random{std::random_device()() ^ (static_cast<uint64_t>(::getpid()) << 32)};
+    char suffix[24];
+    std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random()));
+    std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1)) + "." +
+                      suffix;
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      const int err = errno;
+      if (err == EEXIST || err == ELOOP) {
+        throw IOError("cannot create '" + tmp + "': " + WhatIsAt(tmp) +
+                      " is already at this new temporary name (planted there?); hdmlp never writes through it");
+      }
+      ThrowErrno("cannot create", tmp, err);
+    }
+    ::fchmod(fd, 0600);  // whatever the umask: the user's alone
     const auto* p = static_cast<const uint8_t*>(data);
     int64_t done = 0;
     while (done < n) {
@@ -183,8 +218,48 @@ class PosixEnv : public Env {
     }
   }
 
+  void CreatePrivateDir(const std::string& path) override {
+    if (::mkdir(path.c_str(), 0700) != 0) {
+      const int err = errno;
+      if (err == EEXIST) {
+        throw IOError("cannot create the private folder '" + path + "': " + WhatIsAt(path) +
+                      " is already there, and hdmlp never reuses or follows what it finds at a new folder's path");
+      }
+      ThrowErrno("cannot create directory", path, err);
+    }
+    // Opened without following a link: the folder just made, or nothing.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) ThrowErrno("cannot open the new folder", path, errno);
+    struct stat st;
+    const bool ours = ::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid();
+    const bool private_mode = ours && ::fchmod(fd, 0700) == 0;  // whatever the umask
+    ::close(fd);
+    if (!private_mode) {
+      throw IOError("cannot make the folder '" + path + "' private (mode 0700, owned by this user): it was replaced "
+                    "while being made, or its file system does not keep modes");
+    }
+  }
+
   void Rename(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) ThrowErrno("cannot rename '" + from + "' to", to, errno);
+  }
+
+  void RenameNoReplace(const std::string& from, const std::string& to) override {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return;
+    const int err = errno;
+    if (err == EEXIST) {
+      throw IOError("cannot rename '" + from + "' to '" + to + "': " + WhatIsAt(to) +
+                    " is already there, and hdmlp never replaces what it finds at its folder's path");
+    }
+    if (err != EINVAL && err != ENOSYS) ThrowErrno("cannot rename '" + from + "' to", to, err);
+    // A file system without RENAME_NOREPLACE: look first (a narrow race, in a folder whose parent the
+    // user chose).
+    struct stat st;
+    if (::lstat(to.c_str(), &st) == 0) {
+      throw IOError("cannot rename '" + from + "' to '" + to + "': " + WhatIsAt(to) +
+                    " is already there, and hdmlp never replaces what it finds at its folder's path");
+    }
+    Rename(from, to);
   }
 
   void RemoveFile(const std::string& path) override {
@@ -202,7 +277,7 @@ class PosixEnv : public Env {
   std::unique_ptr<FileLock> TryLockFile(const std::string& path, bool create) override {
     int fd;
     do {
-      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
     } while (fd < 0 && errno == EINTR);
     if (fd < 0) ThrowErrno("cannot open lock file", path, errno);
     int rc;
@@ -237,6 +312,8 @@ const char* FileKindName(FileKind kind) {
       return "a character device";
     case FileKind::kBlockDevice:
       return "a block device";
+    case FileKind::kSymlink:
+      return "a symbolic link";
     case FileKind::kOther:
       break;
   }
@@ -326,6 +403,7 @@ ThrottledEnv::ThrottledEnv(Env* base, Options options)
     : base_(base), options_(std::move(options)), counters_(std::make_shared<ThrottledEnvCounters>()) {}
 
 FileInfo ThrottledEnv::Stat(const std::string& path) { return base_->Stat(path); }
+FileInfo ThrottledEnv::LinkStat(const std::string& path) { return base_->LinkStat(path); }
 std::vector<DirEntry> ThrottledEnv::ListDir(const std::string& path) { return base_->ListDir(path); }
 namespace {
 bool Below(const std::string& path, const std::string& prefix) {
@@ -349,11 +427,23 @@ void ThrottledEnv::CreateDirs(const std::string& path) {
   }
   base_->CreateDirs(path);
 }
+void ThrottledEnv::CreatePrivateDir(const std::string& path) {
+  if (Below(path, options_.read_only_prefix)) {
+    throw IOError("cannot create directory '" + path + "': Permission denied (injected by ThrottledEnv)");
+  }
+  base_->CreatePrivateDir(path);
+}
 void ThrottledEnv::Rename(const std::string& from, const std::string& to) {
   if (Below(to, options_.read_only_prefix)) {
     throw IOError("cannot rename into '" + to + "': Permission denied (injected by ThrottledEnv)");
   }
   base_->Rename(from, to);
+}
+void ThrottledEnv::RenameNoReplace(const std::string& from, const std::string& to) {
+  if (Below(to, options_.read_only_prefix)) {
+    throw IOError("cannot rename into '" + to + "': Permission denied (injected by ThrottledEnv)");
+  }
+  base_->RenameNoReplace(from, to);
 }
 void ThrottledEnv::RemoveFile(const std::string& path) { base_->RemoveFile(path); }
 void ThrottledEnv::RemoveTree(const std::string& path) { base_->RemoveTree(path); }

@@ -12,6 +12,8 @@
 
 #include "hdmlp/config/cpu_budget.h"
 #include "hdmlp/errors.h"
+#include "hdmlp/env/memory_limit.h"
+#include "hdmlp/job/memory_check.h"
 #include "hdmlp/job/process_budget.h"
 #include "hdmlp/transforms/raw_image.h"
 #include "hdmlp/util/thread_name.h"
@@ -214,12 +216,12 @@ Job::Job(const JobOptions& options)
     scan.interrupt = options.interrupt;
     scan.keep_damaged = scan.keep_damaged || options.skip_bad_samples;
     source_ = OpenSource(env_, options.dataset_path, options.source, scan);
-    // on_error="skip": a shard cut short gave what it had; each is counted
-    // as one skipped entry and named, as a bad sample is.
-    for (const auto& damage : source_->damage()) {
+    // on_error="skip": a shard cut short gave what it had; every sample it
+    // lost is counted and named, as a bad sample is, and each damage is a
+    // warning (Warnings()).
+    for (const auto& lost : source_->damaged_samples()) {
       skipped_.fetch_add(1);
-      skipped_files_.push_back(damage);
-      std::fprintf(stderr, "hdmlp: skipping the rest of a damaged shard (on_error=\"skip\"): %s\n", damage.c_str());
+      skipped_files_.push_back(lost);
     }
     arrays_ = source_->format() == SampleFormat::kArray;
     if (arrays_ && pipeline_) {
@@ -314,7 +316,22 @@ Job::Job(const JobOptions& options)
     sample_bytes_ = source_->sample_array()->bytes();
     label_bytes_ = source_->label_array() != nullptr ? source_->label_array()->bytes() : 0;
   }
+  memory_at_start_ = ReadMemoryLimit();
   if (rows()) {
+    // A batch that cannot fit in the memory this process may still take is
+    // refused now, naming the sample size, the limit and the batch size that
+    // fits, rather than a bad_alloc at the first batch or the kernel's OOM kill.
+    BatchMemoryNeed need;
+    need.sample = source_->Describe(0);
+    need.row_kind = arrays_ ? "an array " + source_->sample_array()->ToString() +
+                                  (label_bytes_ > 0 ? " with its label array" : "")
+                            : "a transformed image " + sample_shape_.ToString();
+    need.row_bytes = sample_bytes_ + label_bytes_;
+    need.read_bytes = arrays_ ? sample_bytes_ + label_bytes_ : 0;  // a file's own size is checked as it is read
+    need.batch = std::max<int64_t>(largest_batch, 1);
+    need.world_size = world_size();
+    need.per_rank = options.batch_size_per_rank > 0;
+    if (const std::string why = BatchMemoryError(need, memory_at_start_); !why.empty()) throw AllocationError(why);
     // One buffer per batch: its samples' rows, then (arrays) their label
     // arrays from a 64-byte aligned offset. Enough free buffers for the
     // batches the workers fill at once.
@@ -472,6 +489,36 @@ void Job::Close() {
   if (reader_) reader_->Close();
 }
 
+// A sample larger than all the memory this process could still take when the
+// job started can never be held: refused before it is read. Under a cgroup an
+// allocation past the limit succeeds and the kernel ends the process as it is
+// filled; under RLIMIT_AS the allocation fails (and is named the same way).
+// Samples that fit only when little else is held are left to the allocation.
+void Job::CheckSampleFits(int64_t sample) const {
+  const int64_t size = source_->sizes()[static_cast<size_t>(sample)];
+  if (memory_at_start_.available >= 0 && size > memory_at_start_.available) {
+    throw AllocationError(SampleMemoryError(source_->Describe(sample), size, memory_at_start_));
+  }
+}
+
+std::string Job::AllocationFailure(int64_t sample) const {
+  const int64_t size = source_->sizes()[static_cast<size_t>(sample)];
+  const MemoryLimit limit = ReadMemoryLimit();
+  if (limit.available >= 0 && size > limit.available) return SampleMemoryError(source_->Describe(sample), size, limit);
+  return "cannot hold sample " + source_->Describe(sample) + " (" + FormatBytes(size) + ", " + std::to_string(size) +
+         " bytes) in memory: an allocation for it failed; this process may still take " + limit.Describe() +
+         "; on_error=\"skip\" leaves such samples out, or " +
+         (limit.raise.empty() ? std::string("give the job more memory") : limit.raise);
+}
+
+std::vector<std::string> Job::Warnings() const {
+  std::vector<std::string> out = cache_->Warnings();
+  for (const auto& damage : source_->damage()) {
+    out.push_back("skipping the rest of a damaged shard (on_error=\"skip\"): " + damage);
+  }
+  return out;
+}
+
 OutputShape Job::FirstImageShape() {
   CapturedError first_error;
   for (int64_t i = 0; i < source_->size(); ++i) {
@@ -501,7 +548,22 @@ std::shared_ptr<uint8_t> Job::BatchMemory(int epoch, int64_t batch) {
   std::lock_guard<std::mutex> lock(assembly_mu_);
   if (key < assembly_floor_) return nullptr;
   auto& memory = assembling_[key];
-  if (!memory) memory = pool_->Acquire();
+  if (!memory) {
+    try {
+      memory = pool_->Acquire();
+    } catch (const std::bad_alloc&) {
+      assembling_.erase(key);
+      const MemoryLimit limit = ReadMemoryLimit();
+      throw AllocationError("cannot allocate the memory of batch " + std::to_string(batch) + " of epoch " +
+                            std::to_string(epoch) + " (" + FormatBytes(pool_->buffer_bytes()) + ", " +
+                            std::to_string(plan_->LocalBatchSize(rank(), batch)) + " samples of " +
+                            FormatBytes(sample_bytes_ + label_bytes_) + "; " + std::to_string(assembling_.size()) +
+                            " other batch(es) are being filled, and the training loop may still hold earlier "
+                            "ones): this process may still take " + limit.Describe() +
+                            "; use a smaller batch_size, or " +
+                            (limit.raise.empty() ? std::string("give the job more memory") : limit.raise));
+    }
+  }
   return memory;
 }
 
@@ -590,6 +652,7 @@ void Job::WorkerLoop(int slot) {
     metrics_.AddHandoffWait(epoch, SecondsSince(wait_start));
     const int64_t sample = sample_of(item);
     try {
+      CheckSampleFits(sample);
       if (rows()) {
         const int64_t moved_from = moved_from_item_.load(std::memory_order_relaxed);
         if (item >= moved_from && item / epoch_size_ == moved_from / epoch_size_) {
@@ -606,12 +669,14 @@ void Job::WorkerLoop(int slot) {
       }
     } catch (const std::bad_alloc&) {
       // One sample too large for the memory left: a bad sample, named.
-      staging_->Fail(item, CapturedError::FromKindName(
-                               "allocation", "cannot hold sample " + source_->Describe(sample) + " (" +
-                                                 std::to_string(source_->sizes()[static_cast<size_t>(sample)]) +
-                                                 " bytes) in memory: an allocation for it failed"));
-    } catch (...) {
+      staging_->Fail(item, CapturedError::FromKindName("allocation", AllocationFailure(sample)));
+    } catch (const AllocationError&) {  // the check before the read, or the batch's memory: named already
       staging_->Fail(item, CapturedError::FromCurrentException());
+    } catch (...) {
+      CapturedError error = CapturedError::FromCurrentException();
+      // A reader thread's bad_alloc arrives as a bare "std::bad_alloc": name the sample.
+      if (error.message() == std::bad_alloc().what()) error = CapturedError::FromKindName("allocation", AllocationFailure(sample));
+      staging_->Fail(item, error);
     }
   }
 }
@@ -635,6 +700,7 @@ void Job::BeginEpoch(int epoch) {
   }
   if (epoch_ >= 0 && !pending_.ids.empty()) metrics_.AddDelivered(epoch_, 0, pending_stall_);
   epoch_ = epoch;
+  metrics_.BeginConsumerEpoch(epoch);
   epoch_order_ = plan_->Epoch(rank(), epoch);
   // The epoch the job resumed in goes on at its next global batch.
   batch_ = epoch == start.epoch ? plan_->StartBatch() : 0;
@@ -731,17 +797,22 @@ bool Job::FillFromEpochEnd(int64_t min_position) {
     moved_from_item_.store(ItemOf(epoch_, t));
     const int64_t sample = epoch_order_->At(t);
     try {
+      CheckSampleFits(sample);
       const SampleBuffer bytes = ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
       const auto row = static_cast<int64_t>(pending_.ids.size());
       TransformInto(epoch_, sample, SampleView(bytes), pending_.images.get(), row);
       pending_.ids.push_back(sample);
       pending_.labels.push_back(source_->labels()[static_cast<size_t>(sample)]);
       return true;
+    } catch (const AllocationError&) {
+      const std::string why = AllocationFailure(sample);
+      RecordSkip(why);
+      pending_bad_.push_back(why);
     } catch (const InvalidArgumentError& e) {
-      RecordSkip(e.what());  // bad too (or too large to hold): try the one before it
+      RecordSkip(e.what());  // bad too: try the one before it
       pending_bad_.push_back(e.what());
     } catch (const std::bad_alloc&) {
-      const std::string why = "cannot hold sample " + source_->Describe(sample) + " in memory: an allocation for it failed";
+      const std::string why = AllocationFailure(sample);
       RecordSkip(why);
       pending_bad_.push_back(why);
     }
@@ -755,6 +826,7 @@ bool Job::PadWithRepeat(int64_t from) {
   for (int64_t t = from; t < epoch_end_; ++t) candidates.push_back(epoch_order_->At(t));
   for (const int64_t sample : candidates) {
     try {
+      CheckSampleFits(sample);
       const SampleBuffer bytes = ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
       TransformInto(epoch_, sample, SampleView(bytes), pending_.images.get(), 0);
       pending_.ids.push_back(sample);
@@ -777,6 +849,7 @@ SampleBuffer Job::ReadOnConsumer(int64_t sample) {
     throw InvalidArgumentError("sample " + std::to_string(sample) + " is not in the dataset (0.." +
                                std::to_string(source_->size() - 1) + ")");
   }
+  CheckSampleFits(sample);
   return ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
 }
 

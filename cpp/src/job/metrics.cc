@@ -24,11 +24,24 @@ void JobMetrics::AddRead(int epoch, const std::string& source, int64_t bytes, do
   m.read_seconds += seconds;
 }
 
+void JobMetrics::BeginConsumerEpoch(int epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  At(epoch);
+  consumer_begin_[epoch] = std::chrono::steady_clock::now();
+}
+
 void JobMetrics::AddDelivered(int epoch, int64_t samples, double stall_seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   EpochMetrics& m = At(epoch);
   m.samples += samples;
   m.stall_seconds += stall_seconds;
+  if (samples > 0) {
+    ++m.batches;
+    if (stall_seconds < kReadyWithinSeconds) ++m.ready_batches;
+  }
+  if (const auto begin = consumer_begin_.find(epoch); begin != consumer_begin_.end()) {
+    m.span_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin->second).count();
+  }
 }
 
 void JobMetrics::AddTransform(int epoch, double seconds, double cpu_seconds) {

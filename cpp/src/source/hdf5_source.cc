@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/source/regular_file.h"
 
 namespace hdmlp {
 namespace {
@@ -383,6 +384,9 @@ Hdf5Source::Hdf5Source(Env* env, const std::string& path, const SourceOptions& o
     }
     std::sort(files_.begin(), files_.end());
     if (files_.empty()) throw NotFoundError("folder '" + path + "' holds no .h5 or .hdf5 file");
+    for (const auto& name : files_) {
+      RequireRegularFile(env, JoinPath(path, name), "HDF5 file '" + JoinPath(path, name) + "'");
+    }
   } else {
     files_.push_back(path);
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/source/regular_file.h"
 #include "hdmlp/util/binary_io.h"
 
 namespace hdmlp {
@@ -40,7 +41,7 @@ PackSource::PackSource(Env* env, const std::string& path) : Source("pack", env, 
   if (!info.exists) throw NotFoundError("pack '" + path + "' does not exist");
   index_path_ = info.is_dir ? JoinPath(path, kPackIndexName) : path;
   dir_ = info.is_dir ? path : Dirname(path);
-  if (!env->Stat(index_path_).exists) {
+  if (!RequireRegularFile(env, index_path_, "pack index '" + index_path_ + "'").exists) {
     throw NotFoundError("'" + path + "' holds no pack index (" + kPackIndexName +
                         "): the pack was not finished; run `hdmlp pack` again to complete it");
   }
@@ -114,7 +115,7 @@ PackSource::PackSource(Env* env, const std::string& path) : Source("pack", env, 
   // index says (rewritten by another pack) is refused now; a shorter one
   // (truncated) fails only the samples past its end, when they are read.
   for (auto& shard : shards_) {
-    const FileInfo s = env->Stat(shard.path);
+    const FileInfo s = RequireRegularFile(env, shard.path, "shard '" + shard.path + "' of pack '" + index_path_ + "'");
     if (!s.exists) throw NotFoundError("shard '" + shard.path + "' of pack '" + index_path_ + "' does not exist");
     if (s.size > shard.indexed_size) {
       throw InvalidArgumentError("the index '" + index_path_ + "' does not match its shards: shard '" + shard.path +

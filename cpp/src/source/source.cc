@@ -10,6 +10,7 @@
 #include "hdmlp/source/hdf5_source.h"
 #include "hdmlp/source/image_folder_source.h"
 #include "hdmlp/source/pack_source.h"
+#include "hdmlp/source/regular_file.h"
 #include "hdmlp/source/tar_source.h"
 
 namespace hdmlp {
@@ -218,6 +219,10 @@ void Source::CheckSample(int64_t i) const {
 std::unique_ptr<Source> OpenSource(Env* env, const std::string& path, const SourceOptions& options,
                                    const ScanOptions& scan) {
   if (path.empty()) throw NotFoundError("dataset path is empty: pass the dataset's path; " + std::string(kSupported));
+  // Before anything reads it (the format's detection reads the first bytes).
+  if (path.find('{') == std::string::npos && path.find(',') == std::string::npos) {
+    RequireRegularFile(env, path, "dataset path '" + path + "'");
+  }
   std::string kind = options.kind;
   if (kind.empty()) {
     kind = Detect(env, path);

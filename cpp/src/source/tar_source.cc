@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "hdmlp/config/config.h"
@@ -123,6 +124,53 @@ std::string PaxPath(const std::string& data) {
   return "";
 }
 
+// The sample key of a member name ("a/n0153.jpg" -> "a/n0153"), or ""
+// when the name has no key.ext form.
+std::string KeyOf(const std::string& name) {
+  const size_t slash = name.find_last_of('/');
+  const size_t dot = name.find('.', slash == std::string::npos ? 0 : slash + 1);
+  if (dot == std::string::npos || dot == 0 || name[dot - 1] == '/') return "";
+  return name.substr(0, dot);
+}
+
+bool IsLabelSpace(uint8_t c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+// A label member's text: optional spaces, an optional '+', decimal digits,
+// optional spaces, and nothing else in its `size` bytes (a NUL ends nothing:
+// "3\0junk" is not the label 3). Values past 2**62 are clamped (refused later).
+bool ParseLabel(const uint8_t* text, int64_t size, int64_t* value) {
+  int64_t i = 0;
+  while (i < size && IsLabelSpace(text[i])) ++i;
+  if (i < size && text[i] == '+') ++i;
+  const int64_t digits_start = i;
+  int64_t v = 0;
+  constexpr int64_t kClamp = int64_t{1} << 62;
+  for (; i < size && text[i] >= '0' && text[i] <= '9'; ++i) v = v > kClamp / 10 ? kClamp : v * 10 + (text[i] - '0');
+  if (i == digits_start) return false;
+  while (i < size && IsLabelSpace(text[i])) ++i;
+  if (i != size) return false;
+  *value = v;
+  return true;
+}
+
+// Bytes for a message: printable ASCII as is, anything else as \xNN.
+std::string Printable(const uint8_t* data, int64_t size) {
+  std::string out;
+  for (int64_t i = 0; i < size; ++i) {
+    const uint8_t c = data[i];
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      out += static_cast<char>(c);
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
 class ShardScanner {
  public:
   ShardScanner(const std::string& path, const SourceOptions& options, bool keep_damaged)
@@ -157,7 +205,8 @@ class ShardScanner {
       if (pos + kBlock > size) {
         Cut(pos, pos == size  ? "the file ends where the next header or the end-of-archive blocks should be"
                  : pos > size ? "the file ends inside the padding of the member before"
-                              : "the file ends inside a header, " + std::to_string(size - pos) + " of its 512 bytes");
+                              : "the file ends inside a header, " + std::to_string(size - pos) + " of its 512 bytes",
+            key_);
         return std::move(records_);
       }
       reader.Read(pos, kBlock, h);
@@ -182,8 +231,10 @@ class ShardScanner {
         // Checked before anything is allocated for the member: a header
         // may claim any size. The sample before this member's is whole.
         if (KeyOf(name) != key_) Flush();
-        Cut(pos, "the member '" + name + "' there claims " + std::to_string(member_size) +
-                     " bytes and the file ends " + std::to_string(size - data) + " bytes into it");
+        Cut(pos,
+            "the member '" + name + "' there claims " + std::to_string(member_size) + " bytes and the file ends " +
+                std::to_string(size - data) + " bytes into it",
+            KeyOf(name));
         return std::move(records_);
       }
       const int64_t next = data + (member_size + kBlock - 1) / kBlock * kBlock;
@@ -212,7 +263,14 @@ class ShardScanner {
     return std::move(records_);
   }
 
-  const std::string& damage() const { return damage_; }
+  // Where the shard was cut, under keep_damaged.
+  struct CutInfo {
+    bool cut = false;
+    int64_t offset = 0;
+    std::string what;     // "tar shard '...' is cut short at offset N: why (...)"
+    std::string key;      // the sample the cut fell in, or ""
+  };
+  const CutInfo& cut() const { return cut_; }
 
  private:
   struct Candidate {
@@ -221,7 +279,8 @@ class ShardScanner {
     int64_t offset, size;
   };
 
-  void Cut(int64_t offset, const std::string& why) {
+  // `cut_key`: the sample the cut falls in ("" at a boundary between samples).
+  void Cut(int64_t offset, const std::string& why, const std::string& cut_key) {
     const std::string what = "tar shard '" + path_ + "' is cut short at offset " + std::to_string(offset) + ": " +
                              why + " (a truncated or partly copied shard)";
     if (!keep_damaged_) {
@@ -229,17 +288,7 @@ class ShardScanner {
                                  std::to_string(records_.size()) + " whole samples before the cut");
     }
     // The sample the cut falls in may have lost members: it is dropped too.
-    damage_ = what + "; its " + std::to_string(records_.size()) + " whole samples before the cut are used" +
-              (key_.empty() ? std::string() : ", sample '" + key_ + "' and everything after it are left out");
-  }
-
-  // The sample key of a member name ("a/n0153.jpg" -> "a/n0153"), or ""
-  // when the name has no key.ext form.
-  static std::string KeyOf(const std::string& name) {
-    const size_t slash = name.find_last_of('/');
-    const size_t dot = name.find('.', slash == std::string::npos ? 0 : slash + 1);
-    if (dot == std::string::npos || dot == 0 || name[dot - 1] == '/') return "";
-    return name.substr(0, dot);
+    cut_ = {true, offset, what, cut_key};
   }
 
   void Member(WindowReader* reader, int64_t file_size, const std::string& name, int64_t offset, int64_t size) {
@@ -262,22 +311,21 @@ class ShardScanner {
                                    path_ + "' is " + (size > kMaxLabelBytes ? "too long for a label" : "cut short") +
                                    ": it must hold a decimal integer");
       }
-      char text[kMaxLabelBytes + 1] = {};
-      reader->Read(offset, size, reinterpret_cast<uint8_t*>(text));
-      char* end = nullptr;
-      const long long v = std::strtoll(text, &end, 10);
-      while (end != nullptr && (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t')) ++end;
-      if (end != text && end != nullptr && *end == '\0' && v > kMaxLabel) {
+      uint8_t text[kMaxLabelBytes] = {};
+      reader->Read(offset, size, text);
+      int64_t v = -1;
+      if (!ParseLabel(text, size, &v)) {
+        throw InvalidArgumentError("label member '" + name + "' at offset " + std::to_string(offset) + " of '" +
+                                   path_ + "' (sample '" + key + "') holds \"" + Printable(text, size) +
+                                   "\", not a non-negative decimal integer (digits, with spaces or a newline "
+                                   "around them at most: no NUL or other non-text byte); fix the member, or "
+                                   "choose the label member with tar_label_ext");
+      }
+      if (v > kMaxLabel) {
         throw InvalidArgumentError("label member '" + name + "' at offset " + std::to_string(offset) + " of '" +
                                    path_ + "' (sample '" + key + "') holds " + std::to_string(v) +
                                    ", more than the largest label hdmlp takes, " + std::to_string(kMaxLabel) +
                                    " (the classes are \"0\" to the largest label, listed densely)");
-      }
-      if (end == text || end == nullptr || *end != '\0' || v < 0) {
-        throw InvalidArgumentError("label member '" + name + "' at offset " + std::to_string(offset) + " of '" +
-                                   path_ + "' holds '" + std::string(text) +
-                                   "', not a non-negative decimal integer; choose the label member with "
-                                   "tar_label_ext");
       }
       label_ = static_cast<int32_t>(v);
       has_label_ = true;
@@ -329,7 +377,7 @@ class ShardScanner {
   std::string path_;
   const SourceOptions& options_;
   bool keep_damaged_;
-  std::string damage_;
+  CutInfo cut_;
   std::string label_name_;
   int64_t label_offset_ = 0;
   std::vector<std::string> sample_exts_;
@@ -347,6 +395,88 @@ std::string CachePath(const ScanOptions& scan, const std::vector<std::string>& a
   char name[48];
   std::snprintf(name, sizeof name, "tar-%016llx.idx", static_cast<unsigned long long>(HashString(all)));
   return JoinPath(scan.cache_dir.empty() ? JoinPath(UserCacheDir(), "index") : scan.cache_dir, name);
+}
+
+// The sample members the index cache `data` lists for the shard at `absolute`,
+// in order, whatever size and time it recorded: the shard as a job last
+// indexed it whole (a damaged listing is never kept). nullopt without one.
+std::optional<std::vector<std::string>> LastListing(const std::string& data, const std::string& absolute) {
+  if (data.size() <= sizeof kCacheMagic + 8 || std::memcmp(data.data(), kCacheMagic, sizeof kCacheMagic) != 0) {
+    return std::nullopt;
+  }
+  uint64_t stored_hash;
+  std::memcpy(&stored_hash, data.data() + data.size() - 8, 8);
+  if (stored_hash != HashString(data.substr(0, data.size() - 8))) return std::nullopt;
+  BinaryReader r(data.data(), data.size() - 8);
+  char magic[8];
+  uint32_t version;
+  uint64_t n;
+  if (!r.Raw(magic, 8) || !r.U32(&version) || version != kCacheVersion || !r.Count(&n, 24)) return std::nullopt;
+  int64_t shard = -1;
+  for (uint64_t s = 0; s < n; ++s) {
+    std::string p;
+    int64_t size, mtime;
+    if (!r.Str(&p) || !r.I64(&size) || !r.I64(&mtime)) return std::nullopt;
+    if (p == absolute) shard = static_cast<int64_t>(s);
+  }
+  if (shard < 0 || !r.Count(&n, 8)) return std::nullopt;
+  for (uint64_t c = 0; c < n; ++c) {
+    std::string name;
+    if (!r.Str(&name)) return std::nullopt;
+  }
+  if (!r.Count(&n, 36)) return std::nullopt;
+  std::vector<std::string> members;
+  for (uint64_t i = 0; i < n; ++i) {
+    uint32_t s;
+    int64_t offset, size;
+    int32_t label;
+    std::string member;
+    if (!r.U32(&s) || !r.I64(&offset) || !r.I64(&size) || !r.I32(&label) || !r.Str(&member)) return std::nullopt;
+    if (static_cast<int64_t>(s) == shard) members.push_back(std::move(member));
+  }
+  return members;
+}
+
+// What a cut shard lost, as damage() and damaged_samples() say it: the
+// sample the cut fell in, and every later one, named from the shard's last
+// whole listing where its first samples are the ones kept (else the unknown
+// rest is one entry).
+struct CutLoss {
+  std::string damage;
+  std::vector<std::string> samples;
+};
+
+CutLoss DescribeCut(const std::string& shard, const ShardScanner::CutInfo& cut, const std::vector<Record>& kept,
+                    const std::optional<std::vector<std::string>>& listing) {
+  CutLoss loss;
+  const std::string why = "not delivered: " + cut.what;
+  bool listed = listing.has_value() && listing->size() >= kept.size();
+  for (size_t i = 0; listed && i < kept.size(); ++i) listed = (*listing)[i] == kept[i].member;
+  std::vector<std::string> names;
+  if (listed) {
+    for (size_t i = kept.size(); i < listing->size(); ++i) names.push_back(shard + "/" + (*listing)[i]);
+  } else if (!cut.key.empty()) {
+    names.push_back(shard + "/" + cut.key);
+  }
+  for (const auto& name : names) loss.samples.push_back("'" + name + "': " + why);
+  std::string shown;
+  for (size_t i = 0; i < names.size() && i < 10; ++i) shown += (i == 0 ? "'" : ", '") + names[i] + "'";
+  if (names.size() > 10) shown += " and " + std::to_string(names.size() - 10) + " more";
+  loss.damage = cut.what + "; its " + std::to_string(kept.size()) + " whole samples before the cut are used";
+  if (listed) {
+    loss.damage += names.empty() ? "; no sample is lost (the shard's last listing in the index cache ends there)"
+                                 : "; " + std::to_string(names.size()) + " sample(s) are not delivered, by the "
+                                   "shard's last whole listing in the index cache: " + shown;
+  } else {
+    loss.samples.push_back("'" + shard + "' past offset " + std::to_string(cut.offset) + " (what followed " +
+                           (cut.key.empty() ? "the cut" : "'" + cut.key + "'") + "; nothing lists it): " + why);
+    loss.damage += (names.empty() ? "; not delivered: whatever followed the cut"
+                                  : "; not delivered: " + shown + " (cut short) and whatever followed it") +
+                   ", which nothing lists (how many samples that was is unknown: the index cache holds no whole "
+                   "listing of the shard)";
+  }
+  loss.damage += "; copy the shard again to read them";
+  return loss;
 }
 
 }  // namespace
@@ -401,8 +531,9 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
   const std::string cache_path = CachePath(scan, absolute, options);
 
   // The cache: valid while every shard has its recorded size and time.
+  std::string stale_cache;  // kept: a damaged shard's last whole listing names what the damage lost
   if (scan.use_cache) {
-    std::string data;
+    std::string& data = stale_cache;
     try {
       data = cache_env->ReadWholeFile(cache_path);
     } catch (const Error&) {
@@ -453,14 +584,18 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
   int threads = scan.threads > 0 ? scan.threads
                                  : static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
   std::vector<std::vector<Record>> per_shard(paths_.size());
-  std::vector<std::string> damage(paths_.size());
+  std::vector<ShardScanner::CutInfo> cuts(paths_.size());
   ParallelFor(static_cast<int64_t>(paths_.size()), threads, [&](int64_t s) {
     ShardScanner scanner(paths_[static_cast<size_t>(s)], options, scan.keep_damaged);
     per_shard[static_cast<size_t>(s)] = scanner.Scan(env);
-    damage[static_cast<size_t>(s)] = scanner.damage();
+    cuts[static_cast<size_t>(s)] = scanner.cut();
   });
-  for (auto& d : damage) {
-    if (!d.empty()) damage_.push_back(std::move(d));
+  for (size_t s = 0; s < paths_.size(); ++s) {
+    if (!cuts[s].cut) continue;
+    CutLoss loss = DescribeCut(paths_[s], cuts[s], per_shard[s],
+                               scan.use_cache ? LastListing(stale_cache, absolute[s]) : std::nullopt);
+    damage_.push_back(std::move(loss.damage));
+    damaged_samples_.insert(damaged_samples_.end(), loss.samples.begin(), loss.samples.end());
   }
   bool any_label = false, all_labels = true;
   int32_t max_label = -1;

@@ -52,11 +52,33 @@ inline void FloatPixel(const uint8_t* p, const float (*lut)[256], float* r, floa
 // channel's 256-entry table by a plain load, and the 8 values of a channel
 // are stored as one vector. (Gathering them was 1.6x slower on the AMD EPYC
 // development VM, and Intel's gathers are slow since the Downfall microcode.)
+//
+// A large output (a batch row of kStreamOutputBytes or more: 602 KB for
+// 224x224) is written with non-temporal stores: its batch (38 MB for 64 such
+// rows) does not stay in the cache until the consumer reads it anyway, and a
+// plain store first reads each line it writes from memory (a read for
+// ownership), twice the memory traffic (benchmarks/results/cpu_gap.md).
+// Identical values either way. Not when tensor ops (RandomErasing) work on
+// the row next: they want it in the cache.
+constexpr int64_t kStreamOutputBytes = int64_t{256} << 10;
+
+__attribute__((target("avx2"))) inline void StoreFloats(float* dst, __m256 v, bool stream) {
+  if (stream) {
+    _mm256_stream_ps(dst, v);
+  } else {
+    _mm256_storeu_ps(dst, v);
+  }
+}
+
 __attribute__((target("avx2"))) void WriteFloatAvx2(const ImageView& v, bool hflip, bool vflip,
-                                                     const float (*lut)[256], float* dst) {
+                                                     const float (*lut)[256], float* dst, bool may_stream) {
   const int w = v.width, h = v.height;
   const int64_t plane = int64_t{w} * h;
   const int step = hflip ? -3 : 3;
+  // Streaming stores need 32-byte aligned addresses: every row's when the
+  // output starts aligned and a row is whole vectors.
+  const bool stream = may_stream && plane * 3 * 4 >= kStreamOutputBytes && w % 8 == 0 &&
+                      reinterpret_cast<uintptr_t>(dst) % 32 == 0;
   for (int y = 0; y < h; ++y) {
     const uint8_t* s = v.data + (vflip ? h - 1 - y : y) * v.stride;
     const uint8_t* first = hflip ? s + 3 * (w - 1) : s;  // the pixel of output column 0
@@ -68,28 +90,30 @@ __attribute__((target("avx2"))) void WriteFloatAvx2(const ImageView& v, bool hfl
       const uint8_t* p = first + step * x;
       // Channel c (0 = R) of the i-th pixel: byte 2 - c of BGR.
       auto at = [&](int c, int i) { return lut[c][p[step * i + 2 - c]]; };
-      _mm256_storeu_ps(r + x, _mm256_setr_ps(at(0, 0), at(0, 1), at(0, 2), at(0, 3), at(0, 4), at(0, 5), at(0, 6),
-                                             at(0, 7)));
-      _mm256_storeu_ps(g + x, _mm256_setr_ps(at(1, 0), at(1, 1), at(1, 2), at(1, 3), at(1, 4), at(1, 5), at(1, 6),
-                                             at(1, 7)));
-      _mm256_storeu_ps(b + x, _mm256_setr_ps(at(2, 0), at(2, 1), at(2, 2), at(2, 3), at(2, 4), at(2, 5), at(2, 6),
-                                             at(2, 7)));
+      StoreFloats(r + x, _mm256_setr_ps(at(0, 0), at(0, 1), at(0, 2), at(0, 3), at(0, 4), at(0, 5), at(0, 6),
+                                        at(0, 7)), stream);
+      StoreFloats(g + x, _mm256_setr_ps(at(1, 0), at(1, 1), at(1, 2), at(1, 3), at(1, 4), at(1, 5), at(1, 6),
+                                        at(1, 7)), stream);
+      StoreFloats(b + x, _mm256_setr_ps(at(2, 0), at(2, 1), at(2, 2), at(2, 3), at(2, 4), at(2, 5), at(2, 6),
+                                        at(2, 7)), stream);
     }
     for (; x < w; ++x) FloatPixel(first + step * x, lut, r, g, b, x);
   }
+  // Streaming stores are weakly ordered: visible before the row is handed over.
+  if (stream) _mm_sfence();
 }
 #endif
 
 // The final pass: flips, BGR -> RGB (or the one gray channel), layout and
-// type in one sweep into dst.
+// type in one sweep into dst (may_stream: nothing reads dst next).
 void WriteOutput(const ImageView& v, bool hflip, bool vflip, const OutputShape& shape, const float (*lut)[256],
-                 uint8_t* dst) {
+                 uint8_t* dst, bool may_stream) {
   const int w = v.width, h = v.height;
   const int64_t plane = int64_t{w} * h;
   const bool gray = shape.channels == 1;  // the three channels are equal: write R
 #ifdef HDMLP_OUTPUT_AVX2
   if (shape.type == OutputType::kFloat32 && !gray && ResampleUsesAvx2()) {
-    WriteFloatAvx2(v, hflip, vflip, lut, reinterpret_cast<float*>(dst));
+    WriteFloatAvx2(v, hflip, vflip, lut, reinterpret_cast<float*>(dst), may_stream);
     return;
   }
 #endif
@@ -372,7 +396,7 @@ void TransformPipeline::Execute(const SamplePlan& plan, const ImageView& decoded
       }
     }
   }
-  WriteOutput(visible(), plan.hflip(), plan.vflip(), shape, lut_, dst);
+  WriteOutput(visible(), plan.hflip(), plan.vflip(), shape, lut_, dst, plan.tensor_actions().empty());
   for (const SamplePlan::TensorAction& ta : plan.tensor_actions()) {
     ta.op->RunTensor(ta.params, TensorView{dst, shape, ta.hflip != plan.hflip(), ta.vflip != plan.vflip()});
   }

@@ -11,6 +11,11 @@
 // OpenForRead opens regular files only: a FIFO, socket or device (which
 // could block a reader forever, or never end) is refused with an IOError
 // naming its kind, without waiting for a writer.
+// Files and folders hdmlp writes are its user's alone: WriteFileAtomic makes
+// files of mode 0600 and CreatePrivateDir folders of mode 0700, whatever the
+// umask; neither follows a symbolic link or reuses what it finds at its path
+// (a temporary file is opened with O_EXCL | O_NOFOLLOW). Caches on a scratch
+// disk that several users share keep their samples from the others.
 // Thread-safety: all methods may be called from many threads at once; so
 // may a ReadableFile's (not copyable; the sources keep a shard open and
 // pread it from every staging thread).
@@ -24,8 +29,8 @@
 
 namespace hdmlp {
 
-// What a path is, following symbolic links.
-enum class FileKind { kMissing, kRegular, kDirectory, kFifo, kSocket, kCharDevice, kBlockDevice, kOther };
+// What a path is, following symbolic links (LinkStat: kSymlink for a link itself).
+enum class FileKind { kMissing, kRegular, kDirectory, kFifo, kSocket, kCharDevice, kBlockDevice, kSymlink, kOther };
 // "a FIFO", "a socket", ...: for messages.
 const char* FileKindName(FileKind kind);
 
@@ -35,6 +40,7 @@ struct FileInfo {
   FileKind kind = FileKind::kMissing;
   int64_t size = 0;
   int64_t mtime_ns = 0;
+  int64_t uid = -1;  // the owner (-1: unknown)
 };
 
 struct DirEntry {
@@ -86,14 +92,28 @@ class Env {
   static Env* Default();
 
   virtual FileInfo Stat(const std::string& path) = 0;
+  // What is at `path` itself: a symbolic link is kSymlink, not what it points to.
+  virtual FileInfo LinkStat(const std::string& path) = 0;
   virtual std::vector<DirEntry> ListDir(const std::string& path) = 0;
   virtual std::unique_ptr<ReadableFile> OpenForRead(const std::string& path) = 0;
   // Writes the whole file under a temporary name, then renames it into place,
-  // so a reader never sees a half-written file.
+  // so a reader never sees a half-written file. The file has mode 0600; the
+  // temporary name is new (PID, counter and a random part) and opened with
+  // O_EXCL | O_NOFOLLOW: whatever is planted there is an IOError, never
+  // written through.
   virtual void WriteFileAtomic(const std::string& path, const void* data, int64_t n) = 0;
+  // Makes `path` and the folders above it that are missing (mode 0755 less
+  // the umask); an existing folder is fine.
   virtual void CreateDirs(const std::string& path) = 0;
+  // Makes the folder `path` (its parent exists) for this user alone: mode
+  // 0700 whatever the umask. Anything already at `path` (a folder, a file, a
+  // symbolic link) is an IOError naming it: such a folder is never reused.
+  virtual void CreatePrivateDir(const std::string& path) = 0;
   // Renames a file or folder atomically (both paths on one file system).
   virtual void Rename(const std::string& from, const std::string& to) = 0;
+  // As Rename, but anything already at `to` (a folder, a symbolic link) is
+  // an IOError naming it, and stays as it was.
+  virtual void RenameNoReplace(const std::string& from, const std::string& to) = 0;
   virtual void RemoveFile(const std::string& path) = 0;  // a missing file is fine
   // Removes a folder and everything in it; a missing folder is fine.
   virtual void RemoveTree(const std::string& path) = 0;
@@ -121,11 +141,14 @@ class ThrottledEnv : public Env {
   ThrottledEnv(Env* base, Options options);
 
   FileInfo Stat(const std::string& path) override;
+  FileInfo LinkStat(const std::string& path) override;
   std::vector<DirEntry> ListDir(const std::string& path) override;
   std::unique_ptr<ReadableFile> OpenForRead(const std::string& path) override;
   void WriteFileAtomic(const std::string& path, const void* data, int64_t n) override;
   void CreateDirs(const std::string& path) override;
+  void CreatePrivateDir(const std::string& path) override;
   void Rename(const std::string& from, const std::string& to) override;
+  void RenameNoReplace(const std::string& from, const std::string& to) override;
   void RemoveFile(const std::string& path) override;
   void RemoveTree(const std::string& path) override;
   std::unique_ptr<FileLock> TryLockFile(const std::string& path, bool create) override;

@@ -107,6 +107,7 @@
 #include "hdmlp/cache/cache_hierarchy.h"
 #include "hdmlp/config/config.h"
 #include "hdmlp/env/env.h"
+#include "hdmlp/env/memory_limit.h"
 #include "hdmlp/job/job_state.h"
 #include "hdmlp/job/metrics.h"
 #include "hdmlp/job/process_budget.h"
@@ -268,7 +269,8 @@ class Job {
   // (the staging buffer and workers). Written only by the constructor.
   const PhaseTimer& StartupPhases() const { return startup_; }
   std::vector<ClassStatus> ClassStatuses() const { return cache_->Status(); }
-  std::vector<std::string> Warnings() const { return cache_->Warnings(); }
+  // The caches' warnings, then the damaged containers on_error="skip" read around.
+  std::vector<std::string> Warnings() const;
   // Samples read from the dataset's storage in another form than indexed.
   int64_t changed_samples() const { return cache_->changed_samples(); }
   std::vector<std::string> ChangedFiles() const { return cache_->ChangedFiles(); }
@@ -282,6 +284,11 @@ class Job {
   bool TransformIntoBatch(int epoch, int64_t j, int64_t sample, SampleView bytes);
   // A sample's bytes from its best source, with the read counted in `epoch`.
   SampleBuffer ReadSample(int epoch, int64_t sample, int slot);
+  // A sample larger than the memory this process may still take is an
+  // AllocationError naming it (job/memory_check.h), before it is read.
+  void CheckSampleFits(int64_t sample) const;
+  // The message for a sample whose allocation failed (or would fail).
+  std::string AllocationFailure(int64_t sample) const;
   // The same, for bytes that are transformed at once: a sample in the RAM
   // class is decoded where it lies there (no copy); any other is read into
   // *storage, which the view then points into.
@@ -358,6 +365,8 @@ class Job {
   int64_t labels_offset_ = 0;  // arrays: where the label arrays start in a batch's memory
   std::vector<int64_t> batch_start_;  // local batch b: epoch positions [batch_start_[b], batch_start_[b+1])
   std::unique_ptr<BatchPool> pool_;
+  // The memory this process could still take when the batch memory was planned (CheckSampleFits).
+  MemoryLimit memory_at_start_;
   std::mutex assembly_mu_;
   std::map<int64_t, std::shared_ptr<uint8_t>> assembling_;  // by batch key, guarded by assembly_mu_
   int64_t assembly_floor_ = 0;                              // guarded by assembly_mu_

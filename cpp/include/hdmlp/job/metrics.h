@@ -13,6 +13,14 @@
 // wait, summed over workers), and the consumer's seconds in NextBatch apart
 // from its stall (batch assembly).
 //
+// Data readiness (docs/gpu.md, "CPU budget and data readiness"): the batches
+// delivered, those that were ready when the consumer asked (it waited less
+// than kReadyWithinSeconds for them), and the consumer's span of the epoch,
+// from BeginConsumerEpoch to its last batch. Set against the stall and the
+// workers' busy time (reading, transforming) they say who waited for whom:
+// the training loop (the GPU) for data, or the loader for the training loop
+// (hdmlp/readiness.py derives the figures).
+//
 // Memory grows with the epochs that were touched (read or delivered), not
 // with the job's epochs: a job of 10^7 epochs costs nothing until it runs,
 // and one that skips ahead keeps no entries for the epochs it skipped (a
@@ -22,6 +30,7 @@
 #ifndef HDMLP_JOB_METRICS_H_
 #define HDMLP_JOB_METRICS_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -49,16 +58,27 @@ struct EpochMetrics {
   double handoff_wait_seconds = 0;  // workers waiting to claim an item, summed over workers
   double assembly_seconds = 0;      // the consumer in NextBatch, not waiting for samples
   int64_t skipped = 0;           // bad samples left out (skip_bad_samples)
+  int64_t batches = 0;           // batches delivered with at least one sample
+  int64_t ready_batches = 0;     // of them, ready when the consumer asked
+  double span_seconds = 0;       // BeginConsumerEpoch to the epoch's last batch delivered
   std::map<std::string, SourceCounters> reads;
 };
 
 class JobMetrics {
  public:
+  // A batch the consumer waited less than this for was ready: taking its
+  // samples out of the staging buffer costs microseconds, a wait for a
+  // worker at least a wakeup.
+  static constexpr double kReadyWithinSeconds = 0.001;
+
   explicit JobMetrics(int epochs);
   JobMetrics(const JobMetrics&) = delete;
   JobMetrics& operator=(const JobMetrics&) = delete;
 
   void AddRead(int epoch, const std::string& source, int64_t bytes, double seconds);
+  // The consumer starts `epoch` now (the start of its span).
+  void BeginConsumerEpoch(int epoch);
+  // One batch of `samples` (0: its samples failed) and the consumer's wait for it.
   void AddDelivered(int epoch, int64_t samples, double stall_seconds);
   void AddTransform(int epoch, double seconds, double cpu_seconds = 0);
   void AddHandoffWait(int epoch, double seconds);
@@ -74,6 +94,7 @@ class JobMetrics {
   const int max_epochs_;
   mutable std::mutex mu_;
   std::map<int, EpochMetrics> epochs_;
+  std::map<int, std::chrono::steady_clock::time_point> consumer_begin_;  // by epoch
 };
 
 }  // namespace hdmlp

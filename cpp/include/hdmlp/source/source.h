@@ -167,6 +167,11 @@ class Source {
   // With ScanOptions::keep_damaged: one message per damaged container the
   // open left (partly) out, naming the file, the offset and what was lost.
   const std::vector<std::string>& damage() const { return damage_; }
+  // The samples those damages left out: one line per sample known by name
+  // (the one a cut fell in, those an earlier listing had after it), and one
+  // per container whose lost rest nothing lists ("... and whatever followed").
+  // Each counts as one skipped sample.
+  const std::vector<std::string>& damaged_samples() const { return damaged_samples_; }
 
  protected:
   Source(std::string kind, Env* env, std::string root) : kind_(std::move(kind)), env_(env), root_(std::move(root)) {}
@@ -187,6 +192,7 @@ class Source {
   SampleIndex index_;
   bool from_cache_ = false;
   std::vector<std::string> damage_;
+  std::vector<std::string> damaged_samples_;
   std::atomic<int64_t> files_opened_{0};
 };
 

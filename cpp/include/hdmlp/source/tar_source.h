@@ -32,7 +32,11 @@
 // shard and the offset; with ScanOptions::keep_damaged (on_error="skip")
 // the whole samples before the cut are indexed instead, the sample the cut
 // falls in is left out, and damage() says so (such a listing is never
-// cached). A shard truncated after indexing makes the reads past its end
+// cached), naming in damaged_samples() every sample not delivered: the one
+// the cut fell in, and those after it as the shard's last whole listing in
+// the index cache had them (where there is one; else the unknown rest is one
+// entry). A label member must hold digits with at most whitespace around
+// them: a NUL or any other byte fails the index naming the member. A shard truncated after indexing makes the reads past its end
 // fail with InvalidArgumentError naming the shard, the member and the
 // offset, never a short or wrong read. A shard that is not a regular file
 // (a FIFO) is refused when the source opens.
