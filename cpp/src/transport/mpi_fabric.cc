@@ -229,11 +229,20 @@ Choice Choose(bool describe) {
       return c;
     }
   }
-  // 2. HDMLP_MPI_LIBRARY.
+  // 2. HDMLP_MPI_LIBRARY: a path, or a name looked for in the search folders, then by the dynamic loader.
   if (const char* given = std::getenv("HDMLP_MPI_LIBRARY"); given != nullptr && given[0] != '\0') {
+    std::string file = given;
+    if (file.find('/') == std::string::npos) {
+      for (const auto& dir : SearchDirs()) {
+        if (IsFile(dir + "/" + file)) {
+          file = dir + "/" + file;
+          break;
+        }
+      }
+    }
     dlerror();
     Choice c;
-    c.handle = dlopen(given, mode);
+    c.handle = dlopen(file.c_str(), mode);
     if (c.handle == nullptr) {
       throw IOError(std::string("hdmlp: HDMLP_MPI_LIBRARY=") + given + " cannot be loaded: " + DlError() +
                     ". Set it to the path of your MPI's libmpi (e.g. /usr/lib/x86_64-linux-gnu/libmpi.so.12), or "
@@ -243,7 +252,7 @@ Choice Choose(bool describe) {
       throw IOError(std::string("hdmlp: HDMLP_MPI_LIBRARY=") + given +
                     " is not an MPI library (it has no MPI_Init_thread): set it to your MPI's libmpi");
     }
-    c.path = PathOf(c.handle, given);
+    c.path = PathOf(c.handle, file);
     c.abi = AbiOf(c.handle, c.path);
     c.why = std::string("HDMLP_MPI_LIBRARY=") + given;
     if (!launcher_takes(c.abi)) refuse(c, LibraryVersion(c.handle));

@@ -8,7 +8,8 @@
 // library, in this order:
 //   1. an MPI library already loaded in the process (by mpi4py, torch, the
 //      application): the one MPI_Init may already have started;
-//   2. HDMLP_MPI_LIBRARY, a path or a library name for the dynamic loader;
+//   2. HDMLP_MPI_LIBRARY, a path, or a library name looked for in the folders of
+//      step 3 and then by the dynamic loader;
 //   3. the ABIs that the launcher's environment allows (mpi_launcher.h: Open
 //      MPI's OMPI_*, Hydra's and PMI's PMI_*, Slurm's SLURM_*, PMIx's PMIX_*,
 //      Intel MPI's I_MPI_*), their library names looked for in each folder in
