@@ -9,7 +9,7 @@
 set(_HDMLP_LIB_pkg-config "pkg-config|pkg-config|pkgconf-pkg-config|pkgconf|pkg-config")
 set(_HDMLP_LIB_libconfig++ "libconfig++ (the configuration file parser)|libconfig++-dev|libconfig-devel|libconfig|libconfig")
 set(_HDMLP_LIB_opencv "OpenCV (core, imgproc, imgcodecs)|libopencv-dev|opencv-devel|opencv+imgproc+imgcodecs|libopencv")
-set(_HDMLP_LIB_mpi "an MPI library with its C bindings (Open MPI 4 or 5)|libopenmpi-dev openmpi-bin|openmpi-devel, then: module load mpi/openmpi-x86_64|openmpi|openmpi")
+set(_HDMLP_LIB_mpi "the headers of an MPI (Open MPI 4 or 5, or MPICH), for hdmlp's MPI modules (no MPI library is linked)|libopenmpi-dev openmpi-bin|openmpi-devel, then: module load mpi/openmpi-x86_64|openmpi|openmpi")
 set(_HDMLP_LIB_libjpeg-turbo "libjpeg-turbo 1.5 or later|libjpeg-dev|libjpeg-turbo-devel|libjpeg-turbo|libjpeg-turbo")
 set(_HDMLP_LIB_hdf5 "the HDF5 C library|libhdf5-dev|hdf5-devel|hdf5|hdf5")
 set(_HDMLP_LIB_zlib "zlib|zlib1g-dev|zlib-devel|zlib|zlib")
@@ -77,7 +77,7 @@ function(hdmlp_report_missing)
                     "  conda-forge:    conda install -c conda-forge ${conda}\n"
                     " On a cluster, `module load` the same libraries instead (e.g. module load openmpi hdf5 opencv).\n"
                     " Libraries in a non-standard prefix: set CMAKE_PREFIX_PATH (and PKG_CONFIG_PATH) to it.\n"
-                    " A prebuilt wheel needs none of these but Open MPI: see docs/install.md.\n"
+                    " A prebuilt wheel needs none of these: see docs/install.md.\n"
                     "   =====")
   message(FATAL_ERROR "${msg}")
 endfunction()

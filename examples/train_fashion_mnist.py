@@ -132,11 +132,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 # ---------------------------------------------------------------- distributed set-up
 
 def world_from_env() -> tuple[int, int, int]:
-    """(rank, world size, ranks on this host) from Open MPI's or torchrun's variables."""
+    """(rank, world size, ranks on this host) from Open MPI's, torchrun's or srun's variables."""
     env = os.environ
-    rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
-    world = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
-    local = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", env.get("LOCAL_WORLD_SIZE", str(world))))
+    rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", env.get("SLURM_PROCID", "0"))))
+    world = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", env.get("SLURM_NTASKS", "1"))))
+    local = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", env.get("LOCAL_WORLD_SIZE",
+                                                              env.get("SLURM_NTASKS_PER_NODE", str(world)))))
     return rank, world, local
 
 

@@ -32,15 +32,6 @@ def _import_core() -> None:
                 "is not built. Install hdmlp (pip install . , or scripts/dev.sh setup for a development .venv) and "
                 "run Python from another directory: the checkout's hdmlp/ folder shadows the installed package "
                 "when the checkout is the current directory or on sys.path.") from None
-        if "libmpi.so" in str(e) or "libopen-pal" in str(e) or "libopen-rte" in str(e):
-            # hdmlp's wheels carry every library but MPI, which must match the machine's launcher and
-            # network (docs/install.md, "Why MPI comes from the system").
-            raise ImportError(
-                f"hdmlp needs Open MPI (4.x or 5.x: libmpi.so.40) from this system, and it cannot be loaded: {e}. "
-                "Install it (Debian/Ubuntu: apt-get install openmpi-bin; Fedora/RHEL: dnf install openmpi, then "
-                "module load mpi/openmpi-x86_64), or on a cluster `module load openmpi`, so that libmpi.so.40 is "
-                "on the library path (LD_LIBRARY_PATH). MPICH and Intel MPI have another ABI: with those, build "
-                "hdmlp from source against them (docs/install.md).") from e
         raise ImportError(
             f"hdmlp's C++ extension hdmlp._core cannot be loaded: {e}. Reinstall hdmlp (pip install hdmlp-*.whl "
             "or pip install .); if a shared library is missing, install what docs/install.md lists for your "

@@ -163,10 +163,11 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def version_text() -> str:
-    """``hdmlp --version``: the version, then each library this build was compiled against."""
+    """``hdmlp --version``: the version, the MPI it loads at run time and why (docs/launching.md, "Which
+    MPI"), then the MPI ABIs it has modules for and each library this build was compiled against."""
     from hdmlp.job import build_info
     info = build_info()
-    lines = [f"hdmlp {info.pop('hdmlp')}", "built with:"]
+    lines = [f"hdmlp {info.pop('hdmlp')}", f"  mpi: {info.pop('mpi')}", "built with:"]
     lines += [f"  {name}: {version}" for name, version in info.items()]
     return "\n".join(lines)
 

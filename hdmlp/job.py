@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from hdmlp import _core
 from hdmlp import launcher as _launcher
 from hdmlp import live_jobs as _live
+from hdmlp import mpi as _mpi
 from hdmlp import state as _state
 from hdmlp.cpu_budget import resolve_cpu_budget
 from hdmlp.pinned_memory import cuda_host_allocator
@@ -69,9 +70,10 @@ def example_configs() -> dict[str, str]:
 
 
 def build_info() -> dict[str, str]:
-    """hdmlp's version and what it was compiled against (MPI, libjpeg-turbo, OpenCV, ...)."""
+    """hdmlp's version, the MPI it loaded or would load and why (``mpi``), the MPI ABIs it has modules for
+    (``mpi_abis``) and what it was compiled against (libjpeg-turbo, OpenCV, ...). See :mod:`hdmlp.mpi`."""
     from hdmlp import __version__
-    return {"hdmlp": __version__, **dict(_core.build_info())}
+    return {"hdmlp": __version__, "mpi": _mpi.describe(), **dict(_core.build_info())}
 
 
 def user_cache_dir() -> str:
@@ -87,9 +89,10 @@ def _warn_without_peers(job: "Job") -> None:
     global _warned_without_peers
     if job.world_size > 1 and job.transport == "none" and not _warned_without_peers:
         _warned_without_peers = True
-        warnings.warn(f"hdmlp: peer serving is off: no MPI (rank {job.rank} of {job.world_size} from the launcher); "
-                      "each rank reads its own samples from the dataset's storage and caches them itself. Start "
-                      "the job with mpirun or srun --mpi=pmix for peer caches", RuntimeWarning, stacklevel=3)
+        warnings.warn(f"hdmlp: peers' caches are off: no MPI ({job._mpi_status['why']}; rank {job.rank} of "
+                      f"{job.world_size}); each rank reads its own samples from the dataset's storage and caches "
+                      "them itself. Start the job with mpirun or srun --mpi=pmix/pmi2 for peers' caches",
+                      RuntimeWarning, stacklevel=3)
 
 
 class Job:
@@ -307,6 +310,7 @@ class Job:
         self._core = self._open_core(resume=self._resume_state,
                                      start_epoch=start_epoch if self._resume_state is None else 0)
         _live.live_jobs.add(self)
+        self._mpi_status = _mpi.job_status(use_mpi, single_process, world)
         if self._resume_state is not None and start_epoch and self._core.state().epoch != start_epoch:
             # Both given (a script's --resume with the --start-epoch of its checkpoint): fine when they
             # name the same epoch; the state is the exact place in it.
@@ -809,7 +813,9 @@ class Job:
         other ranks, or for cores other processes hold. ``device_decode`` (None unless the chain has ``ImgDecode(device=...)``)
         counts the samples of the last pass decoded on the device (``device``), by the C++
         chain on CPU threads (``cpu``: the ``cpu_share`` and files the device cannot decode)
-        and those the device failed on (``device_failed``, included in ``cpu``).
+        and those the device failed on (``device_failed``, included in ``cpu``). ``mpi`` names the MPI
+        library the job uses (``library``, ``abi``, ``path``, ``why`` it was chosen, ``module``), or
+        says why it uses none (``library`` None, ``why``); see :mod:`hdmlp.mpi`.
         """
         job = self._job
         epochs, classes = job.metrics(), job.class_statuses()
@@ -854,6 +860,7 @@ class Job:
             "rank": job.rank,
             "world_size": job.world_size,
             "transport": job.transport,
+            "mpi": dict(self._mpi_status),
         }
 
     def write_metrics(self, path: str | os.PathLike[str]) -> None:

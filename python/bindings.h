@@ -26,6 +26,7 @@ void BindArrays(pybind11::module_& m);  // bind_arrays.cc: OwnedBuffer (buffer p
 void BindConfig(pybind11::module_& m);  // bind_config.cc
 void BindTools(pybind11::module_& m);   // bind_tools.cc
 void BindJob(pybind11::module_& m);     // bind_job.cc
+void BindMpi(pybind11::module_& m);     // bind_mpi.cc: MPI loaded at run time
 void BindTransforms(pybind11::module_& m);  // bind_transforms.cc
 void BindSim(pybind11::module_& m);         // bind_sim.cc
 void BindSource(pybind11::module_& m);      // bind_source.cc

@@ -59,6 +59,7 @@ PYBIND11_MODULE(_core, m) {
   hdmlp::python::BindTools(m);
   hdmlp::python::BindState(m);
   hdmlp::python::BindJob(m);
+  hdmlp::python::BindMpi(m);
   hdmlp::python::BindTransforms(m);
   hdmlp::python::BindSim(m);
   hdmlp::python::BindSource(m);

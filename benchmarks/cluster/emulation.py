@@ -192,7 +192,7 @@ def remove_stale(log=print) -> None:
     """Removes namespaces, links, mounts, cgroups and folders of emulated clusters whose process is gone."""
     owners: set[int] = set()
     for line in _run(["ip", "netns", "list"], check=False).stdout.splitlines():
-        m = re.match(rf"{TAG_PREFIX}(\d+)(n\d+|pfs)\b", line)
+        m = re.match(rf"{TAG_PREFIX}(\d+)(n\d+|pfs|head)\b", line)
         if m:
             owners.add(int(m.group(1)))
     for line in _run(["ip", "-o", "link"], check=False).stdout.splitlines():
@@ -258,10 +258,14 @@ exec ip netns exec {tag}n$node nsenter --uts={uts}/n$node \\
 """
 
 INNER = """#!/bin/sh
-# In node $1's private mount namespace: its PFS mount and its local folder at the common paths.
+# In node $1's private mount namespace: its PFS mount and its local folder at the common paths, and a
+# /dev/shm of its own (MPICH names its shared-memory segments after the job: nodes must not share them),
+# and an /etc/hosts that names every node by its compute address (a job's rendezvous, e.g. DDP's MASTER_ADDR).
 node=$1
 mount --bind {work}/n$node/pfs {pfs_path} || exit 255
 mount --bind {work}/n$node/local {local_path} || exit 255
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm || exit 255
+mount --bind {work}/hosts /etc/hosts || exit 255
 export TMPDIR={local_path}/tmp HDMLP_CACHE_DIR={local_path}/hdmlp-cache
 exec /bin/sh -c "$2"
 """
@@ -281,6 +285,11 @@ class EmulatedCluster:
         pfs_open_delay_ms, pfs_read_delay_ms, pfs_mbit: the PFS server's delay per open/stat, per read, and its
             link's rate (netfs only).
         pfs_blksize: the st_blksize the nodes' PFS mounts report (netfs only; default 1 MiB, Lustre's stripe).
+        launcher: "mpirun" (Open MPI's mpirun with this module's launch agent) or "slurm" (Debian's Slurm:
+            slurmctld on a head node, slurmd on every node; benchmarks/cluster/slurm.py).
+        slurm_mode: with Slurm, how ranks start: "pmix" (srun --mpi=pmix), "pmi2" (srun --mpi=pmi2) or
+            "mpirun" (mpirun inside salloc).
+        rank_env: variables every run gives its ranks (e.g. HDMLP_MPI_LIBRARY), besides run()'s own.
 
     :attr:`pfs_path` is where every rank sees the dataset, :attr:`local_path` its node's local folder.
     """
@@ -288,6 +297,7 @@ class EmulatedCluster:
     def __init__(self, nodes: int, ranks_per_node: int, dataset: str, *, link_mbit: float | None = None,
                  node_mem_mb: int | None = None, node_cpus: int | None = None, pfs: str = "auto",
                  pfs_open_delay_ms: float = 0.0, pfs_read_delay_ms: float = 0.0, pfs_mbit: float | None = None,
+                 launcher: str = "mpirun", slurm_mode: str = "pmix", rank_env: dict[str, str] | None = None,
                  log=print, pfs_blksize: int | None = None) -> None:
         if not 1 <= nodes <= 200 or ranks_per_node < 1:
             raise ValueError(f"nodes must be in 1..200 and ranks_per_node >= 1, got {nodes}, {ranks_per_node}")
@@ -315,6 +325,11 @@ class EmulatedCluster:
         self._lock = threading.Lock()
         self._open = False
         self._mpirun: subprocess.Popen | None = None
+        if launcher not in ("mpirun", "slurm"):
+            raise ValueError(f"launcher must be 'mpirun' or 'slurm', got {launcher!r}")
+        self.launcher, self.slurm_mode = launcher, slurm_mode
+        self.rank_env = dict(rank_env or {})
+        self.slurm = None  # benchmarks.cluster.slurm.Slurm when launcher == "slurm"
 
     # -- names ------------------------------------------------------------------
     def netns(self, k: int) -> str:
@@ -385,6 +400,10 @@ class EmulatedCluster:
         self.pfs = pfs_provider.make(self.pfs_kind, self, **self.pfs_options)
         self.pfs.start()
         self._write_agent()
+        if self.launcher == "slurm":
+            from benchmarks.cluster import slurm
+            self.slurm = slurm.Slurm(self, self.slurm_mode)
+            self.slurm.start()
         self.log(f"[cluster] {self.nodes} nodes x {self.ranks_per_node} ranks ready in "
                  f"{time.perf_counter() - t0:.1f} s: namespaces {self.netns(1)}..{self.netns(self.nodes)}, "
                  f"compute 10.77.{self.subnet}.0/24, storage 10.78.{self.subnet}.0/24, PFS: {self.pfs.describe()}"
@@ -457,6 +476,12 @@ class EmulatedCluster:
             os.makedirs(os.path.join(self.node_folder(k), sub), exist_ok=True)
 
     def _write_agent(self) -> None:
+        with open("/etc/hosts") as f:
+            machine = f.read()
+        with open(os.path.join(self.work, "hosts"), "w") as f:
+            f.write(machine.rstrip("\n") + f"\n# the emulated cluster {self.tag}\n" +
+                    "".join(f"{self.address(k)} {self.hostname(k)}\n" for k in range(1, self.nodes + 1)) +
+                    f"10.77.{self.subnet}.253 head\n")
         inner = os.path.join(self.work, "agent-inner.sh")
         with open(inner, "w") as f:
             f.write(INNER.format(work=self.work, pfs_path=self.pfs_path, local_path=self.local_path))
@@ -478,6 +503,11 @@ class EmulatedCluster:
                 return
             self._open = False
             self._stop_mpirun()
+            if self.slurm is not None:
+                try:
+                    self.slurm.stop()
+                except Exception as e:  # the generic teardown below still runs
+                    self.log(f"[cluster] warning: stopping Slurm failed: {e}")
             if self.pfs is not None:
                 try:
                     self.pfs.stop()
@@ -516,11 +546,17 @@ class EmulatedCluster:
         """
         if not self._open:
             raise RuntimeError("the emulated cluster is not running (use it in a with block)")
-        cmd = self.mpirun_command(command, env, mpirun_args)
-        # Under the reaper, Open MPI's daemons (which daemonize) and the ranks stay in this
-        # process's tree, so a LoadRecorder counts their CPU as the benchmark's own (reaper.py).
-        proc = subprocess.Popen([sys.executable, REAPER, "--", *cmd], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+        env = {**self.rank_env, **(env or {})}
+        if self.slurm is not None:  # mpirun_args are the launcher's: srun's, or mpirun's inside salloc
+            cmd = self.slurm.command(command, env, mpirun_args)
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True, env=self.slurm.env())
+        else:
+            cmd = self.mpirun_command(command, env, mpirun_args)
+            # Under the reaper, Open MPI's daemons (which daemonize) and the ranks stay in this
+            # process's tree, so a LoadRecorder counts their CPU as the benchmark's own (reaper.py).
+            proc = subprocess.Popen([sys.executable, REAPER, "--", *cmd], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
         self._mpirun = proc
         try:
             if during is not None:
@@ -532,6 +568,16 @@ class EmulatedCluster:
         finally:
             self._mpirun = None
         return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+    def keep_going_args(self) -> list[str]:
+        """Launcher arguments that keep the other ranks running when one dies (hdmlp must then end them)."""
+        if self.slurm is not None:
+            return self.slurm.keep_going_args()
+        return ["--mca", "orte_abort_on_non_zero_status", "0"]
+
+    def abort_args(self) -> list[str]:
+        """Launcher arguments that end the whole job when a rank dies (mpirun's default)."""
+        return self.slurm.abort_args() if self.slurm is not None else []
 
     def _stop_mpirun(self) -> None:
         proc = self._mpirun
@@ -567,5 +613,6 @@ class EmulatedCluster:
                 "link_mbit": self.link_mbit, "node_mem_mb": self.node_mem_mb if self.cgroups.get("memory") else None,
                 "node_cpus": self.node_cpus if self.cgroups.get("cpuset") else None,
                 "pfs": self.pfs.describe() if self.pfs else None, "pfs_path": self.pfs_path,
-                "local_path": self.local_path}
+                "local_path": self.local_path,
+                "launcher": "mpirun" if self.slurm is None else f"slurm ({self.slurm_mode})"}
 

@@ -144,6 +144,15 @@ def run_job(hdmlp, spec: dict, scheme: str, result: dict, host: str) -> dict:
     return run
 
 
+def launcher_rank() -> tuple[int, int]:
+    """(rank, world size) from the launcher's variables: mpirun's, else srun's, else a PMI launcher's."""
+    for rank_var, size_var in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"),
+                               ("PMI_RANK", "PMI_SIZE")):
+        if os.environ.get(rank_var) and os.environ.get(size_var):
+            return int(os.environ[rank_var]), int(os.environ[size_var])
+    return 0, 1
+
+
 def _barrier(spec: dict):
     """What ends a training step, and one such barrier's seconds timed alone: (None, None), or with
     ``barrier`` in SPEC a barrier of all ranks."""
@@ -155,8 +164,7 @@ def _barrier(spec: dict):
         if b.get("ifname"):  # gloo would take the address the host name resolves to (loopback here)
             os.environ.setdefault("GLOO_SOCKET_IFNAME", b["ifname"])
         dist.init_process_group("gloo", init_method=f"tcp://{b['addr']}:{b['port']}",
-                                rank=int(os.environ["OMPI_COMM_WORLD_RANK"]),
-                                world_size=int(os.environ["OMPI_COMM_WORLD_SIZE"]))
+                                rank=launcher_rank()[0], world_size=launcher_rank()[1])
     # The barrier's own cost, alone (before the job starts): what every step adds to the model's s_k / c.
     for _ in range(5):
         dist.barrier()
@@ -248,11 +256,10 @@ def main() -> None:
     with open(sys.argv[1]) as f:
         spec = json.load(f)
     host = socket.gethostname()
-    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    rank, world = launcher_rank()
     result = {"host": host, "rank": rank, "mem_available_bytes": mem_available(), "pid": os.getpid(),
               "main_at": time.time(), "runs": []}
     if spec.get("loader") == "dataloader":
-        world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
         try:
             result["runs"].append(run_dataloader(spec, result, rank, world))
         except Exception as e:

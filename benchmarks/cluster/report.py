@@ -50,7 +50,7 @@ def run_ranks(cluster, spec: dict, timeout: float = 300, mpirun_args: list[str] 
         json.dump(spec, f)
     before = cluster.link_bytes()
     t = time.perf_counter()
-    proc = cluster.run([python, RANK_SCRIPT, spec_path], timeout=timeout, mpirun_args=mpirun_args,
+    proc = cluster.run([python, RANK_SCRIPT, spec_path], env=spec.get("env"), timeout=timeout, mpirun_args=mpirun_args,
                        during=None if during is None else lambda p: during(p, out))
     seconds = time.perf_counter() - t
     after = cluster.link_bytes()

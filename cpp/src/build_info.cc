@@ -1,10 +1,11 @@
 #include "hdmlp/build_info.h"
 
+#include "hdmlp/transport/mpi_fabric.h"
+
 #include <cstdio>  // jpeglib.h needs FILE
 
 #include <jpeglib.h>
 #include <libconfig.h++>
-#include <mpi.h>
 #include <opencv2/core/version.hpp>
 
 namespace hdmlp {
@@ -13,23 +14,18 @@ namespace {
 #define HDMLP_STR2(x) #x
 #define HDMLP_STR(x) HDMLP_STR2(x)
 
-std::string MpiVersion() {
-  std::string standard = "MPI " + std::to_string(MPI_VERSION) + "." + std::to_string(MPI_SUBVERSION);
-#if defined(OMPI_MAJOR_VERSION)
-  return "Open MPI " + std::to_string(OMPI_MAJOR_VERSION) + "." + std::to_string(OMPI_MINOR_VERSION) + "." +
-         std::to_string(OMPI_RELEASE_VERSION) + " (" + standard + ")";
-#elif defined(MPICH_VERSION)
-  return std::string("MPICH ") + MPICH_VERSION + " (" + standard + ")";
-#else
-  return standard;
-#endif
+// The MPI ABIs this build has a module for (MPI itself is loaded at run time).
+std::string MpiAbis() {
+  std::string s;
+  for (const auto& abi : MpiFabric::ModuleAbis()) s += (s.empty() ? "" : ", ") + abi;
+  return s.empty() ? "none (" + MpiFabric::ModuleDir() + " has no module)" : s;
 }
 
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> BuildInfo() {
   return {
-      {"mpi", MpiVersion()},
+      {"mpi_abis", MpiAbis()},
 #if defined(LIBJPEG_TURBO_VERSION)
       {"libjpeg-turbo", HDMLP_STR(LIBJPEG_TURBO_VERSION)},
 #else

@@ -6,10 +6,13 @@
 #   1. the build chroot (debootstrap bullseye), cached under $HDMLP_WHEEL_CACHE;
 #   2. the pinned Debian source packages of what the wheel carries (SOURCES below), built
 #      with only the parts hdmlp calls into static archives (build-deps.sh), cached;
-#   3. hdmlp's core once, and its Python module once per CPython (CMake's HDMLP_PYTHON_HEADERS);
+#   3. hdmlp's core once, its Python module once per CPython (CMake's HDMLP_PYTHON_HEADERS), and
+#      its MPI modules once per MPI ABI (hdmlp/_mpi: Open MPI's and MPICH's from bullseye's
+#      headers, the standard ABI's from mpi_abi.h of MPICH's PyPI wheel); none links libmpi, which
+#      is loaded at run time from the system or another wheel;
 #   4. per module: the wheel's shell from pyproject.toml (scikit-build-core with
-#      HDMLP_PREBUILT_MODULE), its tags set to that CPython (`wheel tags`), then
-#      `auditwheel repair` with Open MPI excluded (it comes from the system).
+#      HDMLP_PREBUILT_MODULE and HDMLP_PREBUILT_MPI_MODULES), its tags set to that CPython
+#      (`wheel tags`), then `auditwheel repair`.
 #
 # Reproducible: pinned sources and tools, fixed paths inside the chroot and SOURCE_DATE_EPOCH
 # (the last commit's time): two runs give the same wheel bytes. Docs: docs/install.md.
@@ -42,8 +45,13 @@ if [[ -n ${HDMLP_WHEEL_ONLY:-} ]]; then
   PYTHONS=("${kept[@]}")
 fi
 
-BUILD_CHROOT_PACKAGES=(build-essential pkg-config python3 python3-pip libopenmpi-dev openmpi-bin nasm xz-utils
-                       ca-certificates bzip2)
+# libopenmpi-dev and libmpich-dev: the headers of hdmlp's Open MPI and MPICH modules (hdmlp/_mpi), which link
+# no libmpi (cmake/MpiModules.cmake); bullseye's are the oldest of each ABI the wheel serves.
+BUILD_CHROOT_PACKAGES=(build-essential pkg-config python3 python3-pip libopenmpi-dev openmpi-bin libmpich-dev nasm
+                       xz-utils ca-certificates bzip2)
+# The MPI 5.0 standard ABI's header (mpi_abi.h, for hdmlp/_mpi/mpiabi.so) from MPICH's PyPI wheel: no Debian
+# release has it yet. The header is the same for every architecture.
+MPI_ABI_WHEEL=mpich==5.0.2
 
 need_root "scripts/dev.sh wheels"
 
@@ -130,13 +138,34 @@ fetch_python_headers() {
 # on a cold cache: fetch_sources and fetch_python_headers fill src-x and python later), so every
 # bind source exists whichever step runs the chroot first.
 BUILD_BINDS=("$ROOT:/hdmlp:ro" "$CACHE/src-x:/src:ro" "$CACHE/deps:/opt/hdmlp-deps" "$CACHE/scratch:/build"
-             "$CACHE/python:/py:ro" "$CACHE/out:/out")
+             "$CACHE/python:/py:ro" "$CACHE/out:/out" "$CACHE/mpi-abi:/mpiabi:ro")
 in_build_chroot() {
   local b
   for b in "${BUILD_BINDS[@]}"; do
     [[ ${b%%:*} == "$CACHE"/* ]] && mkdir -p "${b%%:*}"
   done
   HDMLP_CHROOT_BINDS="${BUILD_BINDS[*]}" "$HERE/chroot.sh" run "$CACHE/chroot-bullseye-build" "$@"
+}
+
+fetch_mpi_abi_header() {
+  if [[ ! -f $CACHE/mpi-abi/.done || $(cat "$CACHE/mpi-abi/.done") != "$MPI_ABI_WHEEL" ]]; then
+    log "the MPI standard ABI's header (mpi_abi.h) from $MPI_ABI_WHEEL"
+    rm -rf "$CACHE/mpi-abi" && mkdir -p "$CACHE/mpi-abi/include" "$CACHE/mpi-abi/wheel"
+    "$ROOT/.venv/bin/python" -m pip download -q --disable-pip-version-check --no-deps --only-binary :all: \
+      --platform manylinux_2_28_x86_64 -d "$CACHE/mpi-abi/wheel" "$MPI_ABI_WHEEL" >/dev/null || {
+      echo "scripts/dev.sh wheels: cannot download $MPI_ABI_WHEEL from PyPI (for mpi_abi.h)" >&2
+      exit 1
+    }
+    "$ROOT/.venv/bin/python" - "$CACHE/mpi-abi" <<'PY'
+import glob, os, sys, zipfile
+root = sys.argv[1]
+with zipfile.ZipFile(glob.glob(os.path.join(root, "wheel", "*.whl"))[0]) as z:
+    name = next(n for n in z.namelist() if n.endswith("/include/mpi_abi.h"))
+    open(os.path.join(root, "include", "mpi_abi.h"), "wb").write(z.read(name))
+PY
+    rm -rf "$CACHE/mpi-abi/wheel"
+    echo "$MPI_ABI_WHEEL" > "$CACHE/mpi-abi/.done"
+  fi
 }
 
 build_modules() {
@@ -168,10 +197,16 @@ build_modules() {
       -Dpybind11_DIR="$(python3 -m pybind11 --cmakedir)" \
       -DPKG_CONFIG_USE_CMAKE_PREFIX_PATH=ON -DCMAKE_CXX_FLAGS="-ffile-prefix-map=/build/hdmlp-src=." \
       -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" -DCMAKE_C_COMPILER_LAUNCHER="$launcher" \
+      -DHDMLP_MPI_ABI_INCLUDE_DIR=/mpiabi/include -DCMAKE_C_FLAGS="-ffile-prefix-map=/build/hdmlp-src=." \
       "-DHDMLP_PYTHON_HEADERS=$HDMLP_PY_LIST" >/build/hdmlp-configure.log 2>&1 || { tail -60 /build/hdmlp-configure.log; exit 1; }
     cmake --build /build/hdmlp-out -j "$JOBS"
-    rm -rf /out/modules && mkdir -p /out/modules
+    rm -rf /out/modules /out/mpi-modules && mkdir -p /out/modules /out/mpi-modules
     cp /build/hdmlp-out/py/*/_core.*.so /out/modules/
+    # One module per MPI ABI (hdmlp/_mpi): a wheel without every one would not run with every MPI.
+    for abi in openmpi mpich mpiabi; do
+      [[ -f /build/hdmlp-out/_mpi/$abi.so ]] || { grep "hdmlp MPI modules" /build/hdmlp-configure.log; echo "no $abi module: its MPI header is missing in the build chroot" >&2; exit 1; }
+      cp /build/hdmlp-out/_mpi/$abi.so /out/mpi-modules/
+    done
   '
 }
 
@@ -182,14 +217,15 @@ pack_wheel() {  # pack_wheel MODULE VERSION -> the repaired wheel in $OUT
   # The wheel's shell: metadata, the Python package and the configs from this checkout.
   SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH "$ROOT/.venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation \
     --disable-pip-version-check -w "$work/raw" -Cbuild-dir="$work/build" \
-    -Ccmake.define.HDMLP_PREBUILT_MODULE="$module" "$ROOT" >/dev/null
+    -Ccmake.define.HDMLP_PREBUILT_MODULE="$module" -Ccmake.define.HDMLP_PREBUILT_MPI_MODULES="$CACHE/out/mpi-modules" \
+    "$ROOT" >/dev/null
   local raw
   raw=$(ls "$work"/raw/hdmlp-*.whl)
   cp "$raw" "$work/tagged/"
   (cd "$work/tagged" && SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH "$ROOT/.venv/bin/wheel" tags --remove \
      --python-tag "$tag" --abi-tag "$tag" "$(basename "$raw")" >/dev/null)
   SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH PATH="$ROOT/.venv/bin:$PATH" "$ROOT/.venv/bin/auditwheel" repair -w "$OUT" \
-    --exclude libmpi.so.40 --exclude libopen-rte.so.40 --exclude libopen-pal.so.40 "$work"/tagged/hdmlp-*.whl \
+    "$work"/tagged/hdmlp-*.whl \
     >"$work/auditwheel.log" 2>&1 || { cat "$work/auditwheel.log" >&2; exit 1; }
   ls "$OUT"/hdmlp-*-"$tag"-"$tag"-manylinux*.whl
 }
@@ -210,6 +246,7 @@ main() {
   apt_private_setup
   fetch_sources
   fetch_python_headers
+  fetch_mpi_abi_header
   local t=$SECONDS
   in_build_chroot env HDMLP_WHEEL_CACHE_HINT="$CACHE" HDMLP_BUILD_JOBS="${HDMLP_BUILD_JOBS:-$(nproc)}" \
     HDMLP_SRC_zlib="$HDMLP_SRC_zlib" HDMLP_SRC_jpeg="$HDMLP_SRC_jpeg" HDMLP_SRC_png="$HDMLP_SRC_png" \

@@ -19,7 +19,7 @@ def main():
     scenario, data, out = sys.argv[1], sys.argv[2], sys.argv[3]
     opts = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
     job_kw = opts.get("job", {})
-    world_rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    world_rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("PMI_RANK") or "0")
     batch_size = opts.get("batch_size", 8)
     if "batch_size_by_rank" in opts:
         batch_size = opts["batch_size_by_rank"][world_rank]

@@ -21,9 +21,13 @@ def test_version_names_what_hdmlp_was_built_with(capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"hdmlp {hdmlp.__version__}\n")
     info = hdmlp.build_info()
-    for component in ("mpi", "libjpeg-turbo", "opencv"):
+    for component in ("mpi", "mpi_abis", "libjpeg-turbo", "opencv"):
         assert f"  {component}: {info[component]}" in out
-    assert info["mpi"].startswith(("Open MPI ", "MPICH ", "MPI "))
+    # MPI is loaded at run time: the MPI this process would load and why, and the ABIs built.
+    assert "openmpi" in info["mpi_abis"].split(", ")
+    if shutil.which("mpirun"):
+        assert info["mpi"].startswith("not loaded yet; would load Open MPI v"), info["mpi"]
+        assert "libmpi.so.40" in info["mpi"] and "chosen by" in info["mpi"], info["mpi"]
     assert info["libjpeg-turbo"][0].isdigit() and info["opencv"][0].isdigit()
 
 

@@ -2,7 +2,7 @@
 // libraries' own version macros at compile time (`hdmlp --version`). A
 // user comparing it with what is installed at run time can tell which
 // system library a wheel expects.
-// Thread-safety: returns a constant.
+// Thread-safety: safe from any thread (it lists the MPI modules' folder).
 #ifndef HDMLP_BUILD_INFO_H_
 #define HDMLP_BUILD_INFO_H_
 
@@ -12,7 +12,9 @@
 
 namespace hdmlp {
 
-// (component, version) pairs: "mpi", "libjpeg-turbo", "opencv", "libconfig++", "compiler".
+// (component, version) pairs: "mpi_abis" (the MPI ABIs this build has a
+// module for; MPI itself is loaded at run time, transport/mpi_fabric.h),
+// "libjpeg-turbo", "opencv", "libconfig++", "compiler".
 std::vector<std::pair<std::string, std::string>> BuildInfo();
 
 }  // namespace hdmlp

@@ -15,13 +15,15 @@
 #include <thread>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/transport/mpi_fabric.h"
+#include "hdmlp/transport/mpi_launcher.h"
 
 namespace hdmlp {
 namespace {
 
 std::mutex g_init_mu;
 bool g_we_initialized = false;
-std::vector<MPI_Comm> g_retired;  // closed jobs' communicators, guarded by g_init_mu
+std::vector<FabricHandle> g_retired;  // closed jobs' communicators, guarded by g_init_mu
 pid_t g_initialized_by = 0;  // the process that initialised MPI (a forked child must not finalise it)
 std::atomic<bool> g_peer_failed{false};
 
@@ -32,15 +34,13 @@ std::map<int, std::function<void()>> g_users;
 int g_next_user = 0;
 
 // Polls a nonblocking collective until it completes or timeout_s passes.
-void WaitUntil(MPI_Request* request, double timeout_s, int rank, const std::string& what,
+void WaitUntil(Fabric* fabric, FabricHandle* request, double timeout_s, int rank, const std::string& what,
                const InterruptCheck& interrupt = {}) {
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::duration<double>(timeout_s);
   auto next_check = start + std::chrono::milliseconds(100);
   for (;;) {
-    int done = 0;
-    MPI_Test(request, &done, MPI_STATUS_IGNORE);
-    if (done) return;
+    if (fabric->Test(request)) return;
     if (interrupt && std::chrono::steady_clock::now() > next_check) {
       CheckInterrupt(interrupt);  // a rank interrupted here leaves the others to time out
       next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
@@ -56,81 +56,92 @@ void WaitUntil(MPI_Request* request, double timeout_s, int rank, const std::stri
   }
 }
 
-bool EnvSet(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr && v[0] != '\0';
-}
-
-// HDMLP_NO_MPI=1 (or yes, true, on) keeps hdmlp out of MPI; 0, no, false,
-// off or empty do not.
-bool NoMpiRequested() {
-  const char* v = std::getenv("HDMLP_NO_MPI");
-  if (v == nullptr) return false;
-  std::string s(v);
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return !(s.empty() || s == "0" || s == "no" || s == "false" || s == "off");
+// The process's MPI for a launcher's job, initialised with
+// MPI_THREAD_MULTIPLE (under g_init_mu). Returns nullptr for a job of one rank
+// whose MPI cannot be loaded (said once on stderr): it runs as one rank.
+Fabric* InitializedFabric(bool* we_initialized_now) {
+  *we_initialized_now = false;
+  Fabric* fabric = nullptr;
+  try {
+    fabric = MpiFabric::Get();
+  } catch (const IOError& e) {
+    const MpiLauncher launcher = DetectMpiLauncher();
+    if (MpiFabric::LoadedAndInitialized() || launcher.world_size != 1) throw;
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      std::fprintf(stderr, "hdmlp: running as a single rank without MPI: %s\n", e.what());
+      std::fflush(stderr);
+    });
+    return nullptr;
+  }
+  if (fabric->Finalized()) {
+    throw InvalidArgumentError("MPI has already been finalised in this process: hdmlp cannot use it");
+  }
+  if (!fabric->Initialized()) {
+    fabric->InitThreadMultiple();
+    g_we_initialized = true;
+    g_initialized_by = ::getpid();
+    *we_initialized_now = true;
+  }
+  return fabric;
 }
 
 }  // namespace
 
 bool Communicator::InMpiJob() {
   if (NoMpiRequested()) return false;
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized) return true;
-  return EnvSet("OMPI_COMM_WORLD_SIZE") || EnvSet("PMIX_RANK") || EnvSet("PMI_SIZE") || EnvSet("PMI_RANK");
+  return MpiFabric::LoadedAndInitialized() || DetectMpiLauncher().present;
 }
 
 void Communicator::EnsureInitialized() {
   if (!InMpiJob()) return;
   std::lock_guard<std::mutex> lock(g_init_mu);
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized) return;
-  int provided = 0;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-    throw IOError("MPI_Init_thread failed");
-  }
-  g_we_initialized = true;
-  g_initialized_by = ::getpid();
+  bool now = false;
+  InitializedFabric(&now);
 }
 
 std::unique_ptr<Communicator> Communicator::Create(double timeout_s, const InterruptCheck& interrupt) {
   if (!InMpiJob()) return nullptr;
   std::lock_guard<std::mutex> lock(g_init_mu);
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (finalized) throw InvalidArgumentError("MPI has already been finalised in this process: hdmlp cannot use it");
-  int provided = 0;
-  if (!initialized) {
-    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
-      throw IOError("MPI_Init_thread failed");
-    }
-    g_we_initialized = true;
-    g_initialized_by = ::getpid();
-  } else {
-    MPI_Query_thread(&provided);
-  }
-  if (provided < MPI_THREAD_MULTIPLE) {
+  bool initialized_now = false;
+  Fabric* fabric = InitializedFabric(&initialized_now);
+  if (fabric == nullptr) return nullptr;
+  const int provided = fabric->ThreadLevel();
+  if (provided < 3) {
     throw InvalidArgumentError(
-        "hdmlp needs MPI_THREAD_MULTIPLE, but MPI provides only thread level " + std::to_string(provided) +
-        (initialized ? ": the application initialised MPI with a lower level; initialise it with "
-                       "MPI_THREAD_MULTIPLE (mpi4py: set mpi4py.rc.thread_level = 'multiple' before importing MPI)"
-                     : ": use an MPI build with thread support"));
+        "hdmlp needs MPI_THREAD_MULTIPLE, but " + fabric->info().library + " provides only thread level " +
+        std::to_string(provided) +
+        (!initialized_now ? ": the application initialised MPI with a lower level; initialise it with "
+                            "MPI_THREAD_MULTIPLE (mpi4py: set mpi4py.rc.thread_level = 'multiple' before importing MPI)"
+                          : ": use an MPI build with thread support"));
   }
   // Duplicating is collective: done without blocking, so a rank that never
   // arrives is reported instead of waited for.
-  MPI_Comm dup;
-  MPI_Request request;
-  if (MPI_Comm_idup(MPI_COMM_WORLD, &dup, &request) != MPI_SUCCESS) throw IOError("MPI_Comm_idup failed");
-  int world_rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  WaitUntil(&request, timeout_s, world_rank, "the creation of hdmlp's communicator", interrupt);
-  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-  auto comm = std::unique_ptr<Communicator>(new Communicator(dup, timeout_s));
+  FabricHandle dup = 0, request = 0;
+  fabric->DupWorld(&dup, &request);
+  const int world_rank = fabric->WorldRank();
+  WaitUntil(fabric, &request, timeout_s, world_rank, "the creation of hdmlp's communicator", interrupt);
+  fabric->ReturnErrors(dup);
+  auto comm = std::unique_ptr<Communicator>(new Communicator(fabric, dup, timeout_s));
   comm->set_interrupt(interrupt);
+  // A launcher's job of several ranks that this MPI joined as a world of one
+  // (an MPI the launcher cannot start, e.g. mpi4py's own libmpi under another
+  // MPI's launcher): every rank would read the whole dataset.
+  const MpiLauncher launcher = DetectMpiLauncher();
+  if (launcher.present && launcher.world_size > 1 && comm->size() == 1) {
+    const FabricInfo& info = fabric->info();
+    throw InvalidArgumentError(
+        "hdmlp: this process was started by " + launcher.name + " as one of " + std::to_string(launcher.world_size) +
+        " ranks, but " + info.library + " (" + info.path + ", chosen by " + info.why +
+        ") started as a world of one rank: the launcher and the MPI library do not belong together. Load the "
+        "launcher's MPI (HDMLP_MPI_LIBRARY=<its libmpi>; for " + launcher.name + ": " +
+        DescribeMpiAbi(launcher.abis.front()) + "), or start the job with the launcher of " + info.library);
+  }
   return comm;
+}
+
+std::unique_ptr<Communicator> Communicator::Over(Fabric* fabric, FabricHandle comm, double timeout_s) {
+  return std::unique_ptr<Communicator>(new Communicator(fabric, comm, timeout_s));
 }
 
 int Communicator::RegisterUser(std::function<void()> stop) {
@@ -163,23 +174,22 @@ void Communicator::FinalizeIfOwned() {
   }
   std::lock_guard<std::mutex> lock(g_init_mu);
   if (!g_we_initialized || g_initialized_by != ::getpid()) return;
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (finalized) return;
+  Fabric* fabric = MpiFabric::IfLoaded();
+  if (fabric == nullptr || fabric->Finalized()) return;
   if (g_peer_failed.load()) {
     std::fprintf(stderr,
                  "hdmlp: a peer rank stopped on an error or did not answer: aborting the MPI job rather than "
                  "waiting for that rank in MPI_Finalize\n");
     std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    fabric->AbortWorld(1);
   }
-  MPI_Finalize();
+  fabric->Finalize();
   g_we_initialized = false;
 }
 
-Communicator::Communicator(MPI_Comm comm, double timeout_s) : comm_(comm), timeout_s_(timeout_s) {
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
+Communicator::Communicator(Fabric* fabric, FabricHandle comm, double timeout_s)
+    : fabric_(fabric), comm_(comm), timeout_s_(timeout_s) {
+  fabric_->RankAndSize(comm_, &rank_, &size_);
 }
 
 Communicator::~Communicator() {
@@ -199,8 +209,8 @@ std::string Communicator::DescribeRank(int rank) const {
   return name + " on " + hosts_[static_cast<size_t>(rank)];
 }
 
-void Communicator::Wait(MPI_Request* request, const std::string& what) {
-  WaitUntil(request, timeout_s_, rank_, what, interrupt_);
+void Communicator::Wait(FabricHandle* request, const std::string& what) {
+  WaitUntil(fabric_, request, timeout_s_, rank_, what, interrupt_);
 }
 
 std::vector<std::string> Communicator::AllToAll(const std::vector<std::string>& out, const std::string& what) {
@@ -211,8 +221,8 @@ std::vector<std::string> Communicator::AllToAll(const std::vector<std::string>& 
   const auto n = static_cast<size_t>(size_);
   std::vector<int64_t> send_sizes(n), recv_sizes(n);
   for (size_t r = 0; r < n; ++r) send_sizes[r] = static_cast<int64_t>(out[r].size());
-  MPI_Request request;
-  MPI_Ialltoall(send_sizes.data(), 1, MPI_INT64_T, recv_sizes.data(), 1, MPI_INT64_T, comm_, &request);
+  FabricHandle request = 0;
+  fabric_->AllToAll(comm_, send_sizes.data(), sizeof(int64_t), recv_sizes.data(), &request);
   Wait(&request, what);
   std::vector<int> send_counts(n), send_displs(n), recv_counts(n), recv_displs(n);
   int64_t send_total = 0, recv_total = 0;
@@ -234,8 +244,8 @@ std::vector<std::string> Communicator::AllToAll(const std::vector<std::string>& 
   std::string send(static_cast<size_t>(send_total), '\0');
   for (size_t r = 0; r < n; ++r) send.replace(static_cast<size_t>(send_displs[r]), out[r].size(), out[r]);
   std::string recv(static_cast<size_t>(recv_total), '\0');
-  MPI_Ialltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_CHAR, recv.data(), recv_counts.data(),
-                 recv_displs.data(), MPI_CHAR, comm_, &request);
+  fabric_->AllToAllV(comm_, send.data(), send_counts.data(), send_displs.data(), recv.data(), recv_counts.data(),
+                     recv_displs.data(), &request);
   Wait(&request, what);
   std::vector<std::string> in(n);
   for (size_t r = 0; r < n; ++r) {
@@ -247,8 +257,8 @@ std::vector<std::string> Communicator::AllToAll(const std::vector<std::string>& 
 std::vector<std::string> Communicator::AllGather(const std::string& mine, const std::string& what) {
   int64_t my_size = static_cast<int64_t>(mine.size());
   std::vector<int64_t> sizes(static_cast<size_t>(size_));
-  MPI_Request request;
-  MPI_Iallgather(&my_size, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, comm_, &request);
+  FabricHandle request = 0;
+  fabric_->AllGather(comm_, &my_size, sizeof(int64_t), sizes.data(), &request);
   Wait(&request, what);
   std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
   int64_t total = 0;
@@ -258,8 +268,8 @@ std::vector<std::string> Communicator::AllGather(const std::string& mine, const 
     total += sizes[static_cast<size_t>(r)];
   }
   std::string all(static_cast<size_t>(total), '\0');
-  MPI_Iallgatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), counts.data(), displs.data(),
-                  MPI_CHAR, comm_, &request);
+  fabric_->AllGatherV(comm_, mine.data(), static_cast<int>(mine.size()), all.data(), counts.data(), displs.data(),
+                      &request);
   Wait(&request, what);
   std::vector<std::string> out;
   for (int r = 0; r < size_; ++r) {
@@ -274,10 +284,8 @@ std::vector<std::string> Communicator::AllGather(const std::string& mine, const 
 namespace hdmlp {
 
 void Communicator::AbortIfInitialized(int code) {
-  int initialized = 0, finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  Fabric* fabric = MpiFabric::IfLoaded();
+  if (fabric != nullptr && fabric->Initialized() && !fabric->Finalized()) fabric->AbortWorld(code);
 }
 
 }  // namespace hdmlp

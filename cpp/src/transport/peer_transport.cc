@@ -72,31 +72,27 @@ void PeerTransport::Start() {
 bool PeerTransport::PeerLeft(int peer) const { return left_[static_cast<size_t>(peer)].load(); }
 
 bool PeerTransport::TakeControlMessage() {
-  MPI_Comm comm = comm_->comm();
-  int found = 0;
-  MPI_Message message;
-  MPI_Status status;
-  MPI_Improbe(MPI_ANY_SOURCE, kByeTag, comm, &found, &message, &status);
-  if (found) {
+  Fabric* fabric = comm_->fabric();
+  const FabricHandle comm = comm_->handle();
+  FabricMessage message;
+  if (fabric->Probe(comm, Fabric::kAnySource, kByeTag, &message)) {
     int64_t who = 0;
-    MPI_Mrecv(&who, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
-    said_bye_[static_cast<size_t>(status.MPI_SOURCE)] = true;
+    message.bytes = std::min<int>(message.bytes, sizeof who);
+    fabric->Receive(&message, &who);
+    said_bye_[static_cast<size_t>(message.source)] = true;
     return true;
   }
-  MPI_Improbe(MPI_ANY_SOURCE, kGoneTag, comm, &found, &message, &status);
-  if (found) {
+  if (fabric->Probe(comm, Fabric::kAnySource, kGoneTag, &message)) {
     int64_t who = 0;
-    MPI_Mrecv(&who, 1, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
-    said_bye_[static_cast<size_t>(status.MPI_SOURCE)] = true;
-    left_[static_cast<size_t>(status.MPI_SOURCE)] = true;
+    message.bytes = std::min<int>(message.bytes, sizeof who);
+    fabric->Receive(&message, &who);
+    said_bye_[static_cast<size_t>(message.source)] = true;
+    left_[static_cast<size_t>(message.source)] = true;
     return true;
   }
-  MPI_Improbe(MPI_ANY_SOURCE, kAbortTag, comm, &found, &message, &status);
-  if (found) {
-    int size = 0;
-    MPI_Get_count(&status, MPI_CHAR, &size);
-    std::string text(static_cast<size_t>(std::max(size, 0)), '\0');
-    MPI_Mrecv(text.data(), size, MPI_CHAR, &message, MPI_STATUS_IGNORE);
+  if (fabric->Probe(comm, Fabric::kAnySource, kAbortTag, &message)) {
+    std::string text(static_cast<size_t>(std::max(message.bytes, 0)), '\0');
+    fabric->Receive(&message, text.data());
     std::lock_guard<std::mutex> lock(abort_mu_);
     if (peer_abort_message_.empty()) peer_abort_message_ = text.empty() ? "(no message)" : text;
     peer_aborted_ = true;
@@ -107,17 +103,16 @@ bool PeerTransport::TakeControlMessage() {
   return false;
 }
 
-bool PeerTransport::NextRequest(MPI_Message* message, MPI_Status* status) {
+bool PeerTransport::NextRequest(FabricMessage* message) {
   // One serving thread polls at a time; the others wait here without
   // spending CPU. The poller hands over as soon as it has a request, so the
   // next one is taken while this one is served.
   std::lock_guard<std::mutex> poll(poll_mu_);
-  MPI_Comm comm = comm_->comm();
+  Fabric* fabric = comm_->fabric();
+  const FabricHandle comm = comm_->handle();
   while (!stopping_.load()) {
     if (TakeControlMessage()) continue;
-    int found = 0;
-    MPI_Improbe(MPI_ANY_SOURCE, kRequestTag, comm, &found, message, status);
-    if (found) {
+    if (fabric->Probe(comm, Fabric::kAnySource, kRequestTag, message)) {
       last_request_ = Clock::now();
       return true;
     }
@@ -128,12 +123,14 @@ bool PeerTransport::NextRequest(MPI_Message* message, MPI_Status* status) {
 
 void PeerTransport::ServeLoop() {
   pthread_setname_np(pthread_self(), "hdmlp-serve");  // for top -H and perf: which threads poll
-  MPI_Comm comm = comm_->comm();
-  MPI_Message message;
-  MPI_Status status;
-  while (NextRequest(&message, &status)) {
-    int64_t request[3];
-    MPI_Mrecv(request, 3, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
+  Fabric* fabric = comm_->fabric();
+  const FabricHandle comm = comm_->handle();
+  FabricMessage message;
+  while (NextRequest(&message)) {
+    int64_t request[3] = {0, 0, 0};
+    const int asker = message.source;
+    message.bytes = std::min<int>(message.bytes, sizeof request);
+    fabric->Receive(&message, request);
     SampleBuffer bytes;
     bool hit = false;
     try {
@@ -142,13 +139,12 @@ void PeerTransport::ServeLoop() {
       hit = false;  // e.g. the PFS read failed here: the asker reads it itself and sees the error
     }
     const int reply_tag = static_cast<int>(request[1]);
-    const int asker = status.MPI_SOURCE;
     int64_t header[2] = {request[2], hit ? bytes.size : -1};
-    MPI_Request replies[2];
+    FabricHandle replies[2] = {0, 0};
     int count = 1;
-    MPI_Isend(header, 2, MPI_INT64_T, asker, reply_tag, comm, &replies[0]);
+    fabric->Send(comm, asker, reply_tag, header, sizeof header, &replies[0]);
     if (hit) {
-      MPI_Isend(bytes.data.get(), static_cast<int>(bytes.size), MPI_BYTE, asker, reply_tag, comm, &replies[1]);
+      fabric->Send(comm, asker, reply_tag, bytes.data.get(), static_cast<int>(bytes.size), &replies[1]);
       count = 2;
     }
     // Never block on a reply: an asker that has said bye (or timed out and
@@ -158,8 +154,10 @@ void PeerTransport::ServeLoop() {
     const auto reply_deadline = Clock::now() + std::chrono::duration<double>(comm_->timeout_s());
     Clock::time_point stop_deadline{};
     for (;;) {
-      int done = 0;
-      MPI_Testall(count, replies, &done, MPI_STATUSES_IGNORE);
+      bool done = true;
+      for (int i = 0; i < count; ++i) {
+        if (replies[i] != 0 && !fabric->Test(&replies[i])) done = false;
+      }
       if (done) {
         if (hit) served_.fetch_add(1);
         break;
@@ -167,11 +165,7 @@ void PeerTransport::ServeLoop() {
       if (stopping_.load() && stop_deadline == Clock::time_point{}) stop_deadline = Clock::now() + std::chrono::seconds(1);
       if (left_[static_cast<size_t>(asker)].load() || lost_[static_cast<size_t>(asker)].load() ||
           Clock::now() > reply_deadline || (stop_deadline != Clock::time_point{} && Clock::now() > stop_deadline)) {
-        for (int i = 0; i < count; ++i) {
-          if (replies[i] == MPI_REQUEST_NULL) continue;
-          MPI_Cancel(&replies[i]);
-          MPI_Request_free(&replies[i]);
-        }
+        for (int i = 0; i < count; ++i) fabric->Cancel(&replies[i]);
         // MPI may still read the payload until the cancel takes: keep it.
         std::lock_guard<std::mutex> lock(abandoned_mu_);
         abandoned_.push_back(std::move(bytes));
@@ -205,81 +199,88 @@ IOError PeerTransport::PeerLost(int peer, int64_t sample) {
 bool PeerTransport::Fetch(int peer, int64_t sample, int slot, SampleBuffer* out) {
   if (PeerLeft(peer) || clients_stopped_.load()) return false;
   if (lost_[static_cast<size_t>(peer)].load()) throw PeerLost(peer, sample);  // one timeout per lost peer
-  MPI_Comm comm = comm_->comm();
+  Fabric* fabric = comm_->fabric();
+  const FabricHandle comm = comm_->handle();
   const int reply_tag = kReplyTagBase + slot;
   const int64_t seq = sequence_[static_cast<size_t>(slot)].fetch_add(1) + 1;
   int64_t request[3] = {sample, reply_tag, seq};
-  MPI_Request send;
-  MPI_Isend(request, 3, MPI_INT64_T, peer, kRequestTag, comm, &send);
+  FabricHandle send = 0;
+  fabric->Send(comm, peer, kRequestTag, request, sizeof request, &send);
   const auto asked = Clock::now();
   const auto deadline = asked + std::chrono::duration<double>(comm_->timeout_s());
   bool sent = false;
   for (;;) {
-    if (!sent) {
-      int done = 0;
-      MPI_Test(&send, &done, MPI_STATUS_IGNORE);
-      sent = done != 0;
-    }
-    int found = 0;
-    MPI_Message message;
-    MPI_Status status;
-    MPI_Improbe(peer, reply_tag, comm, &found, &message, &status);
-    if (found) {
-      int64_t header[2];
-      MPI_Mrecv(header, 2, MPI_INT64_T, &message, MPI_STATUS_IGNORE);
+    if (!sent) sent = fabric->Test(&send);
+    FabricMessage message;
+    if (fabric->Probe(comm, peer, reply_tag, &message)) {
+      int64_t header[2] = {0, -1};
+      message.bytes = std::min<int>(message.bytes, sizeof header);
+      fabric->Receive(&message, header);
       // A hit's payload follows its header on the same tag, in order.
       SampleBuffer payload = SampleBuffer::Allocate(std::max<int64_t>(header[1], 0));
       if (header[1] >= 0) {
         for (;;) {  // the peer may die between header and payload
-          MPI_Improbe(peer, reply_tag, comm, &found, &message, &status);
-          if (found) break;
+          if (fabric->Probe(comm, peer, reply_tag, &message)) break;
           if (Clock::now() > deadline) throw PeerLost(peer, sample);
           Pause();
         }
-        MPI_Mrecv(payload.data.get(), static_cast<int>(payload.size), MPI_BYTE, &message, MPI_STATUS_IGNORE);
+        message.bytes = static_cast<int>(std::min<int64_t>(message.bytes, payload.size));
+        fabric->Receive(&message, payload.data.get());
       }
       if (header[0] != seq) continue;  // a late reply to a request that timed out
-      if (!sent) MPI_Wait(&send, MPI_STATUS_IGNORE);
+      // The peer has our request: its send completes at once. Polled, never a blocking wait, so that
+      // no MPI call of a transport thread can outlast the deadline.
+      while (!sent) {
+        sent = fabric->Test(&send);
+        if (sent) break;
+        if (Clock::now() > deadline) {
+          fabric->Release(&send);
+          break;
+        }
+        Pause();
+      }
       if (header[1] < 0) return false;
       *out = std::move(payload);
       return true;
     }
     if (PeerLeft(peer) || clients_stopped_.load()) {
-      if (!sent) MPI_Request_free(&send);
+      if (!sent) fabric->Release(&send);
       return false;
     }
     const auto now = Clock::now();
     if (now > deadline) {
-      if (!sent) MPI_Request_free(&send);
+      if (!sent) fabric->Release(&send);
       throw PeerLost(peer, sample);
     }
     std::this_thread::sleep_for(FetchPollPause(now - asked));
   }
 }
 
-void PeerTransport::SendToEveryPeer(const void* data, int count, MPI_Datatype type, int tag) {
-  MPI_Comm comm = comm_->comm();
-  std::vector<MPI_Request> sends;
+void PeerTransport::SendToEveryPeer(const void* data, int bytes, int tag, bool only_readers) {
+  Fabric* fabric = comm_->fabric();
+  const FabricHandle comm = comm_->handle();
+  std::vector<FabricHandle> sends;
   for (int r = 0; r < comm_->size(); ++r) {
     if (r == comm_->rank() || PeerLeft(r)) continue;
-    sends.emplace_back();
-    MPI_Isend(data, count, type, r, tag, comm, &sends.back());
+    if (only_readers && said_bye_[static_cast<size_t>(r)].load()) continue;
+    sends.emplace_back(0);
+    fabric->Send(comm, r, tag, data, bytes, &sends.back());
   }
   const auto deadline = Clock::now() + std::chrono::seconds(1);
   for (auto& request : sends) {
-    int done = 0;
+    bool done = false;
     while (!done && Clock::now() < deadline) {
-      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      done = fabric->Test(&request);
       if (!done) Pause();
     }
-    if (!done) MPI_Request_free(&request);  // a peer that is gone: do not wait for it
+    if (!done) fabric->Release(&request);  // a peer that is gone: do not wait for it
   }
 }
 
 void PeerTransport::Abort(const std::string& message) {
   if (closed_.load() || aborted_.exchange(true)) return;
   sent_abort_message_ = message;
-  SendToEveryPeer(sent_abort_message_.data(), static_cast<int>(sent_abort_message_.size()), MPI_CHAR, kAbortTag);
+  SendToEveryPeer(sent_abort_message_.data(), static_cast<int>(sent_abort_message_.size()), kAbortTag);
 }
 
 std::string PeerTransport::PeerAbortMessage() const {
@@ -307,7 +308,7 @@ void PeerTransport::Linger() {
   // still read: a peer that has not closed yet would otherwise take this
   // rank's samples from the PFS.
   my_rank_message_ = comm_->rank();
-  SendToEveryPeer(&my_rank_message_, 1, MPI_INT64_T, kByeTag);
+  SendToEveryPeer(&my_rank_message_, sizeof my_rank_message_, kByeTag);
   const auto deadline = Clock::now() + std::chrono::duration<double>(linger_s_);
   while (Clock::now() < deadline && !peer_aborted_.load() && !AllPeersLeft()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -319,7 +320,9 @@ void PeerTransport::Close() {
   Linger();
   // From now on requests to this rank would not be answered: peers that
   // still read take those samples from the PFS at once.
-  SendToEveryPeer(&my_rank_message_, 1, MPI_INT64_T, kGoneTag);
+  // Only to peers still reading: one that said bye asks nothing more (and may have exited: a
+  // message to it could make the MPI library connect to a process that is gone).
+  SendToEveryPeer(&my_rank_message_, sizeof my_rank_message_, kGoneTag, /*only_readers=*/true);
   stopping_ = true;
   for (auto& t : threads_) t.join();
   threads_.clear();

@@ -1,9 +1,14 @@
 // Communicator: hdmlp's own MPI communicator, and the rank collectives it
-// needs at start-up, each with a deadline.
+// needs at start-up, each with a deadline. It reaches MPI only through the
+// Fabric interface (transport/fabric.h): MPI is loaded at run time, at the
+// first use that needs it (transport/mpi_fabric.h), never at import.
 //
 // Create() returns nullptr when the process is not part of an MPI job (no
 // launcher variables and MPI not initialised): hdmlp then runs as a single
-// rank without touching MPI. Otherwise it initialises MPI with
+// rank without loading MPI. A launcher's job whose MPI cannot be loaded is an
+// error that says what to install (or, for a job of one rank, a notice and
+// a single rank); one whose MPI starts as a world of one while the launcher
+// announced more ranks is an error naming both. Otherwise it initialises MPI with
 // MPI_THREAD_MULTIPLE if nobody has (and then owns its finalisation, which
 // FinalizeIfOwned does at process exit), or reuses an MPI already
 // initialised by mpi4py, Horovod or torch.distributed (never finalising it),
@@ -33,14 +38,13 @@
 #ifndef HDMLP_TRANSPORT_COMMUNICATOR_H_
 #define HDMLP_TRANSPORT_COMMUNICATOR_H_
 
-#include <mpi.h>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "hdmlp/transport/fabric.h"
 #include "hdmlp/util/interrupt.h"
 
 namespace hdmlp {
@@ -50,6 +54,10 @@ class Communicator {
   // interrupt is polled while waiting for the other ranks (and kept for the
   // collectives).
   static std::unique_ptr<Communicator> Create(double timeout_s, const InterruptCheck& interrupt = {});
+  // A communicator of another Fabric (not the process's MPI), already made
+  // there: `comm` is its handle. For fabrics that start themselves (tests'
+  // in-process fabric; a later transport without MPI).
+  static std::unique_ptr<Communicator> Over(Fabric* fabric, FabricHandle comm, double timeout_s);
   // Initialises MPI now if this process is in an MPI job (Create does it
   // otherwise). MPI_Init itself waits for every rank: it cannot time out.
   static void EnsureInitialized();
@@ -78,7 +86,10 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   double timeout_s() const { return timeout_s_; }
-  MPI_Comm comm() const { return comm_; }
+  // The library and this job's communicator in it, for the peer transport's
+  // point-to-point messages (any thread).
+  Fabric* fabric() const { return fabric_; }
+  FabricHandle handle() const { return comm_; }
   // Polled while a collective waits (set before calling them).
   void set_interrupt(InterruptCheck interrupt) { interrupt_ = std::move(interrupt); }
   // Every rank's host name, in rank order, for messages that name a rank
@@ -94,11 +105,12 @@ class Communicator {
   std::vector<std::string> AllToAll(const std::vector<std::string>& out, const std::string& what);
 
  private:
-  Communicator(MPI_Comm comm, double timeout_s);
+  Communicator(Fabric* fabric, FabricHandle comm, double timeout_s);
   // Waits for a request until the deadline; names `what` on timeout.
-  void Wait(MPI_Request* request, const std::string& what);
+  void Wait(FabricHandle* request, const std::string& what);
 
-  MPI_Comm comm_;
+  Fabric* fabric_;
+  FabricHandle comm_;
   int rank_ = 0;
   int size_ = 1;
   double timeout_s_;

@@ -10,14 +10,16 @@
 // one peer for one sample at a time per client slot (each staging worker and
 // prefetch thread has its own slot, so replies never cross).
 //
-// Protocol, on the job's own communicator: a request (tag 1) carries
+// Protocol, on the job's own communicator (bytes through its Fabric, which
+// knows nothing of it): a request (tag 1) carries
 // {sample, reply tag, sequence number}; the reply is a header {sequence,
 // size or -1} followed, for a hit, by the payload, both on the reply tag. A
 // rank that closes sends "bye" (tag 2: it reads nothing more) to every peer
 // and then lingers: its serving threads keep answering until every peer
 // has said bye too (or linger_s passes, or a peer stopped on an error), so a
 // peer still reading gets its samples from here rather than from the PFS.
-// Then it sends "gone" (tag 4: it serves nothing more) and stops serving;
+// Then it sends "gone" (tag 4: it serves nothing more) to the peers that
+// still read (not to those that said bye) and stops serving;
 // requests to a rank that is gone are not sent and report "not here", so
 // the caller falls back to the PFS. A rank that stops on an error tells every peer why
 // (tag 3, the message's bytes), so that every rank can raise it promptly
@@ -93,7 +95,7 @@ class PeerTransport {
   void ServeLoop();
   // Polls (one thread at a time) until a request comes (true, with it
   // matched) or the transport stops (false); handles bye, gone and abort.
-  bool NextRequest(MPI_Message* message, MPI_Status* status);
+  bool NextRequest(FabricMessage* message);
   bool TakeControlMessage();  // true: one was taken
   bool AllPeersLeft() const;
   // Marks `peer` lost (first time: reports it as PeerAbortMessage) and
@@ -102,7 +104,8 @@ class PeerTransport {
   // Sends to every rank but this one and those that are gone; waits at most
   // a second. `data` must outlive the transport: a send to a peer that is
   // gone is freed unfinished, and MPI may still read it.
-  void SendToEveryPeer(const void* data, int count, MPI_Datatype type, int tag);
+  // only_readers: skip the peers that said bye.
+  void SendToEveryPeer(const void* data, int bytes, int tag, bool only_readers = false);
 
   Communicator* comm_;
   int serving_threads_;
