@@ -191,7 +191,7 @@ main() {
   local start=$SECONDS
   SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || echo 1700000000)}
   export SOURCE_DATE_EPOCH
-  mkdir -p "$CACHE/deps" "$CACHE/scratch" "$CACHE/out" "$OUT"
+  mkdir -p "$CACHE/deps" "$CACHE/scratch" "$CACHE/out" "$CACHE/src-x" "$OUT"  # src-x: LOCAL WORKAROUND (i36b)
   "$HERE/chroot.sh" make bullseye "$CACHE/chroot-bullseye-build" "${BUILD_CHROOT_PACKAGES[@]}"
   in_build_chroot sh -c 'command -v ccache >/dev/null || { apt-get update -q && apt-get install -y -q ccache; }' \
     >/dev/null

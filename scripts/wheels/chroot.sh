@@ -92,10 +92,9 @@ run_in_chroot() {
     mount -t tmpfs tmpfs "$d/tmp"
     [[ -f /etc/resolv.conf ]] && cp -L /etc/resolv.conf "$d/etc/resolv.conf" 2>/dev/null || true
     # The host'"'"'s trust store (it may hold a proxy'"'"'s CA that pip needs to reach PyPI).
-    if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
-      mkdir -p "$d/etc/ssl/certs"
-      [[ -e $d/etc/ssl/certs/ca-certificates.crt ]] || : > "$d/etc/ssl/certs/ca-certificates.crt"
-      mount --bind -o ro /etc/ssl/certs/ca-certificates.crt "$d/etc/ssl/certs/ca-certificates.crt"
+    if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then  # LOCAL WORKAROUND (i36b), dropped when i36's fix is merged
+      mkdir -p "$d/run/hdmlp" && : > "$d/run/hdmlp/host-ca.crt"
+      mount --bind -o ro /etc/ssl/certs/ca-certificates.crt "$d/run/hdmlp/host-ca.crt"
     fi
     for b in ${HDMLP_CHROOT_BINDS:-}; do
       IFS=: read -r src dst mode <<<"$b"
@@ -104,7 +103,7 @@ run_in_chroot() {
       [[ ${mode:-} == ro ]] && mount -o remount,bind,ro "$d$dst"
     done
     exec chroot "$d" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      LANG=C.UTF-8 TERM=dumb PIP_CERT=/etc/ssl/certs/ca-certificates.crt OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+      LANG=C.UTF-8 TERM=dumb PIP_CERT=/run/hdmlp/host-ca.crt OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
       SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-} "$@"
   ' hdmlp-chroot "$@"
 }
