@@ -92,7 +92,7 @@ run_in_chroot() {
     mount -t tmpfs tmpfs "$d/tmp"
     [[ -f /etc/resolv.conf ]] && cp -L /etc/resolv.conf "$d/etc/resolv.conf" 2>/dev/null || true
     # The host'"'"'s trust store (it may hold a proxy'"'"'s CA that pip needs to reach PyPI).
-    if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then  # LOCAL WORKAROUND (i36b), dropped when i36's fix is merged
+    if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then  # LOCAL WORKAROUND (i36b), dropped when the fix of i36 is merged
       mkdir -p "$d/run/hdmlp" && : > "$d/run/hdmlp/host-ca.crt"
       mount --bind -o ro /etc/ssl/certs/ca-certificates.crt "$d/run/hdmlp/host-ca.crt"
     fi
