@@ -7,6 +7,8 @@
 #include <mpi.h>
 #include <opencv2/core/version.hpp>
 
+#include "hdmlp/transforms/simd.h"
+
 namespace hdmlp {
 namespace {
 
@@ -45,6 +47,8 @@ std::vector<std::pair<std::string, std::string>> BuildInfo() {
 #else
       {"compiler", "unknown"},
 #endif
+      // The transforms' kernels on this CPU (the same bytes from each: transforms/simd.h).
+      {"simd", std::string(KernelsName(ActiveKernels())) + " (built: " + CompiledKernels() + ")"},
   };
 }
 

@@ -18,6 +18,24 @@ CMAKE_COMMON=(-G Ninja -Wno-dev -Wno-deprecated -DCMAKE_BUILD_TYPE=Release -DCMA
 
 log() { printf '[hdmlp deps] %s\n' "$*" >&2; }
 HDMLP_WHEEL_CACHE_HINT=${HDMLP_WHEEL_CACHE_HINT:-the wheel cache}
+HDMLP_SCRATCH_HINT=${HDMLP_SCRATCH_HINT:-scratch}
+
+# Cross-compiling (HDMLP_CROSS=aarch64-linux-gnu, scripts/wheels/arch.sh) changes only the
+# environment the recipes below run in, never their text (which the stamps hash, so that the
+# x86-64 libraries are not rebuilt for it): CMake gets the target's toolchain file, autoconf its
+# --host through the host_alias variable (configure reads it from the environment), zlib its
+# CHOST. The target's test programs run through qemu-user (scripts/wheels/binfmt.sh).
+# -ffp-contract=off: GCC fuses a * b + c into one instruction on aarch64 by default, which rounds
+# differently; x86-64's baseline has no FMA, so this keeps the libraries' float arithmetic the same.
+XXHASH_RECIPE=build_xxhash
+if [[ -n ${HDMLP_CROSS:-} ]]; then
+  export CC=$HDMLP_CROSS-gcc CXX=$HDMLP_CROSS-g++ AR=$HDMLP_CROSS-ar RANLIB=$HDMLP_CROSS-ranlib
+  export STRIP=$HDMLP_CROSS-strip NM=$HDMLP_CROSS-nm CHOST=$HDMLP_CROSS host_alias=$HDMLP_CROSS
+  export CFLAGS="$CFLAGS -ffp-contract=off" CXXFLAGS="$CXXFLAGS -ffp-contract=off"
+  export PKG_CONFIG_LIBDIR=$PREFIX/lib/pkgconfig:/usr/lib/$HDMLP_CROSS/pkgconfig:/usr/share/pkgconfig
+  CMAKE_COMMON+=(-DCMAKE_TOOLCHAIN_FILE=/hdmlp/scripts/wheels/$HDMLP_CROSS.cmake)
+  XXHASH_RECIPE=build_xxhash_portable
+fi
 
 # Each step runs once; its stamp records the source folder it was built from and the
 # recipe (the build function's text), so a change of either rebuilds that library.
@@ -33,7 +51,7 @@ step() {
   cp -a "/src/$src/." "/build/$name/"
   (cd "/build/$name" && "$@") 2>"/build/$name.log" || {
     tail -40 "/build/$name.log" >&2
-    log "building $name failed (its errors: $HDMLP_WHEEL_CACHE_HINT/scratch/$name.log)"
+    log "building $name failed (its errors: $HDMLP_WHEEL_CACHE_HINT/$HDMLP_SCRATCH_HINT/$name.log)"
     exit 1
   }
   echo "$want" > "$stamp"
@@ -86,6 +104,13 @@ build_xxhash() {  # libxxhash.a with the x86 dispatch (SSE2/AVX2/AVX-512 chosen 
   install -m 644 xxhash.h xxh3.h xxh_x86dispatch.h $PREFIX/include/
 }
 
+build_xxhash_portable() {  # libxxhash.a without the x86 dispatch (other CPUs: XXH3's own vector code), headers
+  $CC $CFLAGS -c xxhash.c -o xxhash.o
+  $AR rcsD libxxhash.a xxhash.o
+  install -m 644 libxxhash.a $PREFIX/lib/
+  install -m 644 xxhash.h xxh3.h $PREFIX/include/
+}
+
 build_libconfig() {  # the C and C++ parsers; no examples, no docs
   ./configure --prefix=$PREFIX --disable-shared --enable-static --with-pic --disable-examples >/dev/null
   make -C lib -j"$JOBS" >/dev/null
@@ -133,7 +158,7 @@ step jpeg "$HDMLP_SRC_jpeg" build_jpeg
 step png "$HDMLP_SRC_png" build_png
 step webp "$HDMLP_SRC_webp" build_webp
 step tiff "$HDMLP_SRC_tiff" build_tiff
-step xxhash "$HDMLP_SRC_xxhash" build_xxhash
+step xxhash "$HDMLP_SRC_xxhash" "$XXHASH_RECIPE"
 step libconfig "$HDMLP_SRC_libconfig" build_libconfig
 step hdf5 "$HDMLP_SRC_hdf5" build_hdf5
 step opencv "$HDMLP_SRC_opencv" build_opencv

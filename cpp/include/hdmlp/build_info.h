@@ -12,7 +12,8 @@
 
 namespace hdmlp {
 
-// (component, version) pairs: "mpi", "libjpeg-turbo", "opencv", "libconfig++", "compiler".
+// (component, version) pairs: "mpi", "libjpeg-turbo", "opencv", "libconfig++", "compiler", and
+// "simd", the transforms' vector kernels on this CPU (chosen at run time).
 std::vector<std::pair<std::string, std::string>> BuildInfo();
 
 }  // namespace hdmlp
