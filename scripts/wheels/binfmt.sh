@@ -6,7 +6,7 @@
 #   scripts/wheels/binfmt.sh run CMD...   run CMD with an aarch64 handler registered
 #   scripts/wheels/binfmt.sh state        print the state: binfmt_misc mounted or not, its status,
 #                                         the registered handlers (one line each)
-#   scripts/wheels/binfmt.sh qemu         fetch qemu-aarch64-static into the cache; print its path
+#   scripts/wheels/binfmt.sh qemu         fetch qemu-aarch64 into the cache; print its path
 #
 # `run` records the state first and works in a private mount namespace (unshare -m):
 #   - binfmt_misc not mounted on the machine: it is mounted in that namespace only, and the
@@ -20,8 +20,8 @@
 # Then it compares the state with the one recorded, and fails if they differ. Handlers are
 # per process (the PID in the name), so runs at the same time do not remove each other's.
 #
-# qemu-aarch64-static comes from Debian's qemu-user-static package of the machine's release,
-# unpacked into $HDMLP_WHEEL_CACHE/qemu (never installed: no package scripts run).
+# qemu-aarch64 comes from Debian 13's qemu-user package (statically linked), unpacked into
+# $HDMLP_WHEEL_CACHE/qemu (never installed: no package scripts run).
 # HDMLP_QEMU_AARCH64=PATH uses another interpreter (the tests register /bin/true: cheap).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -49,24 +49,35 @@ state() {
   done
 }
 
-# The path of qemu-aarch64-static, fetched once.
+# The path of qemu-aarch64, fetched once: Debian 13's qemu-user (10.0, statically linked), from a
+# private package list (the machine's apt configuration is left alone); 7.2, bookworm's, failed a
+# package's post-install script in a trixie chroot now and then.
+QEMU_SUITE=trixie
 qemu_path() {
   if [[ -n ${HDMLP_QEMU_AARCH64:-} ]]; then echo "$HDMLP_QEMU_AARCH64"; return; fi
   local dir=$CACHE/qemu
-  if [[ ! -x $dir/qemu-aarch64-static ]]; then
-    log "fetching qemu-user-static (Debian's package of this machine's release, unpacked into $dir)"
-    rm -rf "$dir.partial" && mkdir -p "$dir.partial/deb"
-    (cd "$dir.partial/deb" && apt-get download qemu-user-static >/dev/null 2>&1) || {
-      echo "binfmt.sh: apt-get download qemu-user-static failed (run apt-get update?)" >&2
+  if [[ ! -x $dir/qemu-aarch64 ]]; then
+    log "fetching qemu-user ($QEMU_SUITE's package, unpacked into $dir; never installed)"
+    local mirror apt=$dir.partial/apt
+    mirror=$("$HERE/chroot.sh" mirror)
+    rm -rf "$dir.partial" && mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$dir.partial/deb"
+    echo "deb [arch=amd64] $mirror $QEMU_SUITE main" > "$apt/sources.list"
+    local opts=(-q -o Dir::Etc::SourceList="$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+                -o Dir::State::Lists="$apt/lists" -o Dir::Cache="$apt/cache" -o Debug::NoLocking=1
+                -o APT::Sandbox::User=root -o Dir::State::status=/dev/null -o APT::Architectures::=amd64)
+    { apt-get "${opts[@]}" update && (cd "$dir.partial/deb" && apt-get "${opts[@]}" download qemu-user); } \
+      >"$dir.partial/apt.log" 2>&1 || {
+      tail -5 "$dir.partial/apt.log" >&2
+      echo "binfmt.sh: could not fetch qemu-user from $mirror ($QEMU_SUITE)" >&2
       exit 1
     }
     dpkg -x "$dir.partial"/deb/*.deb "$dir.partial/x"
-    cp "$dir.partial/x/usr/bin/qemu-aarch64-static" "$dir.partial/"
+    cp "$dir.partial/x/usr/bin/qemu-aarch64" "$dir.partial/"
     dpkg-deb -f "$dir.partial"/deb/*.deb Version > "$dir.partial/version"
-    rm -rf "$dir.partial/x" "$dir.partial/deb" "$dir"
+    rm -rf "$dir.partial/x" "$dir.partial/deb" "$apt" "$dir"
     mv "$dir.partial" "$dir"
   fi
-  echo "$dir/qemu-aarch64-static"
+  echo "$dir/qemu-aarch64"
 }
 
 # Inside the private namespace: make sure an aarch64 handler is there, then run CMD.
@@ -118,12 +129,16 @@ run() {
   return "$rc"
 }
 
-cmd=${1:-}
-[[ $# -gt 0 ]] && shift
-case "$cmd" in
-  run) run "$@" ;;
-  _inner) inner "$@" ;;
-  state) state ;;
-  qemu) qemu_path ;;
-  *) echo "usage: scripts/wheels/binfmt.sh {run CMD...|state|qemu}" >&2; exit 2 ;;
-esac
+main() {
+  local cmd=${1:-}
+  [[ $# -gt 0 ]] && shift
+  case "$cmd" in
+    run) run "$@" ;;
+    _inner) inner "$@" ;;
+    state) state ;;
+    qemu) qemu_path ;;
+    *) echo "usage: scripts/wheels/binfmt.sh {run CMD...|state|qemu}" >&2; exit 2 ;;
+  esac
+}
+
+main "$@"; exit  # one line: an edit of this file while it runs cannot run more of it

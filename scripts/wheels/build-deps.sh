@@ -39,10 +39,15 @@ fi
 
 # Each step runs once; its stamp records the source folder it was built from and the
 # recipe (the build function's text), so a change of either rebuilds that library.
+# SOURCE_DATE_EPOCH is the source package's own date (its debian/changelog's, as Debian's
+# reproducible builds set it), so the dates libraries embed (libjpeg-turbo's build, OpenCV's
+# timestamp) depend on the sources only, not on the day or the checkout they were built from.
 step() {
   local name=$1 src=$2; shift 2
   local stamp=$PREFIX/.built-$name want
-  want="$src $(declare -f "$1" | sha256sum | cut -c1-16)"
+  SOURCE_DATE_EPOCH=$(dpkg-parsechangelog -l "/src/$src/debian/changelog" -S Timestamp)
+  export SOURCE_DATE_EPOCH
+  want="$src $(declare -f "$1" | sha256sum | cut -c1-16) date=$SOURCE_DATE_EPOCH"
   if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then return; fi
   log "building $name from $src"
   local start=$SECONDS
@@ -122,6 +127,10 @@ build_hdf5() {  # the C library only (thread-safe like Debian's), deflate throug
   ./configure --prefix=$PREFIX --disable-shared --enable-static --with-pic --enable-threadsafe --disable-hl \
     --disable-cxx --disable-fortran --disable-java --disable-tests --disable-tools --with-zlib=$PREFIX \
     --without-szlib --disable-parallel >/dev/null
+  # The library keeps a summary of this configure run (H5check_version prints it) with its date,
+  # user, host and kernel: blanked, so that the wheel does not depend on when and where it was built.
+  sed -i -e 's/^\( *Configured on:\).*/\1 -/' -e 's/^\( *Configured by:\).*/\1 -/' \
+    -e 's/^\( *Uname information:\).*/\1 -/' src/libhdf5.settings
   make -j"$JOBS" >/dev/null
   make install >/dev/null
 }
@@ -142,24 +151,30 @@ build_opencv() {  # core, imgproc and imgcodecs with the JPEG, PNG, TIFF and Web
     -DWITH_PTHREADS_PF=ON -DWITH_CAROTENE=OFF -DCV_TRACE=OFF -DOPENCV_ENABLE_NONFREE=OFF \
     -DENABLE_PRECOMPILED_HEADERS=OFF >/build/opencv-configure.log 2>&1 || {
     grep -A8 "CMake Error" /build/opencv-configure.log >&2; return 1; }
+  # cv::getBuildInformation() names the build machine's kernel: left out (see build_hdf5).
+  sed -i '/"    Host: /d' out/modules/core/version_string.inc
   cmake --build out -j"$JOBS" >/dev/null
   cmake --install out >/dev/null
 }
 
-mkdir -p $PREFIX/lib $PREFIX/include
-# cmake, ninja and pybind11 from PyPI, pinned (bullseye's cmake 3.18 is older than hdmlp needs).
-if ! cmp -s /hdmlp/scripts/wheels/build-tools.txt $PREFIX/.build-tools 2>/dev/null; then
-  log "installing the build tools (scripts/wheels/build-tools.txt)"
-  python3 -m pip install -q --disable-pip-version-check --no-cache-dir -r /hdmlp/scripts/wheels/build-tools.txt
-  cp /hdmlp/scripts/wheels/build-tools.txt $PREFIX/.build-tools
-fi
-step zlib "$HDMLP_SRC_zlib" build_zlib
-step jpeg "$HDMLP_SRC_jpeg" build_jpeg
-step png "$HDMLP_SRC_png" build_png
-step webp "$HDMLP_SRC_webp" build_webp
-step tiff "$HDMLP_SRC_tiff" build_tiff
-step xxhash "$HDMLP_SRC_xxhash" "$XXHASH_RECIPE"
-step libconfig "$HDMLP_SRC_libconfig" build_libconfig
-step hdf5 "$HDMLP_SRC_hdf5" build_hdf5
-step opencv "$HDMLP_SRC_opencv" build_opencv
-log "all dependencies are in $PREFIX"
+main() {
+  mkdir -p $PREFIX/lib $PREFIX/include
+  # cmake, ninja and pybind11 from PyPI, pinned (bullseye's cmake 3.18 is older than hdmlp needs).
+  if ! cmp -s /hdmlp/scripts/wheels/build-tools.txt $PREFIX/.build-tools 2>/dev/null; then
+    log "installing the build tools (scripts/wheels/build-tools.txt)"
+    python3 -m pip install -q --disable-pip-version-check --no-cache-dir -r /hdmlp/scripts/wheels/build-tools.txt
+    cp /hdmlp/scripts/wheels/build-tools.txt $PREFIX/.build-tools
+  fi
+  step zlib "$HDMLP_SRC_zlib" build_zlib
+  step jpeg "$HDMLP_SRC_jpeg" build_jpeg
+  step png "$HDMLP_SRC_png" build_png
+  step webp "$HDMLP_SRC_webp" build_webp
+  step tiff "$HDMLP_SRC_tiff" build_tiff
+  step xxhash "$HDMLP_SRC_xxhash" "$XXHASH_RECIPE"
+  step libconfig "$HDMLP_SRC_libconfig" build_libconfig
+  step hdf5 "$HDMLP_SRC_hdf5" build_hdf5
+  step opencv "$HDMLP_SRC_opencv" build_opencv
+  log "all dependencies are in $PREFIX"
+}
+
+main; exit  # one line: an edit of this file while it runs cannot run more of it
