@@ -61,6 +61,9 @@ make_chroot() {
   }
   # apt inside the chroot uses the same mirror for later installs.
   echo "deb $mirror $suite main" > "$tmp/etc/apt/sources.list"
+  # A mirror that is a snapshot (a frozen copy) serves testing's and sid's Release files past their
+  # Valid-Until date, which apt refuses; their signatures are still checked.
+  echo 'Acquire::Check-Valid-Until "false";' > "$tmp/etc/apt/apt.conf.d/99hdmlp-valid-until"
   if [[ $# -gt 0 ]]; then
     echo ready > "$tmp/.hdmlp-chroot"
     run_in_chroot "$tmp" sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
