@@ -25,9 +25,28 @@ main() {
   rm -f "$WORK"/runs/*.json
   declare -A SUITE=([cp311]=bookworm [cp313]=trixie [cp314]=sid)
 
-  log "the image folder: $DATA (200 JPEGs)"
-  (cd /tmp && "$ROOT/.venv/bin/python" -c 'import sys; from hdmlp.datasets import make_image_folder
-  make_image_folder(sys.argv[1], num_images=200, num_classes=8, seed=36, threads=2)' "$DATA")
+  log "the image folder: $DATA (200 JPEGs, and 40 other files: PNG, WebP, TIFF, BMP, PPM, grayscale, CMYK)"
+  (cd /tmp && "$ROOT/.venv/bin/python" -c 'import sys; from hdmlp.datasets import make_image_folder as m; m(sys.argv[1], num_images=200, num_classes=8, seed=36, threads=2)' "$DATA")
+  # A class of other formats, written from the first 40 JPEGs by Pillow (the test extra's), once.
+  if [[ ! -f $DATA/formats/.done ]]; then
+    (cd /tmp && "$ROOT/.venv/bin/python" - "$DATA" <<'PY'
+import pathlib, sys
+from PIL import Image
+root = pathlib.Path(sys.argv[1])
+out = root / "formats"
+out.mkdir(exist_ok=True)
+kinds = [("png", "RGB", {}), ("png", "L", {}), ("png", "RGBA", {}), ("webp", "RGB", {"quality": 80}),
+         ("webp", "RGB", {"lossless": True}), ("tiff", "RGB", {"compression": "tiff_lzw"}), ("bmp", "RGB", {}),
+         ("ppm", "RGB", {}), ("jpg", "L", {"quality": 90}), ("jpg", "CMYK", {"quality": 90}),
+         ("jpg", "RGB", {"quality": 92, "progressive": True}), ("jpg", "RGB", {"quality": 95, "subsampling": 0})]
+for i, src in enumerate(sorted(root.glob("n*/*.JPEG"))[:40]):
+    ext, mode, opts = kinds[i % len(kinds)]
+    img = Image.open(src).convert(mode)
+    img.save(out / f"{i:03d}_{mode}.{ext}", **opts)
+(out / ".done").write_text("40\n")
+PY
+    )
+  fi
 
   start=$SECONDS
   runs=()
