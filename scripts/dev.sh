@@ -5,8 +5,8 @@
 #   scripts/dev.sh test                        set up, then run every test (C++, sanitizers,
 #                                              fuzz targets for 7 s each, a wheel test, pytest)
 #   scripts/dev.sh setup                       set up only
-#   scripts/dev.sh wheels [OUT]                slim manylinux_2_31 wheels for CPython 3.11 and 3.13, x86-64 and
-#                                              aarch64 (dist/), built in bullseye chroots (scripts/wheels/build.sh)
+#   scripts/dev.sh wheels [OUT]                slim manylinux_2_31 wheels for CPython 3.11, 3.13 and 3.14, x86-64
+#                                              and aarch64 (dist/), built in bullseye chroots (scripts/wheels/build.sh)
 #   scripts/dev.sh wheel-test WHEEL SUITE      install WHEEL in a fresh chroot of a Debian SUITE (bookworm
 #                                              for cp311, trixie for cp313, sid for cp314; arm64 under qemu-user
 #                                              for an aarch64 wheel) and run the smoke test there

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/dev.sh wheels [OUT]: a slim manylinux wheel of hdmlp for every CPython whose headers
-# Debian serves (3.11 from bookworm, 3.13 from trixie), all built in a bullseye chroot
+# Debian serves (3.11 from bookworm, 3.13 from trixie, 3.14 from forky), all built in a bullseye chroot
 # (glibc 2.31, gcc 10) so each runs where glibc is 2.31 or newer (manylinux_2_31), for x86-64
 # and for aarch64 (cross-compiled: scripts/wheels/arch.sh). Per architecture:
 #
@@ -30,8 +30,11 @@ SOURCES=(zlib=1:1.2.13.dfsg-1 libjpeg-turbo=1:2.1.5-2 libpng1.6=1.6.39-2+deb12u5
 # build-deps.sh's name for each.
 declare -A STEP=([zlib]=zlib [libjpeg-turbo]=jpeg [libpng1.6]=png [libwebp]=webp [tiff]=tiff [xxhash]=xxhash
                  [libconfig]=libconfig [hdf5]=hdf5 [opencv]=opencv)
-# CPython version, the Debian suite that serves its headers, and the pinned package.
-PYTHONS=(3.11:bookworm:libpython3.11-dev=3.11.2-6+deb12u8 3.13:trixie:libpython3.13-dev=3.13.5-2+deb13u5)
+# CPython version, the Debian suite that serves its headers, and the pinned package. 3.14 comes from
+# forky (Debian's testing), whose versions move on faster than a stable release's: when the archive
+# stops serving the pin, the download fails with its name (update it: apt-cache policy libpython3.14-dev).
+PYTHONS=(3.11:bookworm:libpython3.11-dev=3.11.2-6+deb12u8 3.13:trixie:libpython3.13-dev=3.13.5-2+deb13u5
+         3.14:forky:libpython3.14-dev=3.14.8-1)
 # HDMLP_WHEEL_PYTHONS replaces that list (same form, or VERSION:headers:TARBALL for headers carried
 # from another machine, see fetch_python_headers); HDMLP_WHEEL_ONLY="3.13 ..." keeps only those versions.
 [[ -n ${HDMLP_WHEEL_PYTHONS:-} ]] && read -r -a PYTHONS <<<"$HDMLP_WHEEL_PYTHONS"
