@@ -90,6 +90,7 @@
 #include "hdmlp/tools/image_folder_generator.h"
 #include "hdmlp/transforms/decode.h"
 #include "hdmlp/transforms/resample.h"
+#include "hdmlp/transforms/simd.h"
 #include "hdmlp/transforms/transform_pipeline.h"
 
 namespace {
@@ -421,7 +422,7 @@ int main(int argc, char** argv) {
   }
 
   Run(max_threads, std::min<int64_t>(n, 64), cases[1].work);  // warm-up: caches, scratch buffers
-  std::printf("AVX2 kernels: %s\n", hdmlp::ResampleUsesAvx2() ? "yes" : "no");
+  std::printf("vector kernels: %s\n", hdmlp::KernelsName(hdmlp::ActiveKernels()));
   // Every selected case on 1 and --threads threads, --rounds times
   // round-robin; CPU us/image per round, then the median.
   struct Row {

@@ -5,13 +5,15 @@
 #   scripts/dev.sh test                        set up, then run every test (C++, sanitizers,
 #                                              fuzz targets for 7 s each, a wheel test, pytest)
 #   scripts/dev.sh setup                       set up only
-#   scripts/dev.sh wheels [OUT]                slim manylinux_2_31 wheels for CPython 3.11 and 3.13 (dist/),
-#                                              built in a bullseye chroot (scripts/wheels/build.sh)
+#   scripts/dev.sh wheels [OUT]                slim manylinux_2_31 wheels for CPython 3.11, 3.13 and 3.14, x86-64
+#                                              and aarch64 (dist/), built in bullseye chroots (scripts/wheels/build.sh)
 #   scripts/dev.sh wheel-test WHEEL SUITE      install WHEEL in a fresh chroot of a Debian SUITE (bookworm
-#                                              for cp311, trixie for cp313) and run the smoke test there;
+#                                              for cp311, trixie for cp313, sid for cp314; arm64 under qemu-user
+#                                              for an aarch64 wheel) and run the smoke test there;
 #                                              SUITE-MPI (e.g. bookworm-mpich, trixie-openmpi, bookworm-pypi-mpich,
 #                                              bookworm-impi, bookworm-nompi): the wheel with that MPI
 #                                              (scripts/wheels/mpi_test.sh)
+#   scripts/dev.sh same-bytes WHEEL...         do the wheels (and this build) give the same batches? (same_bytes.sh)
 #   scripts/dev.sh sdist [OUT]                 the source distribution (dist/)
 #   scripts/dev.sh sdist-test SDIST [SUITE]    pip install SDIST in a fresh chroot without hdmlp's libraries:
 #                                              the build must stop with one message naming them all
@@ -388,7 +390,7 @@ run_wheel_check() {
   local out=build/ci-wheels minutes=${HDMLP_WHEEL_CHECK_MINUTES:-30} rc=0
   rm -rf "$out"
   # Not --foreground: a timeout ends the whole build (its compilers in the chroot too).
-  HDMLP_WHEEL_ONLY=3.13 timeout "${minutes}m" scripts/wheels/build.sh "$out" || rc=$?
+  HDMLP_WHEEL_ONLY=3.13 HDMLP_WHEEL_ARCHS=x86_64 timeout "${minutes}m" scripts/wheels/build.sh "$out" || rc=$?
   if [[ $rc -eq 124 ]]; then
     log "wheel check SKIPPED: building the wheel took more than $minutes minutes (a cold cache builds the"
     log "dependencies first; the next run reuses them). Run scripts/dev.sh wheels to finish it."
@@ -436,6 +438,7 @@ case "$cmd" in
   wheel-test) [[ ${2:-} == *-* ]] && exec scripts/wheels/mpi_test.sh "$@"; exec scripts/wheels/test.sh "$@" ;;
   wheel-cold-check) exec scripts/wheels/cold_check.sh ;;
   wheels-cold) setup; exec scripts/wheels/cold_run.sh "$@" ;;
+  same-bytes) setup; exec scripts/wheels/same_bytes.sh "$@" ;;
   sdist-test) exec scripts/wheels/sdist_test.sh "$@" ;;
   sdist) setup; build_sdist "$@" ;;
   help|-h|--help) usage ;;

@@ -8,6 +8,8 @@
 #include <libconfig.h++>
 #include <opencv2/core/version.hpp>
 
+#include "hdmlp/transforms/simd.h"
+
 namespace hdmlp {
 namespace {
 
@@ -41,6 +43,8 @@ std::vector<std::pair<std::string, std::string>> BuildInfo() {
 #else
       {"compiler", "unknown"},
 #endif
+      // The transforms' kernels on this CPU (the same bytes from each: transforms/simd.h).
+      {"simd", std::string(KernelsName(ActiveKernels())) + " (built: " + CompiledKernels() + ")"},
   };
 }
 

@@ -18,13 +18,36 @@ CMAKE_COMMON=(-G Ninja -Wno-dev -Wno-deprecated -DCMAKE_BUILD_TYPE=Release -DCMA
 
 log() { printf '[hdmlp deps] %s\n' "$*" >&2; }
 HDMLP_WHEEL_CACHE_HINT=${HDMLP_WHEEL_CACHE_HINT:-the wheel cache}
+HDMLP_SCRATCH_HINT=${HDMLP_SCRATCH_HINT:-scratch}
+
+# Cross-compiling (HDMLP_CROSS=aarch64-linux-gnu, scripts/wheels/arch.sh) changes only the
+# environment the recipes below run in, never their text (which the stamps hash, so that the
+# x86-64 libraries are not rebuilt for it): CMake gets the target's toolchain file, autoconf its
+# --host through the host_alias variable (configure reads it from the environment), zlib its
+# CHOST. The target's test programs run through qemu-user (scripts/wheels/binfmt.sh).
+# -ffp-contract=off: GCC fuses a * b + c into one instruction on aarch64 by default, which rounds
+# differently; x86-64's baseline has no FMA, so this keeps the libraries' float arithmetic the same.
+XXHASH_RECIPE=build_xxhash
+if [[ -n ${HDMLP_CROSS:-} ]]; then
+  export CC=$HDMLP_CROSS-gcc CXX=$HDMLP_CROSS-g++ AR=$HDMLP_CROSS-ar RANLIB=$HDMLP_CROSS-ranlib
+  export STRIP=$HDMLP_CROSS-strip NM=$HDMLP_CROSS-nm CHOST=$HDMLP_CROSS host_alias=$HDMLP_CROSS
+  export CFLAGS="$CFLAGS -ffp-contract=off" CXXFLAGS="$CXXFLAGS -ffp-contract=off"
+  export PKG_CONFIG_LIBDIR=$PREFIX/lib/pkgconfig:/usr/lib/$HDMLP_CROSS/pkgconfig:/usr/share/pkgconfig
+  CMAKE_COMMON+=(-DCMAKE_TOOLCHAIN_FILE=/hdmlp/scripts/wheels/$HDMLP_CROSS.cmake)
+  XXHASH_RECIPE=build_xxhash_portable
+fi
 
 # Each step runs once; its stamp records the source folder it was built from and the
 # recipe (the build function's text), so a change of either rebuilds that library.
+# SOURCE_DATE_EPOCH is the source package's own date (its debian/changelog's, as Debian's
+# reproducible builds set it), so the dates libraries embed (libjpeg-turbo's build, OpenCV's
+# timestamp) depend on the sources only, not on the day or the checkout they were built from.
 step() {
   local name=$1 src=$2; shift 2
   local stamp=$PREFIX/.built-$name want
-  want="$src $(declare -f "$1" | sha256sum | cut -c1-16)"
+  SOURCE_DATE_EPOCH=$(dpkg-parsechangelog -l "/src/$src/debian/changelog" -S Timestamp)
+  export SOURCE_DATE_EPOCH
+  want="$src $(declare -f "$1" | sha256sum | cut -c1-16) date=$SOURCE_DATE_EPOCH"
   if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then return; fi
   log "building $name from $src"
   local start=$SECONDS
@@ -33,7 +56,7 @@ step() {
   cp -a "/src/$src/." "/build/$name/"
   (cd "/build/$name" && "$@") 2>"/build/$name.log" || {
     tail -40 "/build/$name.log" >&2
-    log "building $name failed (its errors: $HDMLP_WHEEL_CACHE_HINT/scratch/$name.log)"
+    log "building $name failed (its errors: $HDMLP_WHEEL_CACHE_HINT/$HDMLP_SCRATCH_HINT/$name.log)"
     exit 1
   }
   echo "$want" > "$stamp"
@@ -86,6 +109,13 @@ build_xxhash() {  # libxxhash.a with the x86 dispatch (SSE2/AVX2/AVX-512 chosen 
   install -m 644 xxhash.h xxh3.h xxh_x86dispatch.h $PREFIX/include/
 }
 
+build_xxhash_portable() {  # libxxhash.a without the x86 dispatch (other CPUs: XXH3's own vector code), headers
+  $CC $CFLAGS -c xxhash.c -o xxhash.o
+  $AR rcsD libxxhash.a xxhash.o
+  install -m 644 libxxhash.a $PREFIX/lib/
+  install -m 644 xxhash.h xxh3.h $PREFIX/include/
+}
+
 build_libconfig() {  # the C and C++ parsers; no examples, no docs
   ./configure --prefix=$PREFIX --disable-shared --enable-static --with-pic --disable-examples >/dev/null
   make -C lib -j"$JOBS" >/dev/null
@@ -97,6 +127,10 @@ build_hdf5() {  # the C library only (thread-safe like Debian's), deflate throug
   ./configure --prefix=$PREFIX --disable-shared --enable-static --with-pic --enable-threadsafe --disable-hl \
     --disable-cxx --disable-fortran --disable-java --disable-tests --disable-tools --with-zlib=$PREFIX \
     --without-szlib --disable-parallel >/dev/null
+  # The library keeps a summary of this configure run (H5check_version prints it) with its date,
+  # user, host and kernel: blanked, so that the wheel does not depend on when and where it was built.
+  sed -i -e 's/^\( *Configured on:\).*/\1 -/' -e 's/^\( *Configured by:\).*/\1 -/' \
+    -e 's/^\( *Uname information:\).*/\1 -/' src/libhdf5.settings
   make -j"$JOBS" >/dev/null
   make install >/dev/null
 }
@@ -117,24 +151,30 @@ build_opencv() {  # core, imgproc and imgcodecs with the JPEG, PNG, TIFF and Web
     -DWITH_PTHREADS_PF=ON -DWITH_CAROTENE=OFF -DCV_TRACE=OFF -DOPENCV_ENABLE_NONFREE=OFF \
     -DENABLE_PRECOMPILED_HEADERS=OFF >/build/opencv-configure.log 2>&1 || {
     grep -A8 "CMake Error" /build/opencv-configure.log >&2; return 1; }
+  # cv::getBuildInformation() names the build machine's kernel: left out (see build_hdf5).
+  sed -i '/"    Host: /d' out/modules/core/version_string.inc
   cmake --build out -j"$JOBS" >/dev/null
   cmake --install out >/dev/null
 }
 
-mkdir -p $PREFIX/lib $PREFIX/include
-# cmake, ninja and pybind11 from PyPI, pinned (bullseye's cmake 3.18 is older than hdmlp needs).
-if ! cmp -s /hdmlp/scripts/wheels/build-tools.txt $PREFIX/.build-tools 2>/dev/null; then
-  log "installing the build tools (scripts/wheels/build-tools.txt)"
-  python3 -m pip install -q --disable-pip-version-check --no-cache-dir -r /hdmlp/scripts/wheels/build-tools.txt
-  cp /hdmlp/scripts/wheels/build-tools.txt $PREFIX/.build-tools
-fi
-step zlib "$HDMLP_SRC_zlib" build_zlib
-step jpeg "$HDMLP_SRC_jpeg" build_jpeg
-step png "$HDMLP_SRC_png" build_png
-step webp "$HDMLP_SRC_webp" build_webp
-step tiff "$HDMLP_SRC_tiff" build_tiff
-step xxhash "$HDMLP_SRC_xxhash" build_xxhash
-step libconfig "$HDMLP_SRC_libconfig" build_libconfig
-step hdf5 "$HDMLP_SRC_hdf5" build_hdf5
-step opencv "$HDMLP_SRC_opencv" build_opencv
-log "all dependencies are in $PREFIX"
+main() {
+  mkdir -p $PREFIX/lib $PREFIX/include
+  # cmake, ninja and pybind11 from PyPI, pinned (bullseye's cmake 3.18 is older than hdmlp needs).
+  if ! cmp -s /hdmlp/scripts/wheels/build-tools.txt $PREFIX/.build-tools 2>/dev/null; then
+    log "installing the build tools (scripts/wheels/build-tools.txt)"
+    python3 -m pip install -q --disable-pip-version-check --no-cache-dir -r /hdmlp/scripts/wheels/build-tools.txt
+    cp /hdmlp/scripts/wheels/build-tools.txt $PREFIX/.build-tools
+  fi
+  step zlib "$HDMLP_SRC_zlib" build_zlib
+  step jpeg "$HDMLP_SRC_jpeg" build_jpeg
+  step png "$HDMLP_SRC_png" build_png
+  step webp "$HDMLP_SRC_webp" build_webp
+  step tiff "$HDMLP_SRC_tiff" build_tiff
+  step xxhash "$HDMLP_SRC_xxhash" "$XXHASH_RECIPE"
+  step libconfig "$HDMLP_SRC_libconfig" build_libconfig
+  step hdf5 "$HDMLP_SRC_hdf5" build_hdf5
+  step opencv "$HDMLP_SRC_opencv" build_opencv
+  log "all dependencies are in $PREFIX"
+}
+
+main; exit  # one line: an edit of this file while it runs cannot run more of it

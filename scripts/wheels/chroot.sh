@@ -18,6 +18,8 @@
 # so every run starts from the same clean system (what wheel-test and sdist-test need).
 #
 # The Debian mirror is the one this machine's apt uses (HDMLP_DEBIAN_MIRROR overrides it).
+# HDMLP_CHROOT_ARCH=arm64 makes an arm64 chroot (`make`): its programs run through qemu-user, so
+# `make` and `run` of one must be inside scripts/wheels/binfmt.sh run.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -37,7 +39,9 @@ debian_mirror() {
 make_chroot() {
   local suite=$1 dir=$2; shift 2
   local want
-  want=$(printf '%s\n' "$suite" "$@" | sha256sum | cut -c1-16)
+  local arch=${HDMLP_CHROOT_ARCH:-}
+  # The machine's own architecture keeps the hash it always had.
+  want=$(printf '%s\n' "$suite" ${arch:+"arch=$arch"} "$@" | sha256sum | cut -c1-16)
   if [[ -f $dir/.hdmlp-chroot && $(cat "$dir/.hdmlp-chroot") == "$want" ]]; then
     log "chroot $dir ($suite) is ready (cached)"
     return
@@ -60,13 +64,16 @@ make_chroot() {
   local start=$SECONDS
   # minbase first, then apt-get inside: debootstrap's own --include resolves dependencies
   # poorly (it fails configuring libltdl-dev for libopenmpi-dev on bullseye).
-  debootstrap --variant=minbase "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
+  debootstrap --variant=minbase ${arch:+--arch "$arch"} "$suite" "$tmp" "$mirror" >"$tmp.log" 2>&1 || {
     tail -20 "$tmp.log" >&2
     echo "chroot.sh: debootstrap $suite failed (log: $tmp.log)" >&2
     exit 1
   }
   # apt inside the chroot uses the same mirror for later installs.
   echo "deb $mirror $suite main" > "$tmp/etc/apt/sources.list"
+  # A mirror that is a snapshot (a frozen copy) serves testing's and sid's Release files past their
+  # Valid-Until date, which apt refuses; their signatures are still checked.
+  echo 'Acquire::Check-Valid-Until "false";' > "$tmp/etc/apt/apt.conf.d/99hdmlp-valid-until"
   if [[ $# -gt 0 ]]; then
     echo ready > "$tmp/.hdmlp-chroot"
     run_in_chroot "$tmp" sh -c "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \

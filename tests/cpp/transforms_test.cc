@@ -1,6 +1,6 @@
 // Tests of the transform pipeline (transforms/): chain validation, decoding
 // rules and bad images, each op's geometry and arithmetic, determinism of
-// the random ops, and that the AVX2 kernels equal the portable code.
+// the random ops, and that the vector kernels (AVX2, NEON) equal the portable code.
 // Images are made in the test with cv::imencode; parity with torchvision
 // itself is tested in tests/python/test_transforms.py.
 #include <gtest/gtest.h>
@@ -23,6 +23,7 @@
 #include "hdmlp/errors.h"
 #include "hdmlp/transforms/decode.h"
 #include "hdmlp/transforms/resample.h"
+#include "hdmlp/transforms/simd.h"
 #include "hdmlp/transforms/transform_pipeline.h"
 #include "hdmlp/util/random.h"
 #include "test_util.h"
@@ -586,8 +587,8 @@ TEST(TransformOpsTest, ResampleKeepsConstantsAndAverages) {
   for (uint8_t v : out) ASSERT_EQ(v, 128);
 }
 
-TEST(TransformOpsTest, Avx2KernelsEqualThePortableCode) {
-  if (!ResampleUsesAvx2()) GTEST_SKIP() << "no AVX2 on this CPU";
+TEST(TransformOpsTest, VectorKernelsEqualThePortableCode) {
+  if (ActiveKernels() == Kernels::kPortable) GTEST_SKIP() << "no vector kernels on this CPU or in this build";
   const cv::Mat img = TestImage(301, 233, 9);
   const ImageView view{img.data, img.cols, img.rows, static_cast<int64_t>(img.step)};
   ResampleScratch s;
@@ -606,9 +607,9 @@ TEST(TransformOpsTest, Avx2KernelsEqualThePortableCode) {
   for (const auto& c : cases) {
     Bytes fast(static_cast<size_t>(c.w) * c.h * 3), slow(fast.size());
     Resample(view, c.box, c.w, c.h, c.f, true, fast.data(), c.w * 3, &s);
-    SetAvx2AllowedForTesting(false);
+    ForcePortableKernels(true);
     Resample(view, c.box, c.w, c.h, c.f, true, slow.data(), c.w * 3, &s);
-    SetAvx2AllowedForTesting(true);
+    ForcePortableKernels(false);
     ASSERT_EQ(fast, slow) << c.w << "x" << c.h << " " << InterpolationName(c.f);
   }
   // The float output pass, with and without flips.
@@ -620,9 +621,9 @@ TEST(TransformOpsTest, Avx2KernelsEqualThePortableCode) {
                          {"Normalize", {{"mean", kMean}, {"std", kStd}}}});
     std::vector<float> fast(3 * 61 * 83), slow(fast.size());
     p.ApplyToImage(view, "x", 1, 2, 3, reinterpret_cast<uint8_t*>(fast.data()));
-    SetAvx2AllowedForTesting(false);
+    ForcePortableKernels(true);
     p.ApplyToImage(view, "x", 1, 2, 3, reinterpret_cast<uint8_t*>(slow.data()));
-    SetAvx2AllowedForTesting(true);
+    ForcePortableKernels(false);
     ASSERT_EQ(fast, slow);
   }
 }
@@ -664,17 +665,17 @@ TEST(TransformOpsTest, ResampleWindowEqualsTheWholeResampleCropped) {
         // show (and trip ASan).
         cv::Mat part = img(cv::Rect(src.x, src.y, src.width, src.height)).clone();
         const ImageView view{part.data, part.cols, part.rows, static_cast<int64_t>(part.step)};
-        for (bool avx2 : {true, false}) {
-          SetAvx2AllowedForTesting(avx2);
+        for (bool vector : {true, false}) {
+          ForcePortableKernels(!vector);
           Bytes got(static_cast<size_t>(win.width) * win.height * 3);
           ResampleWindow(view, src.x, src.y, g, win, got.data(), win.width * 3, &s);
-          SetAvx2AllowedForTesting(true);
+          ForcePortableKernels(false);
           for (int y = 0; y < win.height; ++y) {
             ASSERT_EQ(0, std::memcmp(&got[static_cast<size_t>(y) * win.width * 3],
                                      &full[(static_cast<size_t>(win.y + y) * g.out_width + win.x) * 3],
                                      static_cast<size_t>(win.width) * 3))
                 << InterpolationName(g.filter) << " " << g.out_width << "x" << g.out_height << " window " << win.x
-                << "," << win.y << " " << win.width << "x" << win.height << " row " << y << (avx2 ? " avx2" : "");
+                << "," << win.y << " " << win.width << "x" << win.height << " row " << y << (vector ? " vector" : "");
           }
           ++checked;
         }

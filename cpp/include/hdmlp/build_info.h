@@ -14,7 +14,8 @@ namespace hdmlp {
 
 // (component, version) pairs: "mpi_abis" (the MPI ABIs this build has a
 // module for; MPI itself is loaded at run time, transport/mpi_fabric.h),
-// "libjpeg-turbo", "opencv", "libconfig++", "compiler".
+// "libjpeg-turbo", "opencv", "libconfig++", "compiler", and "simd", the
+// transforms' vector kernels on this CPU (chosen at run time).
 std::vector<std::pair<std::string, std::string>> BuildInfo();
 
 }  // namespace hdmlp

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "hdmlp/transforms/libm.h"
+
 namespace hdmlp {
 
 const char* AugmentOpName(AugmentOp op) {
@@ -53,11 +55,11 @@ void ApplyAugmentOp(AugmentOp op, double magnitude, TransformFilter filter, cons
   double m[6];
   switch (op) {
     case AugmentOp::kShearX:
-      InverseAffineMatrix(0, 0, 0.0, 0, 0, 1.0, std::atan(magnitude) * kRadToDeg, 0.0, m);
+      InverseAffineMatrix(0, 0, 0.0, 0, 0, 1.0, libm::Atan(magnitude) * kRadToDeg, 0.0, m);
       AffineTransform(in, m, filter, fill_rgb, out);
       return;
     case AugmentOp::kShearY:
-      InverseAffineMatrix(0, 0, 0.0, 0, 0, 1.0, 0.0, std::atan(magnitude) * kRadToDeg, m);
+      InverseAffineMatrix(0, 0, 0.0, 0, 0, 1.0, 0.0, libm::Atan(magnitude) * kRadToDeg, m);
       AffineTransform(in, m, filter, fill_rgb, out);
       return;
     case AugmentOp::kTranslateX:

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "hdmlp/transforms/libm.h"
+
 namespace hdmlp {
 namespace {
 
@@ -342,7 +344,7 @@ void GaussianKernel(int size, double sigma, std::vector<float>* k) {
   for (int i = 0; i < size; ++i) {
     const float x = -half + static_cast<float>(i);  // linspace(-half, half, size): step 1, exact
     const float r = x / s;
-    const float v = std::exp(-0.5f * (r * r));
+    const float v = libm::Expf(-0.5f * (r * r));
     (*k)[i] = v;
     sum += v;
   }
@@ -577,11 +579,11 @@ Rotation PlanRotation(int width, int height, double angle, bool expand, bool has
   }
   const double radians = -(angle * (M_PI / 180.0));
   double* m = r.matrix;
-  m[0] = PythonRound(std::cos(radians), 15);
-  m[1] = PythonRound(std::sin(radians), 15);
+  m[0] = PythonRound(libm::Cos(radians), 15);
+  m[1] = PythonRound(libm::Sin(radians), 15);
   m[2] = 0.0;
-  m[3] = PythonRound(-std::sin(radians), 15);
-  m[4] = PythonRound(std::cos(radians), 15);
+  m[3] = PythonRound(-libm::Sin(radians), 15);
+  m[4] = PythonRound(libm::Cos(radians), 15);
   m[5] = 0.0;
   auto apply = [&](double x, double y, double* ox, double* oy) {
     *ox = m[0] * x + m[1] * y + m[2];
@@ -642,10 +644,10 @@ void InverseAffineMatrix(double cx, double cy, double angle, double tx, double t
   const double rot = angle * kDegToRad;
   const double sx = shear_x * kDegToRad;
   const double sy = shear_y * kDegToRad;
-  const double a = std::cos(rot - sy) / std::cos(sy);
-  const double b = -std::cos(rot - sy) * std::tan(sx) / std::cos(sy) - std::sin(rot);
-  const double c = std::sin(rot - sy) / std::cos(sy);
-  const double d = -std::sin(rot - sy) * std::tan(sx) / std::cos(sy) + std::cos(rot);
+  const double a = libm::Cos(rot - sy) / libm::Cos(sy);
+  const double b = -libm::Cos(rot - sy) * libm::Tan(sx) / libm::Cos(sy) - libm::Sin(rot);
+  const double c = libm::Sin(rot - sy) / libm::Cos(sy);
+  const double d = -libm::Sin(rot - sy) * libm::Tan(sx) / libm::Cos(sy) + libm::Cos(rot);
   double* m = matrix;
   m[0] = d / scale;
   m[1] = -b / scale;

@@ -6,9 +6,9 @@
 
 #include <opencv2/core.hpp>
 
-#if defined(__GNUC__) && defined(__x86_64__)
+#include "hdmlp/transforms/simd.h"
+#if defined(HDMLP_KERNELS_AVX2)
 #include <immintrin.h>
-#define HDMLP_OUTPUT_AVX2 1
 #endif
 
 #include "hdmlp/errors.h"
@@ -47,7 +47,7 @@ inline void FloatPixel(const uint8_t* p, const float (*lut)[256], float* r, floa
   b[x] = lut[2][p[0]];
 }
 
-#ifdef HDMLP_OUTPUT_AVX2
+#if defined(HDMLP_KERNELS_AVX2)
 // The float32 output, 8 pixels at a time: each value comes from its
 // channel's 256-entry table by a plain load, and the 8 values of a channel
 // are stored as one vector. (Gathering them was 1.6x slower on the AMD EPYC
@@ -111,8 +111,8 @@ void WriteOutput(const ImageView& v, bool hflip, bool vflip, const OutputShape& 
   const int w = v.width, h = v.height;
   const int64_t plane = int64_t{w} * h;
   const bool gray = shape.channels == 1;  // the three channels are equal: write R
-#ifdef HDMLP_OUTPUT_AVX2
-  if (shape.type == OutputType::kFloat32 && !gray && ResampleUsesAvx2()) {
+#if defined(HDMLP_KERNELS_AVX2)
+  if (shape.type == OutputType::kFloat32 && !gray && ActiveKernels() == Kernels::kAvx2) {
     WriteFloatAvx2(v, hflip, vflip, lut, reinterpret_cast<float*>(dst), may_stream);
     return;
   }

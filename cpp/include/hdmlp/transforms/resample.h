@@ -48,12 +48,8 @@ struct ResampleScratch {
   std::vector<uint8_t> safe;
 };
 
-// Whether Resample (and the pipeline's output pass) use their AVX2 kernels
-// on this CPU; the results are the same either way.
-bool ResampleUsesAvx2();
-// For tests: allow (default) or forbid the AVX2 kernels, process-wide, to
-// compare them with the portable code.
-void SetAvx2AllowedForTesting(bool allowed);
+// Resample runs vector kernels where the CPU has them (simd.h); the bytes
+// are the same either way.
 
 // The channel order of an ImageView does not matter to Resample.
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "hdmlp/transforms/decode.h"
+#include "hdmlp/transforms/libm.h"
 #include "hdmlp/transforms/sample_plan.h"
 
 namespace hdmlp {
@@ -20,10 +21,10 @@ double Normal(Rng* rng, bool* have_spare, double* spare) {
     u1 = rng->UniformDouble();
   } while (u1 <= 0.0);
   const double u2 = rng->UniformDouble();
-  const double r = std::sqrt(-2.0 * std::log(u1));
-  *spare = r * std::sin(2.0 * M_PI * u2);
+  const double r = std::sqrt(-2.0 * libm::Log(u1));
+  *spare = r * libm::Sin(2.0 * M_PI * u2);
   *have_spare = true;
-  return r * std::cos(2.0 * M_PI * u2);
+  return r * libm::Cos(2.0 * M_PI * u2);
 }
 
 }  // namespace
@@ -80,10 +81,10 @@ void RandomErasingOp::Plan(SamplePlan* plan) const {
   OpParams p;
   if (erase) {
     const double area = static_cast<double>(H) * W;
-    const double log_lo = std::log(ratio_[0]), log_hi = std::log(ratio_[1]);
+    const double log_lo = libm::Log(ratio_[0]), log_hi = libm::Log(ratio_[1]);
     for (int attempt = 0; attempt < 10 && !found; ++attempt) {
       const double erase_area = area * rng.UniformDouble(scale_[0], scale_[1]);
-      const double aspect = std::exp(rng.UniformDouble(log_lo, log_hi));
+      const double aspect = libm::Exp(rng.UniformDouble(log_lo, log_hi));
       const int h = static_cast<int>(RoundHalfEven(std::sqrt(erase_area * aspect)));
       const int w = static_cast<int>(RoundHalfEven(std::sqrt(erase_area / aspect)));
       if (!(h < H && w < W)) continue;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "hdmlp/transforms/decode.h"
+#include "hdmlp/transforms/libm.h"
 #include "hdmlp/transforms/sample_plan.h"
 
 namespace hdmlp {
@@ -31,11 +32,11 @@ void RandomResizedCropOp::Plan(SamplePlan* plan) const {
   const int rw = plan->width(), rh = plan->height();
   Rng rng = plan->RngFor(*this);
   const double area = static_cast<double>(rh) * rw;
-  const double log_lo = std::log(ratio_[0]), log_hi = std::log(ratio_[1]);
+  const double log_lo = libm::Log(ratio_[0]), log_hi = libm::Log(ratio_[1]);
   int top = -1, left = 0, ch = 0, cw = 0;
   for (int attempt = 0; attempt < 10; ++attempt) {
     const double target_area = area * rng.UniformDouble(scale_[0], scale_[1]);
-    const double aspect = std::exp(rng.UniformDouble(log_lo, log_hi));
+    const double aspect = libm::Exp(rng.UniformDouble(log_lo, log_hi));
     const double w = RoundHalfEven(std::sqrt(target_area * aspect));
     const double h = RoundHalfEven(std::sqrt(target_area / aspect));
     if (0 < w && w <= rw && 0 < h && h <= rh) {
