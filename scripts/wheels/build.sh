@@ -210,12 +210,14 @@ setup_build_chroot() {
     done
     "$HERE/chroot.sh" make bullseye "$chroot" "${base[@]}"
     local want
-    want=$(printf '%s\n' "$DEB_ARCH" "${CROSS_PACKAGES[@]}" | sha256sum | cut -c1-16)
+    want=$(printf '%s\n' "$DEB_ARCH" "${CROSS_PACKAGES[@]}" "${CROSS_HEADER_PACKAGES[@]}" | sha256sum | cut -c1-16)
     if [[ $(cat "$chroot/.hdmlp-cross" 2>/dev/null) != "$want" ]]; then
-      log "adding the $DEB_ARCH cross toolchain and libraries to $chroot: ${CROSS_PACKAGES[*]}"
+      log "adding the $DEB_ARCH cross toolchain and libraries to $chroot: ${CROSS_PACKAGES[*]} ${CROSS_HEADER_PACKAGES[*]}"
       in_build_chroot sh -c "dpkg --add-architecture $DEB_ARCH && apt-get update -q && \
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends ${CROSS_PACKAGES[*]} && \
-        apt-get clean" >"$CACHE/cross-$DEB_ARCH.log" 2>&1 || {
+        rm -rf /opt/cross-headers && mkdir -p /opt/cross-headers /tmp/cross-debs && cd /tmp/cross-debs && \
+        apt-get download ${CROSS_HEADER_PACKAGES[*]} && for deb in *.deb; do dpkg -x \$deb /opt/cross-headers; done && \
+        cd / && rm -rf /tmp/cross-debs && apt-get clean" >"$CACHE/cross-$DEB_ARCH.log" 2>&1 || {
         tail -30 "$CACHE/cross-$DEB_ARCH.log" >&2
         echo "scripts/dev.sh wheels: installing ${CROSS_PACKAGES[*]} in $chroot failed (log: $CACHE/cross-$DEB_ARCH.log)" >&2
         exit 1
