@@ -316,7 +316,7 @@ def feed_job_pass(job: Any, opened: Any, first: int, device: torch.device, tail:
                   channels_last: bool, ahead: int) -> Iterator[Any]:
     """:meth:`hdmlp.Job.batches` on a device: :class:`hdmlp.batches.Batch` objects of device tensors."""
     from hdmlp.batches import Batch
-    from hdmlp.torch import host_tensors
+    from hdmlp.host_tensors import host_tensors
     ids_of: dict[int, list[int]] = {}
 
     def host() -> Iterator[tuple[Any, Any]]:

@@ -482,7 +482,7 @@ def decoded_job_pass(job: Any, opened: Any, first: int, channels_last: bool, ahe
     """
     from hdmlp.batches import Batch
     from hdmlp.device import check_ahead, check_channels_last
-    from hdmlp.torch import host_tensors
+    from hdmlp.host_tensors import host_tensors
     check_ahead(ahead)
     check_channels_last(channels_last)
     decoder = DeviceDecoder(job._decode_chain, job.device, job.seed, job._core.path)

@@ -33,9 +33,10 @@ from hdmlp import state as _state
 from hdmlp.cpu_budget import resolve_cpu_budget
 from hdmlp.pinned_memory import cuda_host_allocator
 from hdmlp.main_guard import check_not_bootstrapping
-from hdmlp.plan import _int_in
+from hdmlp.argument_checks import int_in, path_argument
 from hdmlp.readiness import add_readiness
-from hdmlp.job_arguments import _REQUIRED, ThrottledStorage, _path, check_job_arguments
+from hdmlp.version import __version__
+from hdmlp.job_arguments import REQUIRED, ThrottledStorage, check_job_arguments
 from hdmlp.job_arguments import default_config_path  # noqa: F401 (re-exported: hdmlp.default_config_path)
 
 if TYPE_CHECKING:
@@ -72,7 +73,6 @@ def example_configs() -> dict[str, str]:
 def build_info() -> dict[str, str]:
     """hdmlp's version, the MPI it loaded or would load and why (``mpi``), the MPI ABIs it has modules for
     (``mpi_abis``) and what it was compiled against (libjpeg-turbo, OpenCV, ...). See :mod:`hdmlp.mpi`."""
-    from hdmlp import __version__
     return {"hdmlp": __version__, "mpi": _mpi.describe(), **dict(_core.build_info())}
 
 
@@ -239,7 +239,7 @@ class Job:
     """
 
     def __init__(self, dataset_path: str | os.PathLike[str], batch_size: int | None = None,
-                 epochs: int | None = _REQUIRED, distr_scheme: str = "uniform", drop_last_batch: bool = False,
+                 epochs: int | None = REQUIRED, distr_scheme: str = "uniform", drop_last_batch: bool = False,
                  transforms: Any = None, seed: int | None = None,
                  config_path: str | os.PathLike[str] | None = None, *,
                  exchange_fraction: float = 0.1, timeout_s: float = 300.0, read_timeout_s: float | None = None,
@@ -294,7 +294,7 @@ class Job:
             _core.Job, os.fsencode(self.dataset_path), batch_size or 0, self._epoch_count, distr_scheme,
             drop_last_batch,
             seed, os.fsencode(self.config_path), storage.latency_s, storage.mbps,
-            [os.fsencode(_path("failing_paths", p)) for p in storage.failing_paths],
+            [os.fsencode(path_argument("failing_paths", p)) for p in storage.failing_paths],
             index_cache, b"", self.exchange_fraction, self.timeout_s, transforms=self._specs,
             skip_bad_samples=on_error == "skip" and python_chain is None, cuda_host_alloc=cuda_host_alloc,
             cuda_free_host=cuda_free_host, spare_cores=self._spare_cores, batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
@@ -526,8 +526,8 @@ class Job:
 
     def plan(self, epoch: int, rank: int | None = None) -> list[int]:
         """Sample ids ``rank`` (default: this rank) reads in ``epoch``, without loading them."""
-        r = self.rank if rank is None else _int_in("rank", rank, 0, self.world_size - 1)
-        _int_in("epoch", epoch, 0, self._epoch_count - 1)
+        r = self.rank if rank is None else int_in("rank", rank, 0, self.world_size - 1)
+        int_in("epoch", epoch, 0, self._epoch_count - 1)
         return memoryview(self._job.rank_epoch_samples(r, epoch)).tolist()
 
     # -- loading ------------------------------------------------------------

@@ -20,7 +20,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from hdmlp import _core
-from hdmlp.job_arguments import _seconds
+from hdmlp.argument_checks import wait_seconds
 
 if TYPE_CHECKING:
     from hdmlp.job import Job
@@ -110,7 +110,7 @@ def report_startup_failure(error: BaseException, timeout_s: Any, world: Any = No
     try:
         if use_mpi and _core.in_mpi_job():
             try:
-                timeout = _seconds("timeout_s", timeout_s)
+                timeout = wait_seconds("timeout_s", timeout_s)
             except (TypeError, ValueError):
                 timeout = 300.0
             _core.report_startup_failure(kind, message, timeout)
