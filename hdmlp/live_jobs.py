@@ -76,13 +76,7 @@ def _forget_jobs_in_child() -> None:
     """After os.fork() in the child: the parent's jobs are not usable here."""
     parent = os.getppid()
     for job in list(live_jobs):
-        job._forked_from = parent
-        _inherited_cores.append(job._core)
-        job._core = None
-        python, job._python = getattr(job, "_python", None), None
-        if python is not None:  # the parent's Python transform workers: not this child's to stop
-            python.forget_in_child()
-            _inherited_cores.append(python)
+        _inherited_cores.extend(job.forget_in_child(parent))
     live_jobs.clear()
 
 

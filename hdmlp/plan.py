@@ -7,7 +7,6 @@ ranks and the scheme. This module asks the C++ plan (``cpp/include/hdmlp/plan/``
 """
 from __future__ import annotations
 
-from typing import Any
 
 from hdmlp import _core
 from hdmlp.argument_checks import int_in
