@@ -524,6 +524,16 @@ class Job:
         return self._job.transport
 
     @property
+    def sample_sizes(self) -> list[int]:
+        """Each sample's size in bytes, by sample id, as the dataset was indexed."""
+        return self._job.sizes
+
+    @property
+    def batch_allocations(self) -> int:
+        """Batch buffers allocated so far (a released batch's memory is reused: this stays small)."""
+        return self._job.batch_allocations
+
+    @property
     def index_from_cache(self) -> bool:
         """True when the dataset's scan came from the index cache."""
         return self._job.index_from_cache
