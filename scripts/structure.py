@@ -45,11 +45,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # C++ folders, bottom (0) to top. Arrows may point down or sideways (same floor),
 # except those in CPP_NEVER.
 CPP_FLOORS = {
-    "util": 0, "build_info": 0,
+    "util": 0,
     "errors": 1,
     "env": 2, "config": 2,
     "plan": 3, "source": 3, "transforms": 3, "transport": 3, "tools": 3, "device": 3,
     "cache": 4,
+    "build_info": 4,  # reports what the floors below it chose at run time (the MPI, the SIMD kernels): only the binding asks
     "job": 5, "sim": 5,
     "staging": 5,  # the job's hand-off between its workers and its consumer: no cache or transport knows it
     "binding": 6,  # python/*.cc
