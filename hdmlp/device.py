@@ -194,6 +194,8 @@ def _device_tensors(x: Any) -> list[torch.Tensor]:
 
 @dataclasses.dataclass
 class InFlight:
+    """A batch a feeder copies (or decodes) to the device: done when ``event`` has completed."""
+
     item: tuple  # (samples, labels, extra) on the device
     event: Any
     host: tuple  # the host batch, kept until the copy is done
