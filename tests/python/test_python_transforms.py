@@ -170,7 +170,7 @@ def test_skip_keeps_every_step_on_every_rank_with_a_failing_python_callable(monk
         monkeypatch.setenv("RANK", str(rank))
         monkeypatch.setenv("WORLD_SIZE", "2")
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # peer serving is off
+            warnings.simplefilter("ignore", RuntimeWarning)  # peers' caches are off
             jobs.append(hdmlp.Job(root, batch_size=8, epochs=1, seed=1, shuffle=False, index_cache=False,
                                   transforms=[T.ToPIL(), F.pil_mean], on_error="skip", python_workers=1))
     try:
