@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "hdmlp/plan/random.h"
+#include "hdmlp/util/random.h"
 #include "hdmlp/transforms/libm.h"
 #include "hdmlp/transforms/resample.h"
 #include "hdmlp/transforms/transform_pipeline.h"
