@@ -344,7 +344,9 @@ def test_the_sbatch_example_runs_as_written(cluster, tmp_path):
     make_source(os.path.join(shared, "idx"), 256, 64, seed=3)
     report = os.path.join(shared, "report.md")
     res = cluster.slurm.sbatch(script, ["--source", os.path.join(shared, "idx"), "--data", os.path.join(shared, "fm"),
-                                        "--epochs", "2", "--batch-size", "32", "--report", report],
+                                        "--epochs", "2", "--batch-size", "32", "--report", report,
+                                        # after the script's own --checkpoint: not into the checkout
+                                        "--checkpoint", os.path.join(shared, "fashion-mnist.pt")],
                                env={"HDMLP_VENV": sys.prefix}, timeout=600, cwd=REPO)
     assert res["returncode"] == 0, res["output"][-4000:] + res["stderr"][-2000:]
     assert re.search(r"^  mpi: not loaded yet; would load Open MPI v", res["output"], re.M), res["output"][-3000:]
