@@ -299,9 +299,10 @@ def main() -> None:
         return worker_main(args.worker)
     recorder = machine.LoadRecorder()
     import hdmlp
+    from hdmlp.cpu_budget import usable_cpus
     from hdmlp.datasets import make_image_folder
     systems = [s for s in args.systems.split(",") if s]
-    threads = args.threads or hdmlp._core.cpu_budget()["usable_cpus"]
+    threads = args.threads or usable_cpus()
     root = args.data or os.path.join(hdmlp.user_cache_dir(), "datasets", f"bench-{args.images}-10")
     if args.data is None or not os.path.exists(root):  # an existing folder is measured as it is
         make_image_folder(root, num_images=args.images, num_classes=10, seed=0)

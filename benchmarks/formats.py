@@ -168,7 +168,7 @@ def run_one(spec: dict) -> dict:
         m = job.metrics()
         out["files_opened"] = m["source"]["files_opened"]
         out["store_bytes"] = m["pfs_bytes"]
-        out["dataset_bytes"] = sum(job._job.sizes)
+        out["dataset_bytes"] = sum(job.sample_sizes)
         job.close()
         return out
     from torch.utils.data import DataLoader
@@ -200,8 +200,9 @@ def run_one(spec: dict) -> dict:
     return out
 
 
-# The machine's load over the whole run and each system's process (benchmarks/machine.py); made in main().
-_recorder: machine.LoadRecorder | None = None
+# The machine's load over the whole run and each system's process (benchmarks/machine.py); made in main(), or
+# set by a benchmark that runs these systems inside its own recording (pack_metadata.py).
+recorder: machine.LoadRecorder | None = None
 
 
 def run_system(spec: dict, work: str, timeout: float) -> dict:
@@ -211,15 +212,15 @@ def run_system(spec: dict, work: str, timeout: float) -> dict:
     cache = tempfile.mkdtemp(prefix="cache-", dir=work)  # a first run: no index cache to reuse
     env = dict(os.environ, HDMLP_CACHE_DIR=cache)
     t = time.perf_counter()
-    recorder = _recorder or machine.LoadRecorder()
-    with recorder.run(spec["name"]):
+    runs = recorder or machine.LoadRecorder()
+    with runs.run(spec["name"]):
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "_run", spec_path], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         return {"status": "error", "error": (proc.stderr or proc.stdout).strip()[-800:],
-                "load": recorder.last(spec["name"])}
+                "load": runs.last(spec["name"])}
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["load"] = recorder.last(spec["name"])
+    result["load"] = runs.last(spec["name"])
     result["process_seconds"] = time.perf_counter() - t
     result["status"] = "ok"
     return result
@@ -500,8 +501,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="write the results here")
     p.add_argument("--markdown", help="write a markdown report here")
     args = p.parse_args(argv)
-    global _recorder
-    _recorder = machine.LoadRecorder()  # first: the load before this benchmark does anything
+    global recorder
+    recorder = machine.LoadRecorder()  # first: the load before this benchmark does anything
     reason = pfs.unavailable_reason(log=log, kind=args.pfs)
     if reason and args.scenario != "max-side":
         log(f"the emulated PFS cannot run here: {reason}")
@@ -514,7 +515,7 @@ def main(argv=None) -> int:
         log(f"== {s} ({uptime()})")
         results.append({"images": scenario_images, "max-side": scenario_max_side, "hdf5": scenario_hdf5}[s](args))
     command = "python benchmarks/formats.py " + " ".join(argv)
-    load = _recorder.finish()
+    load = recorder.finish()
     text = markdown(results, command, load)
     machine.write_results(args.json, {"command": command, "results": results, "load": load}, args.markdown, text)
     print(text)

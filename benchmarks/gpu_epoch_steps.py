@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     fed = G.timed_epochs(opts.epochs, epoch, device)
     result["fed"] = fed
-    result["batch_allocations"] = job._job.batch_allocations
+    result["batch_allocations"] = job.batch_allocations
     job.close()
     slowest = sorted(range(len(steps)), key=lambda i: -steps[i])[:8]
     result["slowest_steps_ms"] = [(i, round(steps[i], 1)) for i in sorted(slowest)]

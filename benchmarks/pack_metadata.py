@@ -179,7 +179,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     global _recorder
     _recorder = machine.LoadRecorder()
-    formats._recorder = _recorder
+    formats.recorder = _recorder
     reason = pfs.unavailable_reason(log=log, kind=args.pfs)
     if reason:
         log(f"the emulated PFS cannot run here: {reason}")

@@ -92,9 +92,10 @@ def main() -> None:
 
     recorder = machine.LoadRecorder()  # first: the load before this benchmark does anything
     import hdmlp
+    from hdmlp.cpu_budget import usable_cpus
     from hdmlp.datasets import make_image_folder
 
-    cores = args.cores or hdmlp._core.cpu_budget()["usable_cpus"]
+    cores = args.cores or usable_cpus()
     if cores < 2:
         raise SystemExit("ranks per node needs at least 2 usable CPUs (pass --cores 2 to oversubscribe one)")
     root = args.data or os.path.join(hdmlp.user_cache_dir(), "datasets", f"bench-{args.images}-{args.classes}")

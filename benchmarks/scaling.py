@@ -124,9 +124,10 @@ def main() -> None:
 
     recorder = machine.LoadRecorder()  # first: the load before this benchmark does anything
     import hdmlp
+    from hdmlp.cpu_budget import usable_cpus
     from hdmlp.datasets import make_image_folder
 
-    usable = hdmlp._core.cpu_budget()["usable_cpus"]
+    usable = usable_cpus()
     if args.threads:
         thread_counts = sorted({int(t) for t in args.threads.split(",")})
     else:

@@ -183,7 +183,7 @@ def run_hdmlp(spec: dict) -> dict:
     stages = [{k: e.get(k, 0.0) for k in STAGES + ("samples",)} | {"epoch_seconds": end - begin}
               for e, (begin, end, _) in zip(m["epochs"], out["spans"])]
     out |= {"threads": m["staging"]["threads"], "stages": stages,
-           "batch_allocations": job._job.batch_allocations}
+           "batch_allocations": job.batch_allocations}
     job.close()
     return out
 
@@ -568,6 +568,7 @@ def main() -> None:
 
     recorder = machine.LoadRecorder()  # first: the load before this benchmark does anything
     import hdmlp
+    from hdmlp.cpu_budget import usable_cpus
     from hdmlp.datasets import make_image_folder
 
     if args.chain:
@@ -579,7 +580,7 @@ def main() -> None:
     unknown = [c for c in chains if c not in CHAINS] + [s for s in systems if s not in SYSTEMS]
     if unknown:
         ap.error(f"unknown chain or system: {', '.join(unknown)}")
-    threads = args.threads or hdmlp._core.cpu_budget()["usable_cpus"]
+    threads = args.threads or usable_cpus()
     root = args.data or os.path.join(hdmlp.user_cache_dir(), "datasets", f"bench-{args.images}-{args.classes}")
     make_image_folder(root, num_images=args.images, num_classes=args.classes, seed=0)
     with hdmlp.Job(root, 1, 1) as probe:

@@ -13,7 +13,7 @@ Entry points:
     hdmlp.datasets            a generator of ImageNet-like demo folders
     hdmlp.pack                hdmlp packs: a dataset as a few large shards (`hdmlp pack`)
 """
-__version__ = "0.1.0"
+from hdmlp.version import __version__  # noqa: F401
 
 
 def _import_core() -> None:

@@ -26,7 +26,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["gpu_node", "resolve_cpu_budget"]
+from hdmlp import _core
+
+__all__ = ["gpu_node", "resolve_cpu_budget", "usable_cpus"]
 
 _GPU_DEVICE_FILES = ("nvidiactl", "kfd")  # NVIDIA's driver, AMD's ROCm
 
@@ -34,6 +36,12 @@ _GPU_DEVICE_FILES = ("nvidiactl", "kfd")  # NVIDIA's driver, AMD's ROCm
 def gpu_node(dev: str = "/dev") -> bool:
     """Whether this machine has a GPU driver's device file (NVIDIA or AMD); it does not touch CUDA."""
     return any(os.path.exists(os.path.join(dev, name)) for name in _GPU_DEVICE_FILES)
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may use (its affinity, within a cgroup's CPU quota), as ``threads = "auto"``
+    counts them."""
+    return _core.cpu_budget()["usable_cpus"]
 
 
 def resolve_cpu_budget(cpu_budget: Any, num_workers: int | None, device_spare_cores: int, has_chain: bool,

@@ -193,7 +193,9 @@ def _device_tensors(x: Any) -> list[torch.Tensor]:
 
 
 @dataclasses.dataclass
-class _InFlight:
+class InFlight:
+    """A batch a feeder copies (or decodes) to the device: done when ``event`` has completed."""
+
     item: tuple  # (samples, labels, extra) on the device
     event: Any
     host: tuple  # the host batch, kept until the copy is done
@@ -221,7 +223,7 @@ class DeviceFeeder:
         self._streams = streams if streams is not None else streams_for(device)
         self._constants: dict = {}
         # Batches handed over whose copies may still run: their host memory stays referenced.
-        self.releasing: collections.deque[_InFlight] = collections.deque()
+        self.releasing: collections.deque[InFlight] = collections.deque()
 
     def _to_device(self, x: Any, images: bool) -> Any:
         if isinstance(x, list):
@@ -236,22 +238,22 @@ class DeviceFeeder:
                 out = self._tail.apply(out, self._constants)
         return out
 
-    def _resolve(self, batch: _InFlight) -> None:
+    def _resolve(self, batch: InFlight) -> None:
         """Completes ``batch.item`` and ``batch.event`` before it is handed over (a decoding feeder's
         batches are still being made when launched)."""
 
-    def _settle(self, batch: _InFlight) -> None:
+    def _settle(self, batch: InFlight) -> None:
         """Like :meth:`_resolve` for a batch left over when the pass ends; never raises."""
 
-    def _launch(self, host: tuple) -> _InFlight:
+    def _launch(self, host: tuple) -> InFlight:
         samples, labels, extra = host
         with self._streams.side():
             item = (self._to_device(samples, True), self._to_device(labels, False), extra)
             event = self._streams.record()
-        return _InFlight(item, event, host)
+        return InFlight(item, event, host)
 
     def __iter__(self) -> Iterator[tuple]:
-        pending: collections.deque[_InFlight] = collections.deque()
+        pending: collections.deque[InFlight] = collections.deque()
         source = iter(self._batches)
         exhausted = False
         try:
@@ -304,7 +306,7 @@ def feed_pass(job: Any, opened: Any, first: int, host: Iterator[tuple[Any, Any]]
             opened.close()
 
     feeder = DeviceFeeder(numbered(), device, tail=tail, channels_last=channels_last, ahead=ahead,
-                          on_hand_out=lambda index: job._hand_out(opened.epoch, index + 1))
+                          on_hand_out=lambda index: job.hand_out(opened.epoch, index + 1))
     batches = iter(feeder)
     try:
         yield from batches
@@ -316,7 +318,7 @@ def feed_job_pass(job: Any, opened: Any, first: int, device: torch.device, tail:
                   channels_last: bool, ahead: int) -> Iterator[Any]:
     """:meth:`hdmlp.Job.batches` on a device: :class:`hdmlp.batches.Batch` objects of device tensors."""
     from hdmlp.batches import Batch
-    from hdmlp.torch import host_tensors
+    from hdmlp.host_tensors import host_tensors
     ids_of: dict[int, list[int]] = {}
 
     def host() -> Iterator[tuple[Any, Any]]:

@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from hdmlp.device import DeviceFeeder, FloatTail, Streams, _InFlight, streams_for
+from hdmlp.device import DeviceFeeder, FloatTail, Streams, InFlight, streams_for
 from hdmlp.transforms import JPEG_DECODERS
 
 __all__ = ["DecodeChain", "DeviceDecoder", "plan_device_decode", "resize_crops"]
@@ -453,11 +453,11 @@ class DecodingFeeder(DeviceFeeder):
                          streams=decoder._streams)
         self._decoder = decoder
 
-    def _launch(self, host: tuple) -> _InFlight:
+    def _launch(self, host: tuple) -> InFlight:
         samples, labels, (ids, epoch, extra) = host
-        return _InFlight(self._decoder.submit(samples, labels, ids, epoch), None, host)
+        return InFlight(self._decoder.submit(samples, labels, ids, epoch), None, host)
 
-    def _resolve(self, batch: _InFlight) -> None:
+    def _resolve(self, batch: InFlight) -> None:
         if isinstance(batch.item, concurrent.futures.Future):
             images, labels, event = batch.item.result()
             if self._channels_last:
@@ -466,7 +466,7 @@ class DecodingFeeder(DeviceFeeder):
                     event = self._streams.record()
             batch.item, batch.event = (images, labels, batch.host[2][2]), event
 
-    def _settle(self, batch: _InFlight) -> None:
+    def _settle(self, batch: InFlight) -> None:
         if isinstance(batch.item, concurrent.futures.Future):
             try:
                 self._resolve(batch)
@@ -482,11 +482,11 @@ def decoded_job_pass(job: Any, opened: Any, first: int, channels_last: bool, ahe
     """
     from hdmlp.batches import Batch
     from hdmlp.device import check_ahead, check_channels_last
-    from hdmlp.torch import host_tensors
+    from hdmlp.host_tensors import host_tensors
     check_ahead(ahead)
     check_channels_last(channels_last)
-    decoder = DeviceDecoder(job._decode_chain, job.device, job.seed, job._core.path)
-    job._device_decoder = decoder
+    decoder = DeviceDecoder(job.decode_chain, job.device, job.seed, job.describe_sample)
+    job.use_device_decoder(decoder)
 
     def host() -> Iterator[tuple]:
         try:
@@ -498,7 +498,7 @@ def decoded_job_pass(job: Any, opened: Any, first: int, channels_last: bool, ahe
 
     def generate() -> Iterator[Any]:
         feeder = DecodingFeeder(host(), decoder, channels_last=channels_last, ahead=ahead,
-                                on_hand_out=lambda extra: job._hand_out(opened.epoch, extra[0] + 1))
+                                on_hand_out=lambda extra: job.hand_out(opened.epoch, extra[0] + 1))
         batches = iter(feeder)
         try:
             for images, labels, (index, ids) in batches:

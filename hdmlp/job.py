@@ -33,9 +33,10 @@ from hdmlp import state as _state
 from hdmlp.cpu_budget import resolve_cpu_budget
 from hdmlp.pinned_memory import cuda_host_allocator
 from hdmlp.main_guard import check_not_bootstrapping
-from hdmlp.plan import _int_in
+from hdmlp.argument_checks import int_in, path_argument
 from hdmlp.readiness import add_readiness
-from hdmlp.job_arguments import _REQUIRED, ThrottledStorage, _path, check_job_arguments
+from hdmlp.version import __version__
+from hdmlp.job_arguments import REQUIRED, ThrottledStorage, check_job_arguments
 from hdmlp.job_arguments import default_config_path  # noqa: F401 (re-exported: hdmlp.default_config_path)
 
 if TYPE_CHECKING:
@@ -72,7 +73,6 @@ def example_configs() -> dict[str, str]:
 def build_info() -> dict[str, str]:
     """hdmlp's version, the MPI it loaded or would load and why (``mpi``), the MPI ABIs it has modules for
     (``mpi_abis``) and what it was compiled against (libjpeg-turbo, OpenCV, ...). See :mod:`hdmlp.mpi`."""
-    from hdmlp import __version__
     return {"hdmlp": __version__, "mpi": _mpi.describe(), **dict(_core.build_info())}
 
 
@@ -239,7 +239,7 @@ class Job:
     """
 
     def __init__(self, dataset_path: str | os.PathLike[str], batch_size: int | None = None,
-                 epochs: int | None = _REQUIRED, distr_scheme: str = "uniform", drop_last_batch: bool = False,
+                 epochs: int | None = REQUIRED, distr_scheme: str = "uniform", drop_last_batch: bool = False,
                  transforms: Any = None, seed: int | None = None,
                  config_path: str | os.PathLike[str] | None = None, *,
                  exchange_fraction: float = 0.1, timeout_s: float = 300.0, read_timeout_s: float | None = None,
@@ -294,7 +294,7 @@ class Job:
             _core.Job, os.fsencode(self.dataset_path), batch_size or 0, self._epoch_count, distr_scheme,
             drop_last_batch,
             seed, os.fsencode(self.config_path), storage.latency_s, storage.mbps,
-            [os.fsencode(_path("failing_paths", p)) for p in storage.failing_paths],
+            [os.fsencode(path_argument("failing_paths", p)) for p in storage.failing_paths],
             index_cache, b"", self.exchange_fraction, self.timeout_s, transforms=self._specs,
             skip_bad_samples=on_error == "skip" and python_chain is None, cuda_host_alloc=cuda_host_alloc,
             cuda_free_host=cuda_free_host, spare_cores=self._spare_cores, batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
@@ -393,8 +393,11 @@ class Job:
         self._specs, self._tail, self._spare_cores = plan.specs, plan.tail, plan.spare_cores
         return plan.pin_memory
 
-    def _delivery(self, device: Any) -> tuple[Any, Any]:
+    def delivery(self, device: Any) -> tuple[Any, Any]:
         """Where a pass delivers (a ``torch.device`` or None: host buffers) and the tail the device runs.
+
+        The pass API (with :meth:`open_pass`, :meth:`position`, :meth:`hand_out`, ...) that
+        :mod:`hdmlp.torch` and the device stage build their passes on; ``device=None``: the job's.
 
         A device given to a job created without one becomes the job's: before its first pass the
         job opens again at its position with the device's chain and staging threads (as
@@ -429,8 +432,9 @@ class Job:
             self.device = target
         return target, self._tail
 
-    def _hand_out(self, epoch: int, batches: int) -> None:
-        """A device feeder handed out the epoch's batches up to ``batches``: the job's position."""
+    def hand_out(self, epoch: int, batches: int) -> None:
+        """A device feeder handed out ``epoch``'s batches up to ``batches``: that is the job's position now
+        (the feeder takes batches from the job ahead of those it hands out)."""
         self._handed_out = (epoch, batches)
 
     # -- what the job reads -------------------------------------------------
@@ -520,14 +524,24 @@ class Job:
         return self._job.transport
 
     @property
+    def sample_sizes(self) -> list[int]:
+        """Each sample's size in bytes, by sample id, as the dataset was indexed."""
+        return self._job.sizes
+
+    @property
+    def batch_allocations(self) -> int:
+        """Batch buffers allocated so far (a released batch's memory is reused: this stays small)."""
+        return self._job.batch_allocations
+
+    @property
     def index_from_cache(self) -> bool:
         """True when the dataset's scan came from the index cache."""
         return self._job.index_from_cache
 
     def plan(self, epoch: int, rank: int | None = None) -> list[int]:
         """Sample ids ``rank`` (default: this rank) reads in ``epoch``, without loading them."""
-        r = self.rank if rank is None else _int_in("rank", rank, 0, self.world_size - 1)
-        _int_in("epoch", epoch, 0, self._epoch_count - 1)
+        r = self.rank if rank is None else int_in("rank", rank, 0, self.world_size - 1)
+        int_in("epoch", epoch, 0, self._epoch_count - 1)
         return memoryview(self._job.rank_epoch_samples(r, epoch)).tolist()
 
     # -- loading ------------------------------------------------------------
@@ -545,21 +559,55 @@ class Job:
         one consumer: two threads calling ``next()`` on it at once get RuntimeError
         (hand batches to other threads through a queue).
         """
-        return self._open_pass(epoch)
+        return self.open_pass(epoch)
 
     @property
     def next_epoch(self) -> int:
         """The epoch the next pass (a loader's, or :meth:`epoch_batches` without one) delivers."""
         return self._next_epoch
 
-    def _current_pass(self) -> "_Pass | None":
-        """The open pass, or None."""
+    @property
+    def planned_epochs(self) -> int:
+        """The epochs the job plans: ``epochs``, or for ``epochs=None`` the most a job plans (2**31 - 1)."""
+        return self._epoch_count
+
+    def local_batch_size(self, batch: int) -> int:
+        """This rank's samples in global batch ``batch`` of an epoch."""
+        return self._job.local_batch_size(batch)
+
+    @property
+    def worker_specs(self) -> list:
+        """The C++ chain the staging workers run, as ``(op, args)`` specs (after a device's cut: see
+        :func:`hdmlp.device.plan_hand_off`); empty when they hand over file bytes."""
+        return self._specs
+
+    @property
+    def decode_chain(self) -> Any:
+        """The device's decoding plan (:class:`hdmlp.device_decode.DecodeChain`) for a chain of
+        ``ImgDecode(device=...)``, else None."""
+        return self._decode_chain
+
+    def describe_sample(self, sample: int) -> str:
+        """How messages name ``sample``: its path (``shard.tar/member``, ``file.h5:dataset[i]``, ...)."""
+        return self._job.path(sample)
+
+    def use_device_decoder(self, decoder: Any) -> None:
+        """The device decoder of the pass now open, whose counts :meth:`metrics` reports."""
+        self._device_decoder = decoder
+
+    def current_pass(self) -> "_Pass | None":
+        """The open pass (an iterator of ``(ids, labels, samples)`` with its ``epoch``), or None."""
         current = self._pass() if self._pass is not None else None
         return current if current is not None and not current.done else None
 
-    def _open_pass(self, epoch: int | None = None) -> "_Pass":
-        """Starts a pass over ``epoch`` (default: the next one); only one may be open."""
-        current = self._current_pass()
+    def open_pass(self, epoch: int | None = None) -> "_Pass":
+        """Starts a pass over ``epoch`` (default: the next one) and returns it; only one may be open.
+
+        The pass is an iterator of ``(ids, labels, samples)`` (as :meth:`epoch_batches`) with its
+        ``epoch``; it ends when exhausted, closed or dropped. Raises RuntimeError while another
+        pass is open, or after the job's last epoch.
+        """
+        current = self.current_pass()
         if current is not None:
             raise RuntimeError(f"a pass over epoch {current.epoch} of this job is still open: finish it, break out "
                                "of its loop or drop its iterator before starting another (hdmlp delivers one "
@@ -580,15 +628,24 @@ class Job:
         self._pass = weakref.ref(opened)
         return opened
 
-    def _set_epoch(self, epoch: int) -> None:
-        """``set_epoch``'s rule: see :meth:`hdmlp.torch.HDMLPDataLoader.set_epoch`."""
+    def set_epoch(self, epoch: int) -> None:
+        """Makes the next pass deliver ``epoch``, as ``DistributedSampler.set_epoch`` before a pass.
+
+        The rule of :meth:`hdmlp.torch.HDMLPDataLoader.set_epoch`: the next epoch and the current
+        one are a no-op (after a pass broken off early the next epoch starts at once); a later
+        epoch skips ahead, the epochs in between never read; an earlier one raises ValueError,
+        except for an evaluation job (``shuffle=False``), which ignores it.
+        """
+        if not self.shuffle and isinstance(epoch, int) and not isinstance(epoch, bool) \
+                and 0 <= epoch < self._next_epoch:
+            return  # every pass of an evaluation job reads the same order: trainers number them their way
         if isinstance(epoch, bool) or not isinstance(epoch, int):
             raise TypeError(f"epoch must be an int, got {epoch!r}")
         if not 0 <= epoch < self._epoch_count:
             raise ValueError(f"set_epoch({epoch}): the job has epochs 0..{self._epoch_count - 1}; create the "
                              f"hdmlp.Job with more epochs")
-        if epoch == self._next_epoch and self._skipped_to is None and self._current_pass() is None \
-                and self._position().epoch < epoch:
+        if epoch == self._next_epoch and self._skipped_to is None and self.current_pass() is None \
+                and self.position().epoch < epoch:
             # The last pass was broken off: start the next epoch now, so that the position (and a
             # state taken now) is its start, as the next pass will be.
             self._begin_epoch(epoch)
@@ -620,15 +677,15 @@ class Job:
         that memory format (see :mod:`hdmlp.device`).
         """
         from hdmlp.batches import Batch
-        target, tail = self._delivery(device)
+        target, tail = self.delivery(device)
         if target is not None:
             from hdmlp.device import check_ahead, check_channels_last
             check_ahead(ahead)
             check_channels_last(channels_last, self._specs)
         elif channels_last is not False:
             raise ValueError("channels_last needs a device (device='cpu' for tensors in host memory)")
-        opened = self._open_pass(epoch)
-        first = self._position().batches
+        opened = self.open_pass(epoch)
+        first = self.position().batches
         if target is not None and self._decode_chain is not None:
             from hdmlp.device_decode import decoded_job_pass
             return decoded_job_pass(self, opened, first, channels_last, ahead)
@@ -703,11 +760,12 @@ class Job:
         """
         if self._core is None and self._final_state is not None:
             return dict(self._final_state)
-        return _state.to_dict(self._position())
+        return _state.to_dict(self.position())
 
-    def _position(self) -> Any:
-        """The consumer's position (a JobState): with a Python transform, the batches its stage
-        handed out, since the stage takes the job's batches ahead of them."""
+    def position(self) -> Any:
+        """The consumer's position, an ``hdmlp._core.JobState`` (``epoch``, ``batches``): with a Python
+        transform, the batches its stage handed out, since the stage takes the job's batches ahead of
+        them; with a device feeder, those it handed out (:meth:`hand_out`)."""
         position = self._python.position if self._python is not None else None
         if self._handed_out is not None:  # a device feeder takes batches ahead of those it handed out
             position = self._handed_out
@@ -742,7 +800,9 @@ class Job:
         self._next_epoch = self._core.state().epoch
 
     # -- reporting ----------------------------------------------------------
-    def _add_loop_seconds(self, epoch: int, **seconds: float) -> None:
+    def add_loop_seconds(self, epoch: int, **seconds: float) -> None:
+        """Adds a loader's Python-side seconds of ``epoch`` (``next_batch_seconds``, ``python_seconds``,
+        ``consumer_seconds``) to what :meth:`metrics` reports."""
         timers = self._loop_seconds.setdefault(epoch, dict.fromkeys(_LOOP_TIMERS, 0.0))
         for key, value in seconds.items():
             timers[key] += value
@@ -893,7 +953,7 @@ class Job:
         """
         if getattr(self, "_core", None) is not None:
             try:
-                self._final_state = _state.to_dict(self._position())
+                self._final_state = _state.to_dict(self.position())
             except Exception:  # a broken Python stage: the core's own position
                 self._final_state = _state.to_dict(self._core.state())
         python, self._python = getattr(self, "_python", None), None
@@ -903,6 +963,18 @@ class Job:
         _live.live_jobs.discard(self)
         if core is not None:
             core.close()
+
+    def forget_in_child(self, parent: int) -> list[Any]:
+        """After ``os.fork()``, in the child: drops the parent's core and Python stage, whose threads and
+        workers are the parent's, and returns them: the caller keeps them, never destroyed here."""
+        self._forked_from = parent
+        kept = [self._core]
+        self._core = None
+        python, self._python = getattr(self, "_python", None), None
+        if python is not None:  # the parent's Python transform workers: not this child's to stop
+            python.forget_in_child()
+            kept.append(python)
+        return kept
 
     def __reduce__(self):
         raise TypeError("an hdmlp.Job cannot be pickled or sent to another process: it owns this process's loader "

@@ -16,7 +16,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from hdmlp import state as _state
-from hdmlp.plan import _SCHEMES, MAX_BATCH_SIZE, MAX_EPOCHS, _int_in
+from hdmlp.argument_checks import MAX_WAIT_SECONDS, int_in, path_argument, wait_seconds
+from hdmlp.plan import SCHEMES, MAX_BATCH_SIZE, MAX_EPOCHS
+# Loaded with the Job, so that the chain split knows hdmlp's ops by name (transform_base.cpp_op).
+from hdmlp.transforms import pipeline_specs
 
 if TYPE_CHECKING:
     from hdmlp.job import Job
@@ -27,32 +30,7 @@ _SOURCE_OPTIONS = ("hdf5_samples", "hdf5_labels", "tar_sample_ext", "tar_label_e
                    "npz_label_member")
 
 # `epochs` left out (an error) is not `epochs=None` (an unbounded job).
-_REQUIRED: Any = type("_Required", (), {"__repr__": lambda self: "<required>"})()
-
-MAX_WAIT_SECONDS = 1e9
-
-
-def _seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__} {value!r}")
-    if not (math.isfinite(value) and 0 < value <= MAX_WAIT_SECONDS):
-        raise ValueError(f"{name} must be a finite number of seconds > 0 and at most {MAX_WAIT_SECONDS:g}, got "
-                         f"{value!r}" + (": a wait must end (an endless one hangs on a missing rank or a stuck read)"
-                                         if not math.isfinite(value) else ""))
-    return float(value)
-
-
-def _path(name: str, value: Any) -> str:
-    """A path argument as a str (os.fsdecode: bytes and non-UTF-8 names round-trip)."""
-    try:
-        path = os.fsdecode(os.fspath(value))
-    except TypeError:
-        raise TypeError(f"{name} must be a path (str, bytes or os.PathLike), got {type(value).__name__} "
-                        f"{value!r}") from None
-    if "\0" in path:
-        raise ValueError(f"{name} contains a NUL character: {path!r}")
-    return os.path.expanduser(path)
-
+REQUIRED: Any = type("_Required", (), {"__repr__": lambda self: "<required>"})()
 
 def default_config_path() -> str:
     """Path of the configuration used when ``config_path`` is None.
@@ -87,7 +65,7 @@ class ThrottledStorage:
         if isinstance(self.failing_paths, (str, bytes)):
             raise TypeError("ThrottledStorage.failing_paths must be a list of paths, not one path")
         for p in self.failing_paths:
-            _path("ThrottledStorage.failing_paths", p)
+            path_argument("ThrottledStorage.failing_paths", p)
 
 
 def check_job_arguments(job: Job, dataset_path: Any, batch_size: Any, epochs: Any, distr_scheme: Any,
@@ -97,28 +75,28 @@ def check_job_arguments(job: Job, dataset_path: Any, batch_size: Any, epochs: An
                         source_options: Any, python_workers: Any, python_start_method: Any, resume: Any,
                         start_epoch: Any, world: Any) -> None:
     """Checks every argument (and sets the attributes); raises TypeError / ValueError / FileNotFoundError."""
-    job.dataset_path = _path("dataset_path", dataset_path)
+    job.dataset_path = path_argument("dataset_path", dataset_path)
     if (batch_size is None) == (batch_size_per_rank is None):
         raise ValueError("give exactly one of batch_size (the global batch, over all ranks) and "
                          f"batch_size_per_rank, got batch_size={batch_size!r} and "
                          f"batch_size_per_rank={batch_size_per_rank!r}")
     if batch_size is not None:
-        _int_in("batch_size", batch_size, 1, MAX_BATCH_SIZE, "2**62")
+        int_in("batch_size", batch_size, 1, MAX_BATCH_SIZE, "2**62")
     if batch_size_per_rank is not None:
-        _int_in("batch_size_per_rank", batch_size_per_rank, 1, MAX_BATCH_SIZE, "2**62")
-    if epochs is _REQUIRED:
+        int_in("batch_size_per_rank", batch_size_per_rank, 1, MAX_BATCH_SIZE, "2**62")
+    if epochs is REQUIRED:
         raise TypeError("epochs is required: the number of epochs the job will run (None: no limit, for an "
                         "evaluation loader that makes any number of passes)")
-    job.epochs = None if epochs is None else _int_in("epochs", epochs, 1, MAX_EPOCHS, "2**31 - 1")
+    job.epochs = None if epochs is None else int_in("epochs", epochs, 1, MAX_EPOCHS, "2**31 - 1")
     # The core's epochs: an unbounded job is one of the most epochs the core plans.
     job._epoch_count = MAX_EPOCHS if epochs is None else epochs
     if not isinstance(shuffle, bool):
         raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
     job.shuffle = shuffle
     if num_workers is not None:
-        _int_in("num_workers", num_workers, 1, 1024)
-    if not isinstance(distr_scheme, str) or distr_scheme not in _SCHEMES:
-        raise ValueError(f"unknown distr_scheme {distr_scheme!r}: supported schemes are {', '.join(map(repr, _SCHEMES))}")
+        int_in("num_workers", num_workers, 1, 1024)
+    if not isinstance(distr_scheme, str) or distr_scheme not in SCHEMES:
+        raise ValueError(f"unknown distr_scheme {distr_scheme!r}: supported schemes are {', '.join(map(repr, SCHEMES))}")
     job.distr_scheme = distr_scheme
     if not isinstance(drop_last_batch, bool):
         raise TypeError(f"drop_last_batch must be a bool, got {drop_last_batch!r}")
@@ -131,7 +109,7 @@ def check_job_arguments(job: Job, dataset_path: Any, batch_size: Any, epochs: An
         raise ValueError("ImgDecode(device=...) with Python transforms: the device decodes for chains of hdmlp "
                          "ops only (docs/gpu.md); decode on the CPU (ImgDecode()) before Python callables")
     if python_workers is not None:
-        _int_in("python_workers", python_workers, 1, 1024)
+        int_in("python_workers", python_workers, 1, 1024)
         from hdmlp.python_chain import check_python_workers
         check_python_workers(python_workers)
     if python_start_method not in ("spawn", "forkserver"):
@@ -142,7 +120,6 @@ def check_job_arguments(job: Job, dataset_path: Any, batch_size: Any, epochs: An
     job._decode_device = None
     job._device_decoder = None  # the last pass's DeviceDecoder (its counts go into metrics())
     if transforms is not None and job._python_chain is None:
-        from hdmlp.transforms import pipeline_specs
         job._specs = pipeline_specs(transforms)
         if not job._specs:
             raise ValueError("transforms is an empty list: pass None to receive each file's bytes, or a chain "
@@ -173,22 +150,22 @@ def check_job_arguments(job: Job, dataset_path: Any, batch_size: Any, epochs: An
     if pin_memory is not None and not isinstance(pin_memory, bool):
         raise TypeError(f"pin_memory must be a bool or None, got {pin_memory!r}")
     if seed is not None:
-        _int_in("seed", seed, 0, 2**63 - 1, "2**63 - 1")
-    job.config_path = _path("config_path", config_path) if config_path is not None else default_config_path()
+        int_in("seed", seed, 0, 2**63 - 1, "2**63 - 1")
+    job.config_path = path_argument("config_path", config_path) if config_path is not None else default_config_path()
     if not os.path.exists(job.config_path):  # a folder or FIFO there: the core says what is wrong
         raise FileNotFoundError(f"configuration file '{job.config_path}' does not exist")
     if isinstance(exchange_fraction, bool) or not isinstance(exchange_fraction, (int, float)) \
             or not 0.0 <= exchange_fraction <= 1.0:
         raise ValueError(f"exchange_fraction must be a number in [0, 1], got {exchange_fraction!r}")
     job.exchange_fraction = float(exchange_fraction)
-    job.timeout_s = _seconds("timeout_s", timeout_s)
-    job.read_timeout_s = None if read_timeout_s is None else _seconds("read_timeout_s", read_timeout_s)
+    job.timeout_s = wait_seconds("timeout_s", timeout_s)
+    job.read_timeout_s = None if read_timeout_s is None else wait_seconds("read_timeout_s", read_timeout_s)
     if storage is not None and not isinstance(storage, ThrottledStorage):
         raise TypeError(f"storage must be an hdmlp.ThrottledStorage or None, got {type(storage).__name__}")
     if not isinstance(index_cache, bool):
         raise TypeError(f"index_cache must be a bool, got {index_cache!r}")
     job._resume_state = _state.from_dict(resume) if resume is not None else None
-    _int_in("start_epoch", start_epoch, 0, job._epoch_count, f"{job._epoch_count} (the job's epochs)")
+    int_in("start_epoch", start_epoch, 0, job._epoch_count, f"{job._epoch_count} (the job's epochs)")
     if world is not None and world.world_size > 1 and world.gather is None and seed is None \
             and resume is None and not job._use_mpi:
         raise ValueError(f"seed is None, but this job runs on {world.world_size} ranks (from {world.source}) "

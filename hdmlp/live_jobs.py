@@ -20,7 +20,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from hdmlp import _core
-from hdmlp.job_arguments import _seconds
+from hdmlp.argument_checks import wait_seconds
 
 if TYPE_CHECKING:
     from hdmlp.job import Job
@@ -78,13 +78,7 @@ def _forget_jobs_in_child() -> None:
     """After os.fork() in the child: the parent's jobs are not usable here."""
     parent = os.getppid()
     for job in list(live_jobs):
-        job._forked_from = parent
-        _inherited_cores.append(job._core)
-        job._core = None
-        python, job._python = getattr(job, "_python", None), None
-        if python is not None:  # the parent's Python transform workers: not this child's to stop
-            python.forget_in_child()
-            _inherited_cores.append(python)
+        _inherited_cores.extend(job.forget_in_child(parent))
     live_jobs.clear()
 
 
@@ -112,7 +106,7 @@ def report_startup_failure(error: BaseException, timeout_s: Any, world: Any = No
     try:
         if use_mpi and _core.in_mpi_job():
             try:
-                timeout = _seconds("timeout_s", timeout_s)
+                timeout = wait_seconds("timeout_s", timeout_s)
             except (TypeError, ValueError):
                 timeout = 300.0
             _core.report_startup_failure(kind, message, timeout)

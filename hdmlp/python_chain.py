@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hdmlp import _core
+from hdmlp.transform_base import Transform, cpp_op
 
 __all__ = ["PythonChain", "ToPIL", "TransformError", "check_python_workers", "default_python_workers",
            "split_chain"]
@@ -121,7 +122,6 @@ def split_chain(transforms: Any) -> PythonChain | None:
             follows a callable, or the Python part cannot be pickled.
         ValueError: the C++ part is not a valid chain.
     """
-    from hdmlp.transforms import Transform
     if transforms is None or isinstance(transforms, Transform):
         return None
     inner = getattr(transforms, "transforms", None)
@@ -149,15 +149,13 @@ def split_chain(transforms: Any) -> PythonChain | None:
                             "hdmlp.transforms object nor a callable")
     if not python:
         return None
-    from hdmlp import transforms as cpp_ops
     for t in python:
         name = type(t).__name__
-        if type(t).__module__.startswith("torchvision") and isinstance(getattr(cpp_ops, name, None), type) and \
-                issubclass(getattr(cpp_ops, name), Transform):
+        if type(t).__module__.startswith("torchvision") and cpp_op(name) is not None:
             warnings.warn(f"hdmlp: torchvision's {name} runs in Python worker processes; hdmlp.transforms.{name} "
                           "does the same in C++, in the staging threads (faster; docs/transforms.md)",
                           RuntimeWarning, stacklevel=3)
-    specs = [t._spec() for t in cpp]
+    specs = [t.spec() for t in cpp]
     if specs and not any(op in ("ToTensor", "ToUint8") for op, _ in specs):
         specs.append(("ToUint8", {"layout": [1.0]}))  # HWC, as PIL, OpenCV and albumentations hold images
     if specs:

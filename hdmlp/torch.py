@@ -36,50 +36,10 @@ except ImportError as e:
     raise ImportError("hdmlp.torch needs PyTorch, which is not installed: pip install 'hdmlp[torch]' (or use "
                       "job.batches() or hdmlp.numpy, which need no torch)") from e
 
+from hdmlp.host_tensors import host_tensors
 from hdmlp.job import Job
 
 __all__ = ["HDMLPImageFolder", "HDMLPDataLoader", "HDMLPSampler", "HDMLPBatchSampler"]
-
-
-_DTYPES = {"b": torch.int8, "B": torch.uint8, "h": torch.int16, "H": torch.uint16, "i": torch.int32,
-           "I": torch.uint32, "q": torch.int64, "Q": torch.uint64, "f": torch.float32, "d": torch.float64}
-
-
-def _as_batch_tensor(buffer: Any) -> torch.Tensor:
-    """A [B, ...] array (transformed images, arrays, a Python transform's results) as a tensor viewing its
-    memory (DLPack: any dtype)."""
-    if len(buffer) == 0:
-        return torch.empty(list(buffer.shape), dtype=_DTYPES[memoryview(buffer).format])
-    return torch.from_dlpack(buffer)
-
-
-def _as_tensor(buffer: Any, dtype: torch.dtype) -> torch.Tensor:
-    if len(buffer) == 0:
-        return torch.empty(0, dtype=dtype)
-    return torch.frombuffer(buffer, dtype=dtype)
-
-
-def _sample_tensor(x: Any) -> Any:
-    """One sample of a list batch: a file's bytes (uint8), a Python transform's array, or its object."""
-    if not hasattr(x, "__dlpack__") or isinstance(x, torch.Tensor):
-        return x
-    if getattr(x, "dtype", None) == "uint8" and len(getattr(x, "shape", ())) == 1:
-        return _as_tensor(x, torch.uint8)
-    return torch.from_dlpack(x)
-
-
-def host_tensors(buffers: Any, labels: Any) -> tuple[Any, torch.Tensor]:
-    """A batch's samples and labels as the job hands them over, as tensors viewing their memory."""
-    samples: Any
-    if isinstance(buffers, list):
-        samples = [_sample_tensor(b) for b in buffers]
-    else:  # one batch: transformed images, arrays, or a Python transform's results
-        samples = _as_batch_tensor(buffers)
-    if isinstance(labels, torch.Tensor):
-        return samples, labels
-    if len(labels.shape) > 1 or memoryview(labels).format not in ("q", "l"):  # label arrays
-        return samples, _as_batch_tensor(labels)
-    return samples, _as_tensor(labels, torch.int64)
 
 
 class HDMLPImageFolder:
@@ -160,7 +120,7 @@ class HDMLPSampler:
 
     def __iter__(self) -> Iterator[int]:
         job = self._loader.job
-        return iter(job.plan(min(self._loader.epoch, job._epoch_count - 1)))
+        return iter(job.plan(min(self._loader.epoch, job.planned_epochs - 1)))
 
 
 class HDMLPBatchSampler:
@@ -193,10 +153,10 @@ class HDMLPBatchSampler:
 
     def __iter__(self) -> Iterator[list[int]]:
         job = self._loader.job
-        epoch = min(self._loader.epoch, job._epoch_count - 1)
+        epoch = min(self._loader.epoch, job.planned_epochs - 1)
         ids, start = job.plan(epoch), 0
         for batch in range(job.batches_per_epoch):
-            size = job._job.local_batch_size(batch)
+            size = job.local_batch_size(batch)
             yield ids[start:start + size]
             start += size
 
@@ -254,8 +214,8 @@ class HDMLPDataLoader:
         from hdmlp.device import check_ahead, check_channels_last
         self.ahead = check_ahead(ahead)
         check_channels_last(channels_last)
-        self._device = self.job._delivery(device)[0] if device is not None else None
-        self.channels_last = check_channels_last(channels_last, self.job._specs)  # the chain the job now runs
+        self._device = self.job.delivery(device)[0] if device is not None else None
+        self.channels_last = check_channels_last(channels_last, self.job.worker_specs)  # the chain the job now runs
         if channels_last and self.device is None:
             raise ValueError("channels_last=True needs a device: HDMLPDataLoader(dataset, device=...) (device='cpu' "
                              "for tensors in host memory)")
@@ -294,7 +254,7 @@ class HDMLPDataLoader:
     @property
     def epoch(self) -> int:
         """The epoch being delivered, else the one the next pass will deliver (the job's)."""
-        current = self.job._current_pass()
+        current = self.job.current_pass()
         return current.epoch if current is not None else self.job.next_epoch
 
     def set_epoch(self, epoch: int) -> None:
@@ -311,10 +271,7 @@ class HDMLPDataLoader:
         Lightning gives a validation loader the training epoch) do not need to match it:
         for it an earlier epoch is ignored.
         """
-        if not self.job.shuffle and isinstance(epoch, int) and not isinstance(epoch, bool) \
-                and 0 <= epoch < self.job.next_epoch:
-            return
-        self.job._set_epoch(epoch)
+        self.job.set_epoch(epoch)
 
     def state_dict(self) -> dict[str, Any]:
         """The job's position (:meth:`hdmlp.Job.state_dict`), as torchdata's ``StatefulDataLoader.state_dict``."""
@@ -329,13 +286,13 @@ class HDMLPDataLoader:
         return self._iterate()
 
     def _iterate(self) -> Iterator[tuple[Any, torch.Tensor]]:
-        target, tail = self.job._delivery(self._device)
-        opened = self.job._open_pass()
+        target, tail = self.job.delivery(self._device)
+        opened = self.job.open_pass()
         if target is None:
             yield from self._deliver(opened)
             return
-        first = self.job._position().batches
-        if self.job._decode_chain is not None:  # ImgDecode(device=...): Batch objects, (samples, labels)
+        first = self.job.position().batches
+        if self.job.decode_chain is not None:  # ImgDecode(device=...): Batch objects, (samples, labels)
             from hdmlp.device_decode import decoded_job_pass
             batches = decoded_job_pass(self.job, opened, first, self.channels_last, self.ahead)
         else:  # (samples, labels, index)
@@ -350,14 +307,14 @@ class HDMLPDataLoader:
 
     def _deliver(self, opened: Any) -> Iterator[tuple[Any, torch.Tensor]]:
         if opened is None:
-            opened = self.job._open_pass()
+            opened = self.job.open_pass()
         transform = self.dataset.transform
         target_transform = self.dataset.target_transform
         # Where the Python side's time goes, per epoch (Job.metrics()): the call for the
         # next batch, making tensors of it, and the training loop's time between batches.
         # A generator: dropping it (a break) drops `opened`, which ends the pass.
         epoch = opened.epoch
-        clock, add = time.perf_counter, self.job._add_loop_seconds
+        clock, add = time.perf_counter, self.job.add_loop_seconds
         resumed = clock()
         while True:
             batch = next(opened, None)

@@ -43,7 +43,6 @@ This module imports neither torch nor torchvision; ``interpolation`` accepts
 from __future__ import annotations
 
 import enum
-import functools
 import hashlib
 import math
 import numbers
@@ -52,6 +51,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from hdmlp import _core
+from hdmlp.python_chain import ToPIL  # noqa: F401 (a Python transform, re-exported: T.ToPIL())
+from hdmlp.transform_base import PIL_FILTER_NAMES, Spec, Transform
 
 __all__ = [
     "AutoAugment",
@@ -85,8 +86,6 @@ __all__ = [
     "pipeline_specs",
 ]
 
-Spec = tuple[str, dict[str, list[float]]]
-
 # PIL's filter codes, which the C++ pipeline uses, by torchvision's
 # InterpolationMode value. NEAREST_EXACT is PIL's NEAREST for PIL images.
 _INTERPOLATION = {
@@ -98,14 +97,13 @@ _INTERPOLATION = {
     "box": 4,
     "hamming": 5,
 }
-_PIL_NAMES = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
 
 
 def _interpolation_code(interpolation: Any) -> int:
     value = getattr(interpolation, "value", interpolation)  # InterpolationMode -> its string
     if isinstance(value, str) and value.lower() in _INTERPOLATION:
         return _INTERPOLATION[value.lower()]
-    if isinstance(value, int) and not isinstance(value, bool) and value in _PIL_NAMES:
+    if isinstance(value, int) and not isinstance(value, bool) and value in PIL_FILTER_NAMES:
         return value  # a PIL filter code, as torchvision still accepts
     raise ValueError(
         f"interpolation must be a torchvision InterpolationMode or one of {sorted(_INTERPOLATION)}, "
@@ -158,55 +156,6 @@ def _numbers(values: float | Sequence[float], name: str) -> list[float]:
         return [_number(v, name) for v in values]  # type: ignore[union-attr]
     except TypeError:
         raise TypeError(f"{name} must be a number or a sequence of numbers, got {values!r}") from None
-
-
-def _naming_the_op(op: str, init: Any) -> Any:
-    """``init`` whose TypeError/ValueError names the op first ("RandomHorizontalFlip: p must be ...")."""
-
-    @functools.wraps(init)
-    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
-        try:
-            init(self, *args, **kwargs)
-        except (TypeError, ValueError) as e:
-            message = str(e)
-            if message.startswith((f"{op}:", f"{op}(", f"{op}.")):
-                raise
-            base = TypeError if isinstance(e, TypeError) else ValueError
-            try:
-                named = type(e)(f"{op}: {message}")
-            except Exception:
-                named = base(f"{op}: {message}")
-            raise named from None
-
-    return checked
-
-
-class Transform:
-    """Base class of hdmlp's transforms: each describes itself as a spec for the C++ pipeline.
-
-    A subclass's constructor raises TypeError/ValueError with the op's name first, and every
-    check names the argument (``RandomHorizontalFlip: p must be a number, got str 'x'``).
-    """
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "__init__" in cls.__dict__:
-            cls.__init__ = _naming_the_op(cls.__name__, cls.__dict__["__init__"])  # type: ignore[method-assign]
-
-    def _spec(self) -> Spec:
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        def show(name: str, value: Any) -> str:
-            if name == "interpolation" and isinstance(value, int):
-                return repr(_PIL_NAMES[value])
-            if isinstance(value, list):
-                items = [int(v) if name == "size" else v for v in value]
-                return repr(items[0] if len(items) == 1 and name == "size" else tuple(items))
-            return repr(value)
-
-        inner = ", ".join(f"{k}={show(k, v)}" for k, v in vars(self).items())
-        return f"{type(self).__name__}({inner})"
 
 
 # ImgDecode(device=..., decoder=...): the device's JPEG decoders (hdmlp.device_decode).
@@ -1074,7 +1023,7 @@ def pipeline_specs(transforms: Sequence[Transform]) -> list[Spec]:
                 f"hdmlp.transforms.{type(t).__name__} (the ops hdmlp runs in C++: "
                 f"{', '.join(n for n in __all__ if n[0].isupper() and n not in _NOT_IN_CHAINS)})"
             )
-        specs.append(t._spec())
+        specs.append(t.spec())
     return specs
 
 
@@ -1123,7 +1072,3 @@ def apply(
     if math.prod(shape) == 0:
         return torch.empty(shape, dtype=dtype)
     return torch.frombuffer(buf, dtype=dtype).reshape(shape)
-
-
-# A Python transform, for chains that end in Python callables (hdmlp.python_transforms).
-from hdmlp.python_transforms import ToPIL  # noqa: E402

@@ -50,9 +50,9 @@ CPP_FLOORS = {
     "env": 2, "config": 2,
     "plan": 3, "source": 3, "transforms": 3, "transport": 3, "tools": 3, "device": 3,
     "cache": 4,
+    "build_info": 4,  # reports what the floors below it chose at run time (the MPI, the SIMD kernels): only the binding asks
     "job": 5, "sim": 5,
     "staging": 5,  # the job's hand-off between its workers and its consumer: no cache or transport knows it
-    "build_info": 5,  # reports on every part (the MPI modules, the transforms' kernels): only the binding includes it
     "binding": 6,  # python/*.cc
 }
 # The guide's rules that floors alone do not say ("*": any other folder).
@@ -69,17 +69,19 @@ PY_FLOORS = {
     "hdmlp._core": 0, "hdmlp.batches": 0, "hdmlp.datasets": 0, "hdmlp.launcher": 0,
     "hdmlp.live_jobs": 0, "hdmlp.main_guard": 0, "hdmlp.nvjpeg": 0, "hdmlp.pack": 0,
     "hdmlp.pinned_memory": 0, "hdmlp.plan": 0, "hdmlp.python_worker": 0, "hdmlp.state": 0,
-    "hdmlp.cpu_budget": 0, "hdmlp.openmp_wait": 0, "hdmlp.readiness": 0,
+    "hdmlp.cpu_budget": 0, "hdmlp.openmp_wait": 0, "hdmlp.readiness": 0, "hdmlp.mpi": 0, "hdmlp.version": 0,
+    "hdmlp.transform_base": 0, "hdmlp.host_tensors": 0, "hdmlp.argument_checks": 0,
     "hdmlp.transforms": 1, "hdmlp.python_chain": 1, "hdmlp.python_transforms": 1,
     "hdmlp.device": 2, "hdmlp.device_decode": 2,
     "hdmlp.job_arguments": 3, "hdmlp.job": 3,
     "hdmlp": 4, "hdmlp.__main__": 4, "hdmlp.cli": 4, "hdmlp.numpy": 4, "hdmlp.simulate": 4,
-    "hdmlp.torch": 4,
+    "hdmlp.torch": 4, "hdmlp.dlio": 4,
     # benchmarks: helpers, the emulation lab, scenarios (the default), entry points.
     "benchmarks.machine": 0, "benchmarks.system_tools": 0, "benchmarks.runner": 0,
     "benchmarks.netfs": 1, "benchmarks.pfs": 1, "benchmarks.cluster.emulation": 1,
     "benchmarks.cluster.pfs_provider": 1, "benchmarks.cluster.rank": 1,
-    "benchmarks.cluster.reaper": 1, "benchmarks.cluster.report": 1,
+    "benchmarks.cluster.reaper": 1, "benchmarks.cluster.report": 1, "benchmarks.cluster.slurm": 1,
+    "benchmarks.cluster.commands": 1,
     "benchmarks": 3, "benchmarks.__main__": 3, "benchmarks.harness": 3,
     "benchmarks.cluster": 3, "benchmarks.cluster.cli": 3,
 }

@@ -25,24 +25,12 @@ the results (docs/cluster.md, "Slurm").
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from benchmarks import pfs as pfs_mod
 from benchmarks.cluster import emulation, report
-
-
-def write_config(path: str, dataset_bytes: int, ram_share: float, ranks_per_node: int) -> str:
-    """Each node's RAM class holds ram_share of the dataset, split evenly between its ranks (fixed MB)."""
-    per_rank_mb = max(0.01, ram_share * dataset_bytes / 2**20 / ranks_per_node)
-    text = (f"# python -m benchmarks cluster: each node's RAM class holds {ram_share:.0%} of the dataset, "
-            f"{per_rank_mb:.2f} MB per rank\n"
-            "storage_classes = ( { capacity = 16; threads = \"auto\"; },\n"
-            f"  {{ backend = \"memory\"; capacity = {per_rank_mb:.3f}; threads = 2; }} );\n")
-    with open(path, "w") as f:
-        f.write(text)
-    return text
+from benchmarks.cluster.commands import dataset, write_config, write_json
 
 
 def slurm_tests(argv: list[str]) -> int:
@@ -150,13 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"[cluster] skipped: the emulated cluster cannot run on this machine: {reason}")
         return 0
-    import hdmlp
-    from hdmlp.datasets import make_image_folder
-    root = args.data or os.path.join(hdmlp.user_cache_dir(), "datasets", f"bench-{args.images}-{args.classes}")
-    if not args.data:
-        make_image_folder(root, num_images=args.images, num_classes=args.classes, seed=0)
-    files = report.dataset_files(root)
-    total = sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    root, files, total = dataset(args)
     pfs_mod.install_signal_handlers()
     result = {"command": "python -m benchmarks cluster " + " ".join(sys.argv[2:] if argv is None else argv),
               "jobs": [], "links_by_scheme": {}}
@@ -196,8 +178,5 @@ def main(argv: list[str] | None = None) -> int:
                   + f" img/s per epoch; PFS {job['pfs_bytes_x_dataset']:.2f}x the dataset (hdmlp)"
                   + (f", {job['pfs_link_bytes_x_dataset']:.2f}x on the links" if job["pfs_link_bytes"] else "")
                   + f"; {job['node_to_node_bytes'] / 1e6:.1f} MB between nodes; exactly once: {once}")
-    os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-    with open(args.json, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"[cluster] wrote {args.json}")
+    write_json(args.json, result)
     return 0 if all(j.get("status") == "ok" for j in result["jobs"]) else 1

@@ -29,22 +29,11 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
 
 from benchmarks import machine
 from benchmarks import pfs as pfs_mod
 from benchmarks.cluster import emulation, report
-from benchmarks.cluster.cli import write_config
-
-
-def _dataset(args) -> tuple[str, dict, int]:
-    import hdmlp
-    from hdmlp.datasets import make_image_folder
-    root = args.data or os.path.join(hdmlp.user_cache_dir(), "datasets", f"bench-{args.images}-{args.classes}")
-    if not args.data:
-        make_image_folder(root, num_images=args.images, num_classes=args.classes, seed=0)
-    files = report.dataset_files(root)
-    return root, files, sum(os.path.getsize(os.path.join(root, f)) for f in files)
+from benchmarks.cluster.commands import dataset, job_options, publish, skipped, write_config
 
 
 def _server_bytes(cluster) -> int | None:
@@ -79,42 +68,12 @@ def _side(cluster, run: dict, files: dict, total: int, server_bytes: int | None)
     }
 
 
-def _job_options(p: argparse.ArgumentParser, batch_help: str | None = None, scheme_help: str | None = None) -> None:
-    """The dataset and job options both goals' commands take."""
-    p.add_argument("--images", type=int, default=1200)
-    p.add_argument("--classes", type=int, default=10)
-    p.add_argument("--data", help="use this dataset folder instead of generating one")
-    p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--batch-size", type=int, default=32, help=batch_help)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--scheme", default="uniform", help=scheme_help)
-    p.add_argument("--ram-share", type=float, default=0.3, help="each node's RAM class as a share of the dataset")
-
-
-def skipped(tag: str) -> bool:
-    """Says why and returns True where this machine cannot run the emulated cluster."""
-    reason = emulation.unavailable_reason()
-    if reason:
-        print(f"[cluster {tag}] skipped: the emulated cluster cannot run on this machine: {reason}")
-    return reason is not None
-
-
-def _publish(args, result: dict, markdown: Callable[[dict], str], tag: str) -> None:
-    """The load warning, the JSON, and the Markdown report where --markdown asks for it."""
-    machine.print_warnings(result["load"])
-    _write(args.json, result)
-    if args.markdown:
-        with open(args.markdown, "w") as f:
-            f.write(markdown(result))
-        print(f"[cluster {tag}] wrote {args.markdown}")
-
-
 def vs_dataloader(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks cluster vs-dataloader",
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=4)
     p.add_argument("--ranks-per-node", type=int, default=2)
-    _job_options(p, batch_help="global batch (the DataLoader's is this / ranks)",
+    job_options(p, batch_help="global batch (the DataLoader's is this / ranks)",
                  scheme_help="hdmlp's distribution scheme (uniform shuffles globally, as DistributedSampler does)")
     p.add_argument("--pfs-mbit", type=float, default=100.0, help="the PFS server's bandwidth (the bottleneck)")
     p.add_argument("--pfs-open-delay-ms", type=float, default=0.0)
@@ -131,7 +90,7 @@ def vs_dataloader(argv: list[str]) -> int:
         print(f"[cluster vs-dataloader] note: --ram-share {args.ram_share} is outside goal 2's (0.25, 1) "
               "(RAM per node below the dataset, above a quarter of it)")
     rec = machine.LoadRecorder()
-    root, files, total = _dataset(args)
+    root, files, total = dataset(args)
     pfs_mod.install_signal_handlers()
     command = "python -m benchmarks cluster vs-dataloader " + " ".join(argv)
     result = {"command": command, "machine": machine.machine_facts(), "goal": {
@@ -169,15 +128,8 @@ def vs_dataloader(argv: list[str]) -> int:
             "pfs_goal_met": h["server_bytes_x_dataset"] <= 1.05,
             "speed_goal_met": d["job_seconds"] / h["job_seconds"] >= 3.0,
         }
-    _publish(args, result, markdown_vs, "vs-dataloader")
+    publish(args, result, markdown_vs, "vs-dataloader")
     return 0 if "summary" in result else 1
-
-
-def _write(path: str, result: dict) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"[cluster] wrote {path}")
 
 
 def markdown_vs(result: dict) -> str:
@@ -268,7 +220,7 @@ def scale(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks cluster scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes-list", default="2,4,8")
-    _job_options(p)
+    job_options(p)
     p.add_argument("--timeout", type=float, default=1200)
     p.add_argument("--json", required=True)
     p.add_argument("--markdown")
@@ -276,7 +228,7 @@ def scale(argv: list[str]) -> int:
     if skipped("scale"):
         return 0
     rec = machine.LoadRecorder()
-    root, files, total = _dataset(args)
+    root, files, total = dataset(args)
     pfs_mod.install_signal_handlers()
     result = {"command": "python -m benchmarks cluster scale " + " ".join(argv), "machine": machine.machine_facts(),
               "dataset": {"path": root, "files": len(files), "bytes": total}, "runs": []}
@@ -320,7 +272,7 @@ def scale(argv: list[str]) -> int:
             f"{k} {p['wall_mean'] * 1e3:.0f}/{p['cpu_mean'] * 1e3:.0f}/{p['process_cpu_mean'] * 1e3:.0f}"
             for k, p in top) + f"; ranks called hdmlp.Job within {row['arrival']['called_spread_seconds']:.2f} s")
     result["load"] = rec.finish()
-    _publish(args, result, markdown_scale, "scale")
+    publish(args, result, markdown_scale, "scale")
     return 0 if all(r["status"] == "ok" for r in result["runs"]) else 1
 
 

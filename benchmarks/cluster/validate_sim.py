@@ -35,7 +35,8 @@ import time
 
 from benchmarks import machine
 from benchmarks import pfs as pfs_mod
-from benchmarks.cluster import emulation, goals, report
+from benchmarks.cluster import emulation, report
+from benchmarks.cluster.commands import dataset, job_options, publish, skipped
 
 GOAL = 0.15  # the one-node validation's goal (docs/simulator.md, "Validation")
 BARRIER_PORT = 29517
@@ -71,7 +72,7 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks cluster validate-sim", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nodes", type=int, default=4)
-    goals._job_options(p, batch_help="global batch")
+    job_options(p, batch_help="global batch")
     p.add_argument("--pfs-mbit", type=float, default=100.0, help="the PFS server's link")
     p.add_argument("--pfs-open-delay-ms", type=float, default=0.0)
     p.add_argument("--compute-mbps", type=float, default=12.0, help="c, each rank's training speed [MB/s]")
@@ -85,12 +86,12 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.scheme != "uniform":
         p.error(f"--scheme {args.scheme}: the simulator's hdmlp policy shuffles globally; use uniform")
-    if goals.skipped("validate-sim"):
+    if skipped("validate-sim"):
         return 0
     from hdmlp.simulate import measure_machine, simulate, write_config
 
     rec = machine.LoadRecorder()
-    root, files, total = goals._dataset(args)
+    root, files, total = dataset(args)
     pfs_mod.install_signal_handlers()
     result = {"command": "python -m benchmarks cluster validate-sim " + " ".join(argv),
               "machine": machine.machine_facts(), "goal": GOAL}
@@ -144,7 +145,7 @@ def main(argv: list[str]) -> int:
     for r in result["rows"]:
         print(f"[cluster validate-sim] epoch {r['epoch']}: measured {r['measured_s']:.2f} s, "
               f"predicted {r['predicted_s']:.2f} s ({100 * r['error']:+.1f}%)")
-    goals._publish(args, result, markdown, "validate-sim")
+    publish(args, result, markdown, "validate-sim")
     return 0
 
 

@@ -40,7 +40,7 @@ def launcher_ranks(monkeypatch, root, world, **kw):
     for r in range(world):
         as_rank(monkeypatch, r, world)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # peer serving is off
+            warnings.simplefilter("ignore", RuntimeWarning)  # peers' caches are off
             jobs.append(hdmlp.Job(root, index_cache=False, **kw))
     return jobs
 
@@ -71,7 +71,7 @@ def test_peer_serving_off_warns_once_and_a_seed_is_required(monkeypatch, uneven)
     root, _ = uneven
     monkeypatch.setattr(hdmlp.job, "_warned_without_peers", False)
     as_rank(monkeypatch, 1, 2)
-    with pytest.warns(RuntimeWarning, match="peer serving is off: no MPI"):
+    with pytest.warns(RuntimeWarning, match="peers. caches are off: no MPI"):
         job = hdmlp.Job(root, 4, 1, seed=1, index_cache=False)
     assert (job.rank, job.world_size) == (1, 2)
     with warnings.catch_warnings():

@@ -108,6 +108,32 @@ def test_iterating_past_the_last_epoch_is_a_clear_error(folder):
     job.close()
 
 
+def test_the_jobs_pass_api_is_what_a_loader_builds_on(folder):
+    """Job.open_pass / current_pass / position / set_epoch and the read-only members hdmlp.torch and the device
+    stage use (no private member of the Job is read outside job.py)."""
+    root, digests = folder
+    with hdmlp.Job(root, 4, 3, seed=0, shuffle=False) as job:
+        assert job.current_pass() is None and job.planned_epochs == 3
+        assert job.worker_specs == [] and job.decode_chain is None  # file bytes
+        assert sum(job.local_batch_size(b) for b in range(job.batches_per_epoch)) == job.rank_epoch_size
+        assert job.describe_sample(0).endswith(job.samples[0][0][len(str(root)):])
+        assert job.delivery(None) == (None, None)  # host buffers
+        opened = job.open_pass()
+        assert job.current_pass() is opened and opened.epoch == 0
+        ids, _, _ = next(opened)
+        assert job.position().epoch == 0 and job.position().batches == 1 and ids == job.plan(0)[:len(ids)]
+        with pytest.raises(RuntimeError, match="still open"):
+            job.open_pass()
+        opened.close()
+        assert job.current_pass() is None
+        job.set_epoch(0)  # an evaluation job ignores an earlier epoch (trainers number its passes their way)
+        job.set_epoch(2)  # a later one skips ahead: epoch 1 is never read
+        assert job.next_epoch == 2
+        assert sum(len(ids) for ids, _, _ in job.open_pass()) == len(digests)
+        job.add_loop_seconds(2, python_seconds=0.25)
+        assert job.metrics()["epochs"][-1]["python_seconds"] == pytest.approx(0.25)
+
+
 def test_early_break_then_next_epoch_is_complete(folder, tmp_path):
     root, digests = folder
     # No cache classes and a 1 kB staging buffer: the workers cannot finish the

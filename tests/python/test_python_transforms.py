@@ -65,6 +65,16 @@ def mix64(z):
     return z ^ (z >> 31)
 
 
+def test_a_job_knows_hdmlps_ops_by_name_without_importing_hdmlp_transforms():
+    """The chain split tells torchvision's namesakes of hdmlp's ops apart by name (transform_base.cpp_op),
+    without importing hdmlp.transforms (which imports it): `import hdmlp` alone fills that table."""
+    code = ("import sys, hdmlp\nfrom hdmlp.transform_base import cpp_op\n"
+            "print(cpp_op('RandomHorizontalFlip').__module__, cpp_op('ToPIL'), cpp_op('Transform'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=HERE, check=True).stdout
+    assert out.split() == ["hdmlp.transforms", "None", "None"]  # ToPIL is a Python transform; Transform the base
+    assert T.ToPIL is hdmlp.python_transforms.ToPIL and T.Transform is hdmlp.transform_base.Transform
+
+
 def test_chain_split_and_its_errors(images, tmp_path):
     assert split_chain(None) is None
     assert split_chain([T.ImgDecode(), T.ToTensor()]) is None  # all C++: the staging threads run it
@@ -81,6 +91,10 @@ def test_chain_split_and_its_errors(images, tmp_path):
     with pytest.raises(ValueError, match="ImgDecode"):  # the C++ part is checked at once
         split_chain([T.Resize(8), F.identity])
     hidden = [None]
+    torchvision = pytest.importorskip("torchvision")
+    with pytest.warns(RuntimeWarning, match="torchvision's RandomHorizontalFlip runs in Python worker processes; "
+                                            "hdmlp.transforms.RandomHorizontalFlip does the same in C\\+\\+"):
+        split_chain([T.ImgDecode(), torchvision.transforms.RandomHorizontalFlip()])
 
     def local(x):  # not importable by a spawned worker
         return hidden[0]
@@ -156,7 +170,7 @@ def test_skip_keeps_every_step_on_every_rank_with_a_failing_python_callable(monk
         monkeypatch.setenv("RANK", str(rank))
         monkeypatch.setenv("WORLD_SIZE", "2")
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # peer serving is off
+            warnings.simplefilter("ignore", RuntimeWarning)  # peers' caches are off
             jobs.append(hdmlp.Job(root, batch_size=8, epochs=1, seed=1, shuffle=False, index_cache=False,
                                   transforms=[T.ToPIL(), F.pil_mean], on_error="skip", python_workers=1))
     try:

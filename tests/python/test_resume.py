@@ -282,7 +282,7 @@ def launcher_job(monkeypatch, rank, world, root, **kw):
     monkeypatch.setenv("RANK", str(rank))
     monkeypatch.setenv("WORLD_SIZE", str(world))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # peer serving is off
+        warnings.simplefilter("ignore", RuntimeWarning)  # peers' caches are off
         return hdmlp.Job(root, index_cache=False, **kw)
 
 

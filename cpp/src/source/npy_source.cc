@@ -12,6 +12,7 @@
 #include "hdmlp/source/npy_header.h"
 #include "hdmlp/source/zip_directory.h"
 #include "hdmlp/util/binary_io.h"
+#include "hdmlp/util/crc32.h"
 #include "hdmlp/util/parallel_for.h"
 
 namespace hdmlp {
@@ -19,17 +20,6 @@ namespace {
 
 constexpr int64_t kHeadRead = 512;             // what an .npy header usually fits in (numpy's: 128 bytes)
 constexpr int64_t kMaxLabelMember = 1 << 20;   // a label member is a few hundred bytes
-
-uint32_t Crc32(const uint8_t* data, int64_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  while (n > 0) {
-    const auto chunk = static_cast<uInt>(std::min<int64_t>(n, 1 << 30));
-    crc = crc32(crc, data, chunk);
-    data += chunk;
-    n -= chunk;
-  }
-  return static_cast<uint32_t>(crc);
-}
 
 // Inflates raw deflate data in[0, in_n) into out[0, out_n). With `whole`,
 // the stream must end exactly there; without, it stops once out is full.

@@ -1,13 +1,12 @@
 #include "hdmlp/source/pack_source.h"
 
-#include <zlib.h>
-
 #include <cstdint>
 #include <cstring>
 
 #include "hdmlp/errors.h"
 #include "hdmlp/source/regular_file.h"
 #include "hdmlp/util/binary_io.h"
+#include "hdmlp/util/crc32.h"
 
 namespace hdmlp {
 namespace {
@@ -16,17 +15,6 @@ constexpr char kIndexMagic[8] = {'H', 'D', 'M', 'L', 'P', 'P', 'K', '1'};
 constexpr char kShardMagic[8] = {'H', 'D', 'M', 'L', 'P', 'S', 'H', '1'};
 constexpr uint32_t kVersion = 1;
 constexpr int64_t kShardHeaderBytes = 32;
-
-uint32_t Crc32(const uint8_t* data, int64_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  while (n > 0) {
-    const auto chunk = static_cast<uInt>(std::min<int64_t>(n, 1 << 30));
-    crc = crc32(crc, data, chunk);
-    data += chunk;
-    n -= chunk;
-  }
-  return static_cast<uint32_t>(crc);
-}
 
 std::string Dirname(const std::string& path) {
   const size_t slash = path.find_last_of('/');

@@ -86,6 +86,9 @@ struct ScannedRecord {
 struct ShardScan {
   std::vector<ScannedRecord> records;
   std::string damage;
+  // What the damage left out, one line per skipped sample (Source::damaged_samples): each
+  // record that fails its CRC, and the unknown rest of a cut shard as one entry.
+  std::vector<std::string> lost;
   std::string index_file;  // the .idx file used, if any
 };
 
@@ -181,6 +184,7 @@ class ShardScanner {
     }
     scan_.damage = what + "; its " + std::to_string(scan_.records.size()) +
                    " whole records before it are used, the rest of the shard is left out";
+    scan_.lost.push_back(what + ": not delivered (the record there and whatever followed it in the shard)");
   }
 
   // Reads the record's payload: checks its CRC, finds the label and the
@@ -193,6 +197,7 @@ class ShardScanner {
         throw InvalidArgumentError(what + "; copy the shard again, or open with on_error=\"skip\" to leave it out");
       }
       scan_.damage += (scan_.damage.empty() ? "" : "; ") + what + ", left out";
+      scan_.lost.push_back(what + ": not delivered");
       ++skipped_;
       return false;
     }
@@ -417,6 +422,7 @@ TFRecordSource::TFRecordSource(Env* env, const std::string& spec, const SourceOp
     });
     for (size_t s = 0; s < n_shards; ++s) {
       if (!scans[s].damage.empty()) damage_.push_back(scans[s].damage);
+      damaged_samples_.insert(damaged_samples_.end(), scans[s].lost.begin(), scans[s].lost.end());
       if (!scans[s].index_file.empty()) index_files_used_.push_back(scans[s].index_file);
       for (const auto& rec : scans[s].records) {
         records_.push_back({static_cast<uint32_t>(s), rec.offset, rec.length, rec.sample_offset});
