@@ -63,8 +63,10 @@ def _finalize_mpi_at_exit() -> None:
         watchdog.start()
     # A rank leaving on an uncaught exception must not finalise: MPI_Finalize
     # would wait for the other ranks, which wait for it. Abort the whole job
-    # instead, so mpirun ends every rank and reports the error.
-    if getattr(sys, "last_value", None) is not None and _core.in_mpi_job():
+    # instead, so mpirun ends every rank and reports the error. Only where MPI
+    # is up: a launcher's rank whose MPI could not be loaded has nothing to
+    # abort, and its own error (what to install) stays the last word.
+    if getattr(sys, "last_value", None) is not None and _core.mpi_initialized():
         sys.stderr.write("hdmlp: uncaught exception on this rank: aborting the MPI job\n")
         sys.stderr.flush()
         _core.abort_mpi(1)

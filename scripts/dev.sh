@@ -13,6 +13,8 @@
 #                                              SUITE-MPI (e.g. bookworm-mpich, trixie-openmpi, bookworm-pypi-mpich,
 #                                              bookworm-impi, bookworm-nompi): the wheel with that MPI
 #                                              (scripts/wheels/mpi_test.sh)
+#   scripts/dev.sh wheel-test-mpi W311 W313 [MD]  every MPI suite with these cp311 and cp313 wheels, one
+#                                              table (benchmarks/results/mpi_wheels.md; mpi_suites.sh)
 #   scripts/dev.sh same-bytes WHEEL...         do the wheels (and this build) give the same batches? (same_bytes.sh)
 #   scripts/dev.sh sdist [OUT]                 the source distribution (dist/)
 #   scripts/dev.sh sdist-test SDIST [SUITE]    pip install SDIST in a fresh chroot without hdmlp's libraries:
@@ -436,6 +438,7 @@ case "$cmd" in
   pytest) setup; run_pytest "$@" ;;
   wheels|wheel) setup; exec scripts/wheels/build.sh "$@" ;;
   wheel-test) [[ ${2:-} == *-* ]] && exec scripts/wheels/mpi_test.sh "$@"; exec scripts/wheels/test.sh "$@" ;;
+  wheel-test-mpi) exec scripts/wheels/mpi_suites.sh "$@" ;;
   wheel-cold-check) exec scripts/wheels/cold_check.sh ;;
   wheels-cold) setup; exec scripts/wheels/cold_run.sh "$@" ;;
   same-bytes) setup; exec scripts/wheels/same_bytes.sh "$@" ;;

