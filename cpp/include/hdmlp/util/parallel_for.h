@@ -1,9 +1,13 @@
 // ParallelFor: run fn(i) for i in [0, n) on up to `threads` threads.
 //
 // Items are handed out dynamically (one atomic counter), so uneven items
-// balance. Every thread is joined before ParallelFor returns; the first
-// exception thrown by fn stops the hand-out of new items and is rethrown to
-// the caller. fn must be safe to call concurrently for different i.
+// balance. Every thread is joined before ParallelFor returns; an exception
+// thrown by fn stops the hand-out of new items, and the exception of the
+// lowest i that threw is rethrown to the caller. Items are handed out in
+// order and every one started runs to its end, so that is the first failing
+// item in order whatever the threads' timing: the same error every run (the
+// first damaged file of a list, not whichever a thread reached first). fn
+// must be safe to call concurrently for different i.
 #ifndef HDMLP_UTIL_PARALLEL_FOR_H_
 #define HDMLP_UTIL_PARALLEL_FOR_H_
 
@@ -24,6 +28,7 @@ void ParallelFor(int64_t n, int threads, Fn&& fn) {
   std::atomic<int64_t> next{0};
   std::atomic<bool> failed{false};
   std::exception_ptr first_error;
+  int64_t first_error_index = n;
   std::mutex error_mutex;
   auto body = [&] {
     for (;;) {
@@ -34,7 +39,10 @@ void ParallelFor(int64_t n, int threads, Fn&& fn) {
         fn(i);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
-        if (!first_error) first_error = std::current_exception();
+        if (i < first_error_index) {
+          first_error = std::current_exception();
+          first_error_index = i;
+        }
         failed = true;
       }
     }
