@@ -1,8 +1,16 @@
 import hashlib
 import os
 import random
+import signal
 
 import pytest
+
+# A suite started in the background by a non-interactive shell (`nohup scripts/dev.sh test &`,
+# some CI runners) inherits SIGINT ignored, and so would every process it starts: the tests of
+# Ctrl-C could not send one. Handled here, it is the default again in every child (exec resets a
+# handled signal, not an ignored one).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True, scope="session")
