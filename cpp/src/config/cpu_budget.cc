@@ -8,23 +8,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
+#include "hdmlp/env/text_file.h"
 #include "hdmlp/errors.h"
 
 namespace hdmlp {
 namespace {
-
-bool ReadFile(const std::string& path, std::string* out) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::ostringstream s;
-  s << in.rdbuf();
-  *out = s.str();
-  return true;
-}
 
 std::vector<std::string> Split(const std::string& text, char sep) {
   std::vector<std::string> parts;
@@ -74,7 +65,7 @@ std::vector<int> AffinityCpus() {
 // A fake root's affinity: the Cpus_allowed_list line of its proc/self/status.
 std::vector<int> StatusCpus(const std::string& root) {
   std::string status;
-  if (ReadFile(root + "/proc/self/status", &status)) {
+  if (ReadTextFile(root + "/proc/self/status", &status)) {
     for (const std::string& line : Split(status, '\n')) {
       if (line.rfind("Cpus_allowed_list:", 0) == 0) return ParseCpuList(Trim(line.substr(18)));
     }
@@ -92,7 +83,7 @@ struct CgroupMount {
 std::vector<std::pair<std::string, CgroupMount>> CgroupMounts(const std::string& root) {
   std::vector<std::pair<std::string, CgroupMount>> mounts;
   std::string text;
-  if (!ReadFile(root + "/proc/self/mountinfo", &text)) return mounts;
+  if (!ReadTextFile(root + "/proc/self/mountinfo", &text)) return mounts;
   for (const std::string& line : Split(text, '\n')) {
     // id parent major:minor root mount-point options [optional...] - fstype source super-options
     std::istringstream in(line);
@@ -128,7 +119,7 @@ std::string CgroupDirectory(const std::string& root, const CgroupMount& m, const
 double QuotaIn(const std::string& dir, bool v2, std::string* source) {
   std::string text;
   if (v2) {
-    if (!ReadFile(dir + "/cpu.max", &text)) return 0;
+    if (!ReadTextFile(dir + "/cpu.max", &text)) return 0;
     std::istringstream in(text);
     std::string max, period;
     in >> max >> period;
@@ -138,7 +129,7 @@ double QuotaIn(const std::string& dir, bool v2, std::string* source) {
     return static_cast<double>(q) / static_cast<double>(p);
   }
   std::string period_text;
-  if (!ReadFile(dir + "/cpu.cfs_quota_us", &text) || !ReadFile(dir + "/cpu.cfs_period_us", &period_text)) return 0;
+  if (!ReadTextFile(dir + "/cpu.cfs_quota_us", &text) || !ReadTextFile(dir + "/cpu.cfs_period_us", &period_text)) return 0;
   long long q = 0, p = 0;  // a quota of -1 means none, and fails to parse here
   if (!ParseNonNegative(Trim(text), &q) || !ParseNonNegative(Trim(period_text), &p) || q == 0 || p == 0) return 0;
   *source = dir + "/cpu.cfs_quota_us";
@@ -166,7 +157,7 @@ CpuBudget ReadCpuBudget(const std::string& root) {
   b.cpus = root.empty() ? AffinityCpus() : StatusCpus(root);
   if (b.cpus.empty()) b.cpus = {0};
   std::string cgroups;
-  ReadFile(root + "/proc/self/cgroup", &cgroups);
+  ReadTextFile(root + "/proc/self/cgroup", &cgroups);
   // "0::/path" (v2) and "N:cpu,cpuacct:/path" (v1).
   std::string v2_path, v1_path;
   bool has_v2 = false, has_v1 = false;

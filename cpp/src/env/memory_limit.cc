@@ -5,21 +5,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <vector>
 
+#include "hdmlp/env/text_file.h"
+
 namespace hdmlp {
 namespace {
-
-bool ReadText(const std::string& path, std::string* out) {
-  std::ifstream f(path);
-  if (!f) return false;
-  std::ostringstream s;
-  s << f.rdbuf();
-  *out = s.str();
-  return true;
-}
 
 // "Key: 123 kB" lines of /proc files, in bytes; -1 when missing.
 int64_t KbField(const std::string& text, const std::string& key) {
@@ -37,7 +29,7 @@ int64_t KbField(const std::string& text, const std::string& key) {
 // A number in a cgroup file ("max", a huge v1 value: none, -1).
 int64_t CgroupNumber(const std::string& path) {
   std::string text;
-  if (!ReadText(path, &text)) return -1;
+  if (!ReadTextFile(path, &text)) return -1;
   long long v = -1;
   if (std::sscanf(text.c_str(), "%lld", &v) != 1 || v < 0 || v >= (int64_t{1} << 60)) return -1;
   return v;
@@ -46,7 +38,7 @@ int64_t CgroupNumber(const std::string& path) {
 // A "key value" line of memory.stat, -1 when missing.
 int64_t StatField(const std::string& path, const std::string& key) {
   std::string text;
-  if (!ReadText(path, &text)) return -1;
+  if (!ReadTextFile(path, &text)) return -1;
   std::istringstream in(text);
   std::string k;
   long long v;
@@ -63,7 +55,7 @@ struct Mount {
 // The cgroup v2 mount, or the v1 one with the memory controller.
 bool MemoryMount(bool v2, Mount* out) {
   std::string text;
-  if (!ReadText("/proc/self/mountinfo", &text)) return false;
+  if (!ReadTextFile("/proc/self/mountinfo", &text)) return false;
   std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) {
@@ -88,7 +80,7 @@ bool MemoryMount(bool v2, Mount* out) {
 // The tightest headroom along this process's cgroup path, v2 then v1.
 void CgroupLimit(MemoryLimit* best) {
   std::string cgroups;
-  if (!ReadText("/proc/self/cgroup", &cgroups)) return;
+  if (!ReadTextFile("/proc/self/cgroup", &cgroups)) return;
   std::istringstream lines(cgroups);
   std::string line;
   while (std::getline(lines, line)) {
@@ -151,7 +143,7 @@ MemoryLimit ReadMemoryLimit() {
   struct rlimit as;
   if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
     std::string status;
-    ReadText("/proc/self/status", &status);
+    ReadTextFile("/proc/self/status", &status);
     const int64_t used = std::max<int64_t>(KbField(status, "VmSize:"), 0);
     const auto limit = static_cast<int64_t>(std::min<rlim_t>(as.rlim_cur, rlim_t{1} << 62));
     best.available = std::max<int64_t>(0, limit - used), best.limit = limit, best.used = used;
@@ -160,7 +152,7 @@ MemoryLimit ReadMemoryLimit() {
   }
   CgroupLimit(&best);
   std::string meminfo;
-  if (ReadText("/proc/meminfo", &meminfo)) {
+  if (ReadTextFile("/proc/meminfo", &meminfo)) {
     const int64_t available = KbField(meminfo, "MemAvailable:"), total = KbField(meminfo, "MemTotal:");
     if (available >= 0 && total > 0 && (best.available < 0 || available < best.available)) {
       best.available = available, best.limit = total, best.used = total - available;
