@@ -7,7 +7,9 @@
 // order and every one started runs to its end, so that is the first failing
 // item in order whatever the threads' timing: the same error every run (the
 // first damaged file of a list, not whichever a thread reached first). fn
-// must be safe to call concurrently for different i.
+// must be safe to call concurrently for different i. Where a thread cannot be
+// created (EAGAIN under RLIMIT_AS or a thread limit), the items run on the
+// threads that could be, at least the caller's.
 #ifndef HDMLP_UTIL_PARALLEL_FOR_H_
 #define HDMLP_UTIL_PARALLEL_FOR_H_
 
@@ -15,6 +17,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -49,7 +52,13 @@ void ParallelFor(int64_t n, int threads, Fn&& fn) {
   };
   std::vector<std::thread> pool;
   pool.reserve(static_cast<size_t>(threads - 1));
-  for (int t = 1; t < threads; ++t) pool.emplace_back(body);
+  for (int t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(body);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had (an address-space limit): the threads there are do all the items
+    }
+  }
   body();
   for (auto& th : pool) th.join();
   if (first_error) std::rethrow_exception(first_error);
