@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "hdmlp/errors.h"
-#include "hdmlp/util/thread_name.h"
+#include "hdmlp/env/start_thread.h"
 
 namespace hdmlp {
 namespace {
@@ -154,8 +154,12 @@ void CacheHierarchy::Start() {
     if (level.samples.empty() || !level.storage) continue;
     const auto threads = std::min<int64_t>(level.threads, static_cast<int64_t>(level.samples.size()));
     for (int64_t t = 0; t < threads; ++t, ++client) {
-      threads_.emplace_back([this, j, client] { PrefetchLoop(static_cast<int>(j), client); });
-      NameThread(threads_.back(), "hdmlp-fill-" + std::to_string(j));
+      // On failure the threads started so far are joined by Close() (the
+      // destructor's, when the job's constructor unwinds).
+      threads_.push_back(StartThread("hdmlp-fill-" + std::to_string(j), "prefetch",
+                                     "the 'threads' of storage class '" + level.status.name + "' (" +
+                                         std::to_string(level.threads) + ")",
+                                     [this, j, client] { PrefetchLoop(static_cast<int>(j), client); }));
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "hdmlp/env/start_thread.h"
 #include "hdmlp/errors.h"
 #include "hdmlp/util/thread_name.h"
 
@@ -126,8 +127,23 @@ void DeadlineReader::Run(std::function<void()> read, const std::string& what, co
   st.queue.push_back(task);
   if (static_cast<int64_t>(st.queue.size()) > st.idle && st.alive < st.max_threads) {
     auto exited = std::make_shared<bool>(false);
-    st.workers.push_back({std::thread(&DeadlineReader::PoolLoop, state_, exited), exited});
-    ++st.alive;
+    try {
+      st.workers.push_back({TryStartThread("hdmlp-read", [state = state_, exited] { PoolLoop(state, exited); }),
+                            exited});
+      ++st.alive;
+    } catch (const ThreadStartFailed&) {
+      // The OS refused a thread (a memory or thread limit). The pool's
+      // threads take the task when there are any; with none, the caller
+      // reads it itself, without a deadline: slower to notice a hang,
+      // but no read is refused.
+      if (st.alive == 0) {
+        st.queue.pop_back();
+        lock.unlock();
+        task->read();
+        return;
+      }
+      st.work_cv.notify_one();
+    }
   } else {
     st.work_cv.notify_one();
   }

@@ -13,6 +13,7 @@
 #include "hdmlp/config/cpu_budget.h"
 #include "hdmlp/errors.h"
 #include "hdmlp/env/memory_limit.h"
+#include "hdmlp/env/start_thread.h"
 #include "hdmlp/job/memory_check.h"
 #include "hdmlp/job/process_budget.h"
 #include "hdmlp/transforms/raw_image.h"
@@ -368,8 +369,16 @@ Job::Job(const JobOptions& options)
   }
   workers_.reserve(static_cast<size_t>(staging.threads));
   for (int t = 0; t < staging.threads; ++t) {
-    workers_.emplace_back([this, t] { WorkerLoop(t); });
-    NameThread(workers_.back(), "hdmlp-stage-" + std::to_string(t));
+    try {
+      workers_.push_back(TryStartThread("hdmlp-stage-" + std::to_string(t), [this, t] { WorkerLoop(t); }));
+    } catch (const ThreadStartFailed& failure) {
+      // A constructor that throws runs no destructor: the workers started
+      // so far, and the cache's threads, are stopped here.
+      Close();
+      ThrowThreadStartError(failure, "staging",
+                            "the staging buffer's threads (" + std::to_string(staging.threads) +
+                                " in the config's first storage class)");
+    }
   }
   // The job's threads call MPI: they stop before MPI is finalised, however
   // the process exits. Registered last: a constructor that throws never

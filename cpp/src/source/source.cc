@@ -5,6 +5,7 @@
 #include <exception>
 #include <thread>
 
+#include "hdmlp/env/start_thread.h"
 #include "hdmlp/errors.h"
 #include "hdmlp/source/file_list.h"
 #include "hdmlp/source/hdf5_source.h"
@@ -231,21 +232,26 @@ void ReadInPieces(ReadableFile* file, int64_t offset, int64_t n, uint8_t* dst, i
   const int64_t piece = (n + count - 1) / count;
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(count));
-  for (int64_t k = 1; k < count; ++k) {
-    threads.emplace_back([&, k] {
-      try {
-        const int64_t begin = k * piece;
-        file->ReadExact(offset + begin, dst + begin, std::min(piece, n - begin));
-      } catch (...) {
-        errors[static_cast<size_t>(k)] = std::current_exception();
-      }
-    });
+  const auto read_piece = [&](int64_t k) {
+    try {
+      const int64_t begin = k * piece;
+      file->ReadExact(offset + begin, dst + begin, std::min(piece, n - begin));
+    } catch (...) {
+      errors[static_cast<size_t>(k)] = std::current_exception();
+    }
+  };
+  // Pieces whose thread the OS refused (a memory or thread limit) are read
+  // here, after the first: slower, never lost.
+  int64_t started = 1;
+  for (; started < count; ++started) {
+    try {
+      threads.push_back(TryStartThread("hdmlp-piece", [&read_piece, started] { read_piece(started); }));
+    } catch (const ThreadStartFailed&) {
+      break;
+    }
   }
-  try {
-    file->ReadExact(offset, dst, piece);
-  } catch (...) {
-    errors[0] = std::current_exception();
-  }
+  read_piece(0);
+  for (int64_t k = started; k < count; ++k) read_piece(k);
   for (auto& t : threads) t.join();
   for (const auto& e : errors) {
     if (e) std::rethrow_exception(e);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "hdmlp/env/start_thread.h"
 #include "hdmlp/errors.h"
 
 namespace hdmlp {
@@ -66,7 +67,13 @@ PeerTransport::~PeerTransport() { Close(); }
 
 void PeerTransport::Start() {
   last_request_ = Clock::now();
-  for (int t = 0; t < serving_threads_; ++t) threads_.emplace_back([this] { ServeLoop(); });
+  // On failure the threads started so far are joined by Close() (the
+  // destructor's, when the job's constructor unwinds).
+  for (int t = 0; t < serving_threads_; ++t) {
+    threads_.push_back(StartThread("hdmlp-serve", "peer-serving",
+                                   "the config's distributed_threads (" + std::to_string(serving_threads_) + ")",
+                                   [this] { ServeLoop(); }));
+  }
 }
 
 bool PeerTransport::PeerLeft(int peer) const { return left_[static_cast<size_t>(peer)].load(); }
