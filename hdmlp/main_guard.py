@@ -11,8 +11,8 @@ during that import. It initialises nothing and reads no environment; nothing her
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
+import sys
 
 __all__ = ["MainGuardError", "check_not_bootstrapping"]
 
@@ -23,6 +23,11 @@ class MainGuardError(RuntimeError):
 
 def check_not_bootstrapping(what: str) -> None:
     """Raises MainGuardError when this process is a worker still importing the main script."""
+    # A spawned or forkserver child imports multiprocessing before it runs anything of the parent's, so
+    # a process without it is no such child (and `import hdmlp` does not pay for importing it).
+    multiprocessing = sys.modules.get("multiprocessing")
+    if multiprocessing is None:
+        return
     process = multiprocessing.current_process()
     # multiprocessing sets this while a spawned or forkserver child imports the parent's main module
     # (spawn.prepare, forkserver's preload); its own "bootstrapping phase" check reads it too.

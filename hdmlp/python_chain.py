@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
-import pickle
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -96,6 +95,8 @@ def _name(fn: Any) -> str:
 
 
 def _serialize(callables: list) -> bytes:
+    import pickle  # here, as only jobs with Python transforms need it: `import hdmlp` stays short
+
     try:
         return pickle.dumps(callables, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as first:  # lambdas, local functions, unpicklable state

@@ -43,7 +43,6 @@ This module imports neither torch nor torchvision; ``interpolation`` accepts
 from __future__ import annotations
 
 import enum
-import hashlib
 import math
 import numbers
 import random
@@ -854,6 +853,8 @@ class _BatchMix:
         name = type(self).__name__
         key = (f"hdmlp.{self._domain}:{self.seed}:{_whole_number(epoch, name + ': epoch')}:"
                f"{_whole_number(batch, name + ': batch')}").encode()
+        import hashlib  # here: only reproducible Python-side draws need it, and it costs `import hdmlp` 2 ms
+
         return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:16], "little"))
 
     def _soft_labels(self, labels: Any, lam: float, batch_size: int) -> Any:
