@@ -13,7 +13,7 @@ HERE=$ROOT/scripts/wheels
 source "$HERE/common.sh"
 need_root wheels-cold
 OUT=$(realpath -m "${1:-dist}")
-declare -A SUITE=([cp311]=bookworm [cp313]=trixie)
+declare -A SUITE=([cp311]=bookworm [cp313]=trixie [cp314]=sid)
 
 cpu_seconds() {  # cpu_seconds VAR: user + system seconds of this shell's finished children so far.
   # bash's `times` sees them only when it runs in this shell, not in a $(...) subshell.
