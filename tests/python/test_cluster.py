@@ -356,6 +356,15 @@ def test_the_sbatch_example_runs_as_written(cluster, tmp_path):
     assert run["world_size"] == 4 and len(run["runs"][0]["epochs"]) == 2, run
 
 
+def _task_ids(text):
+    """srun's task list ("1,4" or "0-2,5") as a set of ranks."""
+    ids = set()
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        ids.update(range(int(first), int(last or first) + 1))
+    return ids
+
+
 def _no_mpi_process_left(cluster):
     for k in range(1, NODES + 1):  # the node's PFS client (netfs) stays; no Open MPI daemon or rank may
         left = []
@@ -395,17 +404,32 @@ def test_a_node_killed_mid_epoch_hdmlp_names_it_on_every_survivor(cluster, aggre
 
     run = report.run_ranks(cluster, spec, timeout=120, during=until_survivors_reported,
                            mpirun_args=cluster.keep_going_args())
-    if (cluster.slurm is not None and cluster.slurm.mode == "pmi2" and run["seconds"] > 85
-            and all(run["ranks"][r] is None for r in survivors)):
-        # Measured (gdb on the survivors): a survivor's fetch from node3 is stuck inside MPICH's
-        # MPI_Isend to the dead rank, polling libfabric's TCP provider (epoll_wait, timeout 0) for
-        # ever while holding MPICH's global lock, so every other MPI call of that rank waits too; hdmlp's
-        # deadline is never reached (the fetch never gets to wait for a reply), and the step ends
-        # only when this test stops srun after 90 s. Open MPI's ranks (pmix, mpirun) raise instead.
-        pytest.skip("srun --mpi=pmi2 with MPICH over libfabric's TCP: the survivors block inside MPICH's "
-                    "MPI_Isend to node3's dead ranks (polling libfabric's TCP provider, holding MPICH's lock), "
-                    "where hdmlp's timeout_s cannot reach; with MPICH, srun --kill-on-bad-exit=1 ends the job "
-                    "(the test before this one)")
+    if cluster.slurm is not None and cluster.slurm.mode == "pmi2":
+        # MPICH over libfabric's TCP blocks a survivor's fetch from node3 inside MPI_Isend to the dead rank,
+        # polling for ever while it holds MPICH's global lock (gdb on the survivors), where no deadline of
+        # hdmlp's can reach. hdmlp's watchdog (transport/watched_fabric.h) ends such a rank after timeout_s
+        # with a report naming the call that has not returned (exit code 70), instead of the hang.
+        assert set(run["died"]) == lost, run["died"]
+        assert run["seconds"] < 60, f"the survivors did not end by themselves\n{run['stderr'][-3000:]}"
+        reports = {}
+        for r in survivors:
+            if run["ranks"][r] is not None and run["ranks"][r].get("error"):
+                reports[r] = run["ranks"][r]["error"]["message"]
+                continue
+            found = re.search(rf"^hdmlp: rank {r} on node\d: MPICH[^\n]* has not returned from ([^\n]*?) for \d+ s "
+                              rf"\(timeout_s = {timeout_s}\)[^\n]*ending this process \(exit code 70\)",
+                              run["stderr"], re.M)
+            if found is None and run["ranks"][r] is not None:  # finished before it needed node3
+                assert len(run["ranks"][r]["runs"][0]["epochs"]) == spec["epochs"], (r, run["ranks"][r])
+                continue
+            assert found, f"rank {r} ended without hdmlp's report\n{run['stderr'][-3000:]}"
+            exited = [m.group(1) for m in re.finditer(r"node\d: tasks? ([\d,-]+): Exited with exit code 70",
+                                                       run["stderr"])]
+            assert any(r in _task_ids(ids) for ids in exited), (r, run["stderr"][-3000:])
+            reports[r] = found.group(1)
+        assert any(re.search(r"rank [25] on node3", m) for m in reports.values()), reports
+        _no_mpi_process_left(cluster)
+        return
     assert set(run["died"]) == lost, run["died"]
     died = min(run["died"].values())
     raised = 0

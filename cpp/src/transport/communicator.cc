@@ -190,6 +190,12 @@ void Communicator::FinalizeIfOwned() {
 Communicator::Communicator(Fabric* fabric, FabricHandle comm, double timeout_s)
     : fabric_(fabric), comm_(comm), timeout_s_(timeout_s) {
   fabric_->RankAndSize(comm_, &rank_, &size_);
+  // A call into the library that never returns (a peer's node gone, under
+  // MPICH) ends the process with a report instead of hanging it.
+  if (size_ > 1) {
+    watched_ = std::make_unique<WatchedFabric>(fabric_, timeout_s_, rank_, [this](int r) { return DescribeRank(r); });
+    fabric_ = watched_.get();
+  }
 }
 
 Communicator::~Communicator() {

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "hdmlp/transport/fabric.h"
+#include "hdmlp/transport/watched_fabric.h"
 #include "hdmlp/util/interrupt.h"
 
 namespace hdmlp {
@@ -109,7 +110,8 @@ class Communicator {
   // Waits for a request until the deadline; names `what` on timeout.
   void Wait(FabricHandle* request, const std::string& what);
 
-  Fabric* fabric_;
+  Fabric* fabric_;  // watched_ when there are peers, else the library's
+  std::unique_ptr<WatchedFabric> watched_;
   FabricHandle comm_;
   int rank_ = 0;
   int size_ = 1;
