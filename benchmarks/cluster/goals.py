@@ -30,9 +30,9 @@ import json
 import os
 import sys
 
-from benchmarks import machine
-from benchmarks import pfs as pfs_mod
-from benchmarks.cluster import emulation, report
+from benchmarks.lab import machine
+from benchmarks.lab import pfs as pfs_mod
+from benchmarks.lab.cluster import emulation, report
 from benchmarks.cluster.commands import dataset, job_options, publish, skipped, write_config
 
 

@@ -1,8 +1,8 @@
 """What the benchmarks that drive system tools share: finding a tool, running it, installing its
 Debian package, processes and their groups, mounts and network namespaces.
 
-The emulated PFS (:mod:`benchmarks.pfs`), netfs (:mod:`benchmarks.netfs`), the emulated cluster
-(:mod:`benchmarks.cluster.emulation`) and the scenario harness (:mod:`benchmarks.harness`) use
+The emulated PFS (:mod:`benchmarks.lab.pfs`), netfs (:mod:`benchmarks.lab.netfs`), the emulated cluster
+(:mod:`benchmarks.lab.cluster.emulation`) and the scenario harness (:mod:`benchmarks.harness`) use
 these; none keeps state. Linux only where a function says so (``/proc``, ``ip netns``).
 """
 from __future__ import annotations
