@@ -1,6 +1,6 @@
 """hdmlp on an emulated cluster: 3 nodes (network namespaces, each with its own host name and
 node-local folder) x 2 ranks, MPI over TCP between nodes, every node reading one PFS
-(benchmarks/cluster). Needs root and network namespaces; skips with the reason otherwise.
+(benchmarks/lab/cluster). Needs root and network namespaces; skips with the reason otherwise.
 
 One cluster serves the module; each test runs its own mpirun on it.
 
