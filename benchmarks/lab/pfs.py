@@ -112,18 +112,7 @@ def unavailable_reason(install: bool = True, log=print, kind: str = DEFAULT_KIND
             netfs.build(log=log)
     except (PFSUnavailable, netfs.NetFSUnavailable) as e:
         return str(e)
-    probe = f"{NAME_PREFIX}probe{os.getpid()}"
-    proc = system_tools.run(["ip", "netns", "add", probe], check=False)
-    if proc.returncode != 0:
-        return f"`ip netns add` fails here ({proc.stderr.strip()}): network namespaces are not available"
-    try:
-        proc = system_tools.run(["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo", "root", "tbf",
-                     "rate", "100mbit", "burst", "64kb", "latency", "50ms"], check=False)
-        if proc.returncode != 0:
-            return f"`tc qdisc ... tbf` fails here ({proc.stderr.strip()}): cannot shape the link"
-    finally:
-        system_tools.run(["ip", "netns", "del", probe], check=False)
-    return None
+    return system_tools.netns_problem(f"{NAME_PREFIX}probe{os.getpid()}")
 
 
 def _fuse_mounts() -> list[str]:
@@ -245,17 +234,15 @@ class EmulatedPFS(Service):
         system_tools.run(ns + ["ip", "addr", "add", f"{ns_ip}/30", "dev", self.veth_ns])
         system_tools.run(ns + ["ip", "link", "set", self.veth_ns, "up"])
         system_tools.run(ns + ["ip", "link", "set", "lo", "up"])
-        # Burst: a few ms at the rate, at least a few full packets.
-        burst = max(16 * 1024, int(self.rate_mbit * 1e6 / 8 * 0.002))
-        tbf = ["root", "tbf", "rate", f"{self.rate_mbit}mbit", "burst", str(burst), "latency", "20ms"]
-        system_tools.run(["tc", "qdisc", "add", "dev", self.veth_host] + tbf)
-        system_tools.run(ns + ["tc", "qdisc", "add", "dev", self.veth_ns] + tbf)
+        system_tools.shape(self.veth_host, self.rate_mbit, latency_ms=20)
+        system_tools.shape(self.veth_ns, self.rate_mbit, self.netns, latency_ms=20)
         if self.kind == "netfs":
             self._start_netfs(ns_ip)
             return
         # Throw-away keys and a read-only SFTP server inside the namespace.
         for key in ("host_key", "client_key"):
-            system_tools.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "hdmlp-pfs", "-f", os.path.join(w, key)])
+            system_tools.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "hdmlp-pfs", "-f",
+                              os.path.join(w, key)])
         shutil.copy(os.path.join(w, "client_key.pub"), os.path.join(w, "authorized_keys"))
         with open(os.path.join(w, "sshd_config"), "w") as f:
             f.write(f"ListenAddress {ns_ip}:22\nHostKey {w}/host_key\nAuthorizedKeysFile {w}/authorized_keys\n"

@@ -75,21 +75,8 @@ def unavailable_reason() -> str | None:
     missing = sorted({pkg for tool, pkg in TOOLS.items() if system_tools.which(tool) is None})
     if missing:
         return f"missing Debian packages: {' '.join(missing)}"
-    probe = f"{TAG_PREFIX}probe{os.getpid()}"
-    proc = system_tools.run(["ip", "netns", "add", probe], check=False)
-    if proc.returncode != 0:
-        return f"`ip netns add` fails here ({proc.stderr.strip()}): network namespaces are not available"
-    try:
-        proc = system_tools.run(["ip", "netns", "exec", probe, "unshare", "--uts", "hostname", "probe"], check=False)
-        if proc.returncode != 0:
-            return f"UTS namespaces are not available here ({proc.stderr.strip()})"
-        proc = system_tools.run(["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo", "root", "tbf",
-                     "rate", "100mbit", "burst", "64kb", "latency", "50ms"], check=False)
-        if proc.returncode != 0:
-            return f"`tc qdisc ... tbf` fails here ({proc.stderr.strip()}): cannot shape the links"
-    finally:
-        system_tools.run(["ip", "netns", "del", probe], check=False)
-    return None
+    uts = (["unshare", "--uts", "hostname", "probe"], "UTS namespaces are not available here ({})")
+    return system_tools.netns_problem(f"{TAG_PREFIX}probe{os.getpid()}", [uts, system_tools.TBF_PROBE])
 
 
 def _mounts() -> list[str]:
@@ -282,7 +269,7 @@ class EmulatedCluster(Service):
             slurmctld on a head node, slurmd on every node; benchmarks/lab/cluster/slurm.py).
         slurm_mode: with Slurm, how ranks start: "pmix" (srun --mpi=pmix), "pmi2" (srun --mpi=pmi2) or
             "mpirun" (mpirun inside salloc).
-        rank_env: variables every run gives its ranks (e.g. HDMLP_MPI_LIBRARY), besides system_tools.run()'s own.
+        rank_env: variables every run gives its ranks (e.g. HDMLP_MPI_LIBRARY), besides run()'s own.
 
     :attr:`pfs_path` is where every rank sees the dataset, :attr:`local_path` its node's local folder.
     """
@@ -424,12 +411,6 @@ class EmulatedCluster(Service):
                         open(os.path.join(d, "cpuset.mems"), "w") as f:
                     f.write(src.read().strip())
 
-    def _shape(self, dev: str, netns: str | None, mbit: float) -> None:
-        burst = max(16 * 1024, int(mbit * 1e6 / 8 * 0.002))
-        cmd = ["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit", "burst", str(burst),
-               "latency", "50ms"]
-        system_tools.run((["ip", "netns", "exec", netns] if netns else []) + cmd)
-
     def _make_node(self, k: int) -> None:
         ns = self.netns(k)
         system_tools.run(["ip", "netns", "add", ns])
@@ -448,8 +429,8 @@ class EmulatedCluster(Service):
             system_tools.run(nsx + ["ip", "addr", "add", f"{addr}/24", "dev", inside])
             system_tools.run(nsx + ["ip", "link", "set", inside, "up"])
             if self.link_mbit:
-                self._shape(host_end, None, self.link_mbit)   # into the node
-                self._shape(inside, ns, self.link_mbit)       # out of the node
+                system_tools.shape(host_end, self.link_mbit)      # into the node
+                system_tools.shape(inside, self.link_mbit, ns)    # out of the node
         system_tools.run(nsx + ["ip", "link", "set", "lo", "up"])
         for sub in ("pfs", "local", "local/tmp", "local/hdmlp-cache"):
             os.makedirs(os.path.join(self.node_folder(k), sub), exist_ok=True)
