@@ -47,7 +47,7 @@ if __package__ in (None, ""):  # run as a script: benchmarks/_path.py
     import _path  # noqa: F401
 
 from benchmarks.lab import machine  # noqa: E402
-from benchmarks.lab import pfs  # noqa: E402
+from benchmarks.lab import pfs, service  # noqa: E402
 
 # name: (Mbit/s, ms added each way); a round trip costs twice the delay.
 LINKS = {"bandwidth": (200.0, 1.0), "metadata": (1000.0, 2.5), "metadata-10ms": (1000.0, 5.0),
@@ -507,7 +507,7 @@ def main(argv=None) -> int:
     if reason and args.scenario != "max-side":
         log(f"the emulated PFS cannot run here: {reason}")
         return 1
-    pfs.install_signal_handlers()
+    service.install_signal_handlers()
     os.makedirs(args.work, exist_ok=True)
     scenarios = ["images", "max-side", "hdf5"] if args.scenario == "all" else [args.scenario]
     results = []

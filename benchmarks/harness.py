@@ -49,7 +49,7 @@ import time
 
 from benchmarks.lab import machine as machine_mod
 from benchmarks.lab import pfs as pfs_mod
-from benchmarks.lab import system_tools
+from benchmarks.lab import service, system_tools
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -636,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     if any(n not in SCENARIOS for n in names):
         p.error(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}, all, list")
-    pfs_mod.install_signal_handlers()
+    service.install_signal_handlers()
     images, epochs = args.images, args.epochs
     for name in names:
         args.images, args.epochs = images, epochs

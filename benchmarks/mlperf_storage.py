@@ -37,8 +37,7 @@ import sys
 import time
 
 from benchmarks import dlio_env
-from benchmarks.lab import machine
-from benchmarks.lab import pfs as pfs_mod
+from benchmarks.lab import machine, service
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -393,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         f"accelerator; PFS {args.pfs_mbit / 8:.0f} MB/s; node memory {args.node_memory_mb:.0f} MB")
     dataset = make_dataset(settings)
     settings["dataset_disk_bytes"] = sum(os.path.getsize(f) for f in glob.glob(os.path.join(dataset, "train", "*")))
-    pfs_mod.install_signal_handlers()
+    service.install_signal_handlers()
     emulation.remove_stale(log=log)
     runs: list[dict] = []
     best: dict[str, int] = {}

@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a script: benchmarks/_path.py
     import _path  # noqa: F401
 
 from benchmarks import formats  # noqa: E402
-from benchmarks.lab import machine, pfs  # noqa: E402
+from benchmarks.lab import machine, pfs, service  # noqa: E402
 
 log = formats.log
 
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
     if reason:
         log(f"the emulated PFS cannot run here: {reason}")
         return 1
-    pfs.install_signal_handlers()
+    service.install_signal_handlers()
     os.makedirs(args.work, exist_ok=True)
     result = run(args)
     command = "python benchmarks/pack_metadata.py " + " ".join(argv)

@@ -28,8 +28,8 @@ import argparse
 import os
 import sys
 
-from benchmarks.lab import pfs as pfs_mod
 from benchmarks.lab.cluster import emulation, report
+from benchmarks.lab.service import install_signal_handlers
 from benchmarks.cluster.commands import dataset, write_config, write_json
 
 
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[cluster] skipped: the emulated cluster cannot run on this machine: {reason}")
         return 0
     root, files, total = dataset(args)
-    pfs_mod.install_signal_handlers()
+    install_signal_handlers()
     result = {"command": "python -m benchmarks cluster " + " ".join(sys.argv[2:] if argv is None else argv),
               "jobs": [], "links_by_scheme": {}}
     with emulation.EmulatedCluster(args.nodes, args.ranks_per_node, root, link_mbit=args.link_mbit,

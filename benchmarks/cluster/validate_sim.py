@@ -34,8 +34,8 @@ import sys
 import time
 
 from benchmarks.lab import machine
-from benchmarks.lab import pfs as pfs_mod
 from benchmarks.lab.cluster import emulation, report
+from benchmarks.lab.service import install_signal_handlers
 from benchmarks.cluster.commands import dataset, job_options, publish, skipped
 
 GOAL = 0.15  # the one-node validation's goal (docs/simulator.md, "Validation")
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
 
     rec = machine.LoadRecorder()
     root, files, total = dataset(args)
-    pfs_mod.install_signal_handlers()
+    install_signal_handlers()
     result = {"command": "python -m benchmarks cluster validate-sim " + " ".join(argv),
               "machine": machine.machine_facts(), "goal": GOAL}
     with emulation.EmulatedCluster(args.nodes, 1, root, pfs="netfs", pfs_mbit=args.pfs_mbit,

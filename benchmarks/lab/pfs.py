@@ -35,7 +35,7 @@ loader under test reads through it. Two kinds of server (``kind=``):
 
 Everything it starts is stopped by :meth:`EmulatedPFS.stop`: on leaving the
 ``with`` block, on an exception, at interpreter exit (atexit), and, through
-:func:`install_signal_handlers`, on SIGTERM/SIGHUP (Ctrl-C raises
+:func:`benchmarks.lab.service.install_signal_handlers`, on SIGTERM/SIGHUP (Ctrl-C raises
 KeyboardInterrupt, which unwinds the same way). Leftovers of a run that was
 killed with SIGKILL are removed by the next start (:func:`remove_stale`).
 
@@ -50,7 +50,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -135,14 +134,6 @@ def remove_stale(log=print) -> None:
             system_tools.kill_netns_pids(name)
             system_tools.run(["ip", "netns", "del", name], check=False)
     netfs.remove_stale(log)
-
-
-def install_signal_handlers() -> None:
-    """Turns SIGTERM and SIGHUP into SystemExit, so ``with`` blocks and atexit clean up."""
-    def handler(signum, _frame):
-        raise SystemExit(128 + signum)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
 
 
 def drop_page_cache(paths: list[str]) -> None:

@@ -6,15 +6,25 @@ what a run killed with SIGKILL left behind (:meth:`Service.remove_stale`) and bu
 itself (:meth:`Service._start`). :meth:`Service.start` runs them in that order and,
 when building fails part way (or Ctrl-C comes), rolls back: :meth:`Service.stop`
 undoes what was built, and runs once, under a lock, whichever of the ``with`` block,
-an exception, interpreter exit (atexit) or the caller comes first.
+an exception, interpreter exit (atexit), SIGTERM or SIGHUP (:func:`install_signal_handlers`)
+or the caller comes first.
 """
 from __future__ import annotations
 
 import atexit
 import os
+import signal
 import subprocess
 import threading
 import time
+
+
+def install_signal_handlers() -> None:
+    """Turns SIGTERM and SIGHUP into SystemExit, so that ``with`` blocks and atexit stop the services."""
+    def handler(signum, _frame):
+        raise SystemExit(128 + signum)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)
 
 
 class Service:

@@ -25,7 +25,7 @@ shared memory (vader) within one, and hdmlp's gethostname() sees N nodes.
 
 Teardown (:meth:`EmulatedCluster.stop`, :mod:`benchmarks.lab.service`) runs on leaving the ``with`` block,
 on exceptions, at interpreter exit (atexit) and, with
-``benchmarks.lab.pfs.install_signal_handlers``, on SIGTERM/SIGHUP; Ctrl-C unwinds
+``benchmarks.lab.service.install_signal_handlers``, on SIGTERM/SIGHUP; Ctrl-C unwinds
 the same way. It kills every process in the namespaces, unmounts, deletes the
 namespaces, veths, bridges, cgroups and folders. :func:`remove_stale` removes
 what a run killed with SIGKILL left behind.
