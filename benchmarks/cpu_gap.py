@@ -35,7 +35,6 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 # -- the worker: bench-peers' hdmlp loop, with phase marks --------------------------------------
 

@@ -25,7 +25,7 @@ against the same chain over a pack made with ``hdmlp pack --max-side 256``.
 against h5py inside a ``DataLoader`` with 0, 1 and 2 workers.
 
 ``--pfs netfs`` (the default) or ``--pfs sshfs`` picks the emulated PFS's file server
-(benchmarks/pfs.py); the results before netfs existed were measured with sshfs.
+(benchmarks/lab/pfs.py); the results before netfs existed were measured with sshfs.
 
 The machine these run on is shared: ``uptime``'s load average is recorded with each run, and
 numbers are provisional until re-measured on a quiet machine.
@@ -43,11 +43,11 @@ import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
+if __package__ in (None, ""):  # run as a script: benchmarks/_path.py
+    import _path  # noqa: F401
 
-from benchmarks import machine  # noqa: E402
-from benchmarks import pfs  # noqa: E402
+from benchmarks.lab import machine  # noqa: E402
+from benchmarks.lab import pfs, service  # noqa: E402
 
 # name: (Mbit/s, ms added each way); a round trip costs twice the delay.
 LINKS = {"bandwidth": (200.0, 1.0), "metadata": (1000.0, 2.5), "metadata-10ms": (1000.0, 5.0),
@@ -200,7 +200,7 @@ def run_one(spec: dict) -> dict:
     return out
 
 
-# The machine's load over the whole run and each system's process (benchmarks/machine.py); made in main(), or
+# The machine's load over the whole run and each system's process (benchmarks/lab/machine.py); made in main(), or
 # set by a benchmark that runs these systems inside its own recording (pack_metadata.py).
 recorder: machine.LoadRecorder | None = None
 
@@ -507,7 +507,7 @@ def main(argv=None) -> int:
     if reason and args.scenario != "max-side":
         log(f"the emulated PFS cannot run here: {reason}")
         return 1
-    pfs.install_signal_handlers()
+    service.install_signal_handlers()
     os.makedirs(args.work, exist_ok=True)
     scenarios = ["images", "max-side", "hdf5"] if args.scenario == "all" else [args.scenario]
     results = []

@@ -52,8 +52,9 @@ import hdmlp.transforms as T
 from hdmlp.datasets import make_image_folder
 from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from benchmarks.machine import describe_facts, machine_facts  # noqa: E402
+if __package__ in (None, ""):  # run as a script: benchmarks/_path.py
+    import _path  # noqa: F401
+from benchmarks.lab.machine import describe_facts, machine_facts  # noqa: E402
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 MODELS = ("resnet50", "resnet18", "vit_b_16")

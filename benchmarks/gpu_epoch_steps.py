@@ -18,7 +18,8 @@ import time
 
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):  # run as a script: benchmarks/_path.py
+    import _path  # noqa: F401
 from benchmarks import gpu_e2e as G  # noqa: E402
 
 

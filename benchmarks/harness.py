@@ -1,7 +1,7 @@
 """``python -m benchmarks <scenario>``: hdmlp against torchvision's DataLoader, side by side.
 
 Each scenario names a store (the local disk with a warm page cache, or the
-emulated parallel file system of benchmarks/pfs.py), a number of ranks, and
+emulated parallel file system of benchmarks/lab/pfs.py), a number of ranks, and
 how much local storage hdmlp may cache in, as shares of the dataset. Every
 system runs in its own process (under mpirun for several ranks) over the same
 dataset through the same store, one after the other, in one run:
@@ -47,9 +47,9 @@ import sys
 import tempfile
 import time
 
-from benchmarks import machine as machine_mod
-from benchmarks import pfs as pfs_mod
-from benchmarks import system_tools
+from benchmarks.lab import machine as machine_mod
+from benchmarks.lab import pfs as pfs_mod
+from benchmarks.lab import service, system_tools
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -308,7 +308,7 @@ class PFSStore:
 
     def describe(self) -> dict:
         if self.pfs.kind == "netfs":
-            note = (f"netfs (the project's own file server, benchmarks/netfs.py) in a network namespace; veth "
+            note = (f"netfs (the project's own file server, benchmarks/lab/netfs.py) in a network namespace; veth "
                     f"shaped with tc tbf {self.pfs.rate_mbit:g} Mbit/s each way; +{self.pfs.open_delay_ms:g} ms per "
                     f"metadata request and +{self.pfs.read_delay_ms:g} ms per read (one round trip of "
                     f"{self.pfs.delay_ms:g} ms each way); every open goes over the link")
@@ -636,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     if any(n not in SCENARIOS for n in names):
         p.error(f"unknown scenario {args.scenario!r}; choose from {', '.join(SCENARIOS)}, all, list")
-    pfs_mod.install_signal_handlers()
+    service.install_signal_handlers()
     images, epochs = args.images, args.epochs
     for name in names:
         args.images, args.epochs = images, epochs

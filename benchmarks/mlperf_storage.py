@@ -36,8 +36,8 @@ import subprocess
 import sys
 import time
 
-from benchmarks import dlio_env, machine
-from benchmarks import pfs as pfs_mod
+from benchmarks import dlio_env
+from benchmarks.lab import machine, service
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -252,7 +252,7 @@ def meets(run: dict, bar: float, after_first: bool) -> bool:
 
 def search(loader: str, start: int, args, settings: dict, dataset: str, recorder, runs: list) -> int:
     """The most ranks per node (from ``start``, up while the bar is met, down while not) meeting the AU bar."""
-    from benchmarks.cluster import emulation
+    from benchmarks.lab.cluster import emulation
 
     best, k, tried = 0, max(1, start), {}
     while 1 <= k <= args.max_ranks_per_node and k not in tried:
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     args.json = args.json or os.path.join(RESULTS, f"mlperf_storage-{args.workload}-{args.case}.json")
     args.markdown = args.markdown or os.path.splitext(args.json)[0] + ".md"
 
-    from benchmarks.cluster import emulation
+    from benchmarks.lab.cluster import emulation
     for reason in (dlio_env.unavailable_reason(), emulation.unavailable_reason()):
         if reason:
             print(f"[mlperf-storage] skipped: {reason}")
@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
         f"accelerator; PFS {args.pfs_mbit / 8:.0f} MB/s; node memory {args.node_memory_mb:.0f} MB")
     dataset = make_dataset(settings)
     settings["dataset_disk_bytes"] = sum(os.path.getsize(f) for f in glob.glob(os.path.join(dataset, "train", "*")))
-    pfs_mod.install_signal_handlers()
+    service.install_signal_handlers()
     emulation.remove_stale(log=log)
     runs: list[dict] = []
     best: dict[str, int] = {}

@@ -21,7 +21,7 @@ ratios (the goal: each within 2%):
   shares the machine).
 
 Writes ``--json`` (default benchmarks/results/mpi_runtime_cost.json) and a Markdown report beside
-it, with the load average (benchmarks/machine.py) and whether the machine was busy.
+it, with the load average (benchmarks/lab/machine.py) and whether the machine was busy.
 """
 from __future__ import annotations
 
@@ -38,10 +38,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-if ROOT not in sys.path:
-    sys.path.append(ROOT)
+if __package__ in (None, ""):  # run as a script: benchmarks/_path.py
+    import _path  # noqa: F401
 
-from benchmarks import machine  # noqa: E402
+from benchmarks.lab import machine  # noqa: E402
 
 IMPORT = "import time; t = time.perf_counter(); import hdmlp; print(time.perf_counter() - t)"
 

@@ -22,11 +22,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if __package__ in (None, ""):  # run as a script: import this folder as the benchmarks package
-    sys.path.insert(0, os.path.dirname(HERE))
-    sys.path = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
-from benchmarks import machine  # noqa: E402
+if __package__ in (None, ""):  # run as a script: benchmarks/_path.py
+    import _path  # noqa: F401
+from benchmarks.lab import machine  # noqa: E402
 
 
 def worker(args):

@@ -4,7 +4,7 @@
         [--read-delay-ms 1] [--repeats 2] [--json OUT.json] [--markdown OUT.md]
 
 Serves a folder of ImageNet-like JPEGs and an hdmlp pack of the same images through the
-emulated PFS (benchmarks/pfs.py with its netfs server: ``--rate-mbit`` on the link, every
+emulated PFS (benchmarks/lab/pfs.py with its netfs server: ``--rate-mbit`` on the link, every
 metadata request (stat, open, readdir) ``--open-delay-ms`` and every read request
 ``--read-delay-ms``, up to 64 requests in flight, reads of up to 1 MiB in one request) and
 measures, from a cold store, side by side and interleaved over ``--repeats``:
@@ -20,7 +20,7 @@ measures, from a cold store, side by side and interleaved over ``--repeats``:
 server busy with other clients): then the folder is bound by N / delay opens a second.
 
 Goal: the pack's first epoch at least 5x the folder's and at least 90% of the plain reader.
-The machine is shared: the load is recorded (benchmarks/machine.py) and the report says so.
+The machine is shared: the load is recorded (benchmarks/lab/machine.py) and the report says so.
 """
 from __future__ import annotations
 
@@ -31,11 +31,11 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
+if __package__ in (None, ""):  # run as a script: benchmarks/_path.py
+    import _path  # noqa: F401
 
-from benchmarks import formats, machine, pfs  # noqa: E402
+from benchmarks import formats  # noqa: E402
+from benchmarks.lab import machine, pfs, service  # noqa: E402
 
 log = formats.log
 
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
     if reason:
         log(f"the emulated PFS cannot run here: {reason}")
         return 1
-    pfs.install_signal_handlers()
+    service.install_signal_handlers()
     os.makedirs(args.work, exist_ok=True)
     result = run(args)
     command = "python benchmarks/pack_metadata.py " + " ".join(argv)

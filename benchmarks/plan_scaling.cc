@@ -38,7 +38,7 @@
 #include "hdmlp/plan/placement.h"
 #include "hdmlp/util/random.h"
 
-#include "machine_load.h"
+#include "lab/machine_load.h"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include "hdmlp/sim/model.h"
 #include "hdmlp/sim/simulator.h"
 
-#include "machine_load.h"
+#include "lab/machine_load.h"
 
 namespace {
 

@@ -84,7 +84,7 @@
 #include <opencv2/core.hpp>
 #include <opencv2/imgcodecs.hpp>
 
-#include "machine_load.h"
+#include "lab/machine_load.h"
 
 #include "hdmlp/config/cpu_budget.h"
 #include "hdmlp/tools/image_folder_generator.h"

@@ -48,7 +48,7 @@ DEBIAN_PACKAGES=(build-essential pkg-config python3-venv python3-dev libopenmpi-
                  clang libclang-rt-dev
                  # The emulated parallel file system of the benchmarks and its tests.
                  sshfs openssh-server fuse3 vmtouch iproute2
-                 # netfs, the emulated PFS's own network file system (benchmarks/netfs), and the cluster's.
+                 # netfs, the emulated PFS's own network file system (benchmarks/lab/netfs), and the cluster's.
                  libfuse3-dev
                  # Compiled objects are reused across checkouts and clean clones (use_ccache).
                  ccache)

@@ -76,15 +76,13 @@ PY_FLOORS = {
     "hdmlp.job_arguments": 3, "hdmlp.job": 3,
     "hdmlp": 4, "hdmlp.__main__": 4, "hdmlp.cli": 4, "hdmlp.numpy": 4, "hdmlp.simulate": 4,
     "hdmlp.torch": 4, "hdmlp.dlio": 4,
-    # benchmarks: helpers, the emulation lab, scenarios (the default), entry points.
-    "benchmarks.machine": 0, "benchmarks.system_tools": 0, "benchmarks.runner": 0,
-    "benchmarks.netfs": 1, "benchmarks.pfs": 1, "benchmarks.cluster.emulation": 1,
-    "benchmarks.cluster.pfs_provider": 1, "benchmarks.cluster.rank": 1,
-    "benchmarks.cluster.reaper": 1, "benchmarks.cluster.report": 1, "benchmarks.cluster.slurm": 1,
-    "benchmarks.cluster.commands": 1,
+    # benchmarks: helpers, the emulation lab (benchmarks/lab/, PY_LAB_FLOOR), scenarios (the default), entry points.
+    "benchmarks._path": 0, "benchmarks.runner": 0,
+    "benchmarks.lab.system_tools": 0, "benchmarks.lab.service": 0, "benchmarks.lab.machine": 0,
     "benchmarks": 3, "benchmarks.__main__": 3, "benchmarks.harness": 3,
     "benchmarks.cluster": 3, "benchmarks.cluster.cli": 3,
 }
+PY_LAB_FLOOR = 1  # an unlisted module of benchmarks/lab/: the emulated services (netfs, the PFS, the cluster)
 PY_SCENARIO_FLOOR = 2  # an unlisted benchmarks module
 PY_PACKAGES = ("hdmlp", "benchmarks")
 
@@ -511,7 +509,7 @@ def _py_floor(module: str, report: Report) -> tuple[int, int]:
     if module in PY_FLOORS:
         return package, PY_FLOORS[module]
     if module.startswith("benchmarks."):
-        return package, PY_SCENARIO_FLOOR
+        return package, PY_LAB_FLOOR if module.split(".")[1] == "lab" else PY_SCENARIO_FLOOR
     if module not in report.unplaced:
         report.unplaced.append(module)
     return package, max(PY_FLOORS.values())

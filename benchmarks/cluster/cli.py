@@ -5,7 +5,7 @@
     python -m benchmarks cluster --nodes 4 --ranks-per-node 2 --link-mbit 1000 --node-mem-mb 4000 \\
         --pfs netfs --pfs-mbit 200 --pfs-open-delay-ms 2 --images 2000 --epochs 3 --json out.json
 
-Builds the cluster (benchmarks/cluster/emulation.py), generates the dataset
+Builds the cluster (benchmarks/lab/cluster/emulation.py), generates the dataset
 once (hdmlp.datasets.make_image_folder, in hdmlp's user cache), runs one mpirun
 of rank.py per distribution scheme, and writes per epoch and rank images/s,
 stall and reads by source, per link the bytes carried, PFS bytes against the
@@ -28,8 +28,8 @@ import argparse
 import os
 import sys
 
-from benchmarks import pfs as pfs_mod
-from benchmarks.cluster import emulation, report
+from benchmarks.lab.cluster import emulation, report
+from benchmarks.lab.service import install_signal_handlers
 from benchmarks.cluster.commands import dataset, write_config, write_json
 
 
@@ -41,7 +41,7 @@ def slurm_tests(argv: list[str]) -> int:
     import subprocess
     import time
 
-    from benchmarks.cluster import slurm
+    from benchmarks.lab.cluster import slurm
     p = argparse.ArgumentParser(prog="python -m benchmarks cluster slurm-tests")
     p.add_argument("--modes", default="pmix,pmi2,mpirun", help="comma-separated: pmix, pmi2, mpirun")
     p.add_argument("--markdown", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--node-mem-mb", type=int, help="cgroup v1 memory limit per node; default none")
     p.add_argument("--node-cpus", type=int, help="CPUs per node (cgroup v1 cpuset); default all")
     p.add_argument("--pfs", choices=["auto", "local", "netfs"], default="auto",
-                   help="auto: the network file server (benchmarks/netfs.py) when present, else a local stand-in")
+                   help="auto, netfs: the network file server (benchmarks/lab/netfs.py); local: a stand-in without a link")
     p.add_argument("--pfs-open-delay-ms", type=float, default=0.0, help="the PFS server's delay per open/stat")
     p.add_argument("--pfs-read-delay-ms", type=float, default=0.0, help="the PFS server's delay per read")
     p.add_argument("--pfs-mbit", type=float, help="the PFS server's link rate")
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[cluster] skipped: the emulated cluster cannot run on this machine: {reason}")
         return 0
     root, files, total = dataset(args)
-    pfs_mod.install_signal_handlers()
+    install_signal_handlers()
     result = {"command": "python -m benchmarks cluster " + " ".join(sys.argv[2:] if argv is None else argv),
               "jobs": [], "links_by_scheme": {}}
     with emulation.EmulatedCluster(args.nodes, args.ranks_per_node, root, link_mbit=args.link_mbit,

@@ -12,8 +12,8 @@ import json
 import os
 from collections.abc import Callable
 
-from benchmarks import machine
-from benchmarks.cluster import emulation, report
+from benchmarks.lab import machine
+from benchmarks.lab.cluster import emulation, report
 
 
 def dataset(args: argparse.Namespace) -> tuple[str, dict, int]:

@@ -30,9 +30,9 @@ import json
 import os
 import sys
 
-from benchmarks import machine
-from benchmarks import pfs as pfs_mod
-from benchmarks.cluster import emulation, report
+from benchmarks.lab import machine
+from benchmarks.lab.cluster import emulation, report
+from benchmarks.lab.service import install_signal_handlers
 from benchmarks.cluster.commands import dataset, job_options, publish, skipped, write_config
 
 
@@ -91,7 +91,7 @@ def vs_dataloader(argv: list[str]) -> int:
               "(RAM per node below the dataset, above a quarter of it)")
     rec = machine.LoadRecorder()
     root, files, total = dataset(args)
-    pfs_mod.install_signal_handlers()
+    install_signal_handlers()
     command = "python -m benchmarks cluster vs-dataloader " + " ".join(argv)
     result = {"command": command, "machine": machine.machine_facts(), "goal": {
         "pfs_bytes_x_dataset_at_most": 1.05, "dataloader_job_over_hdmlp_job_at_least": 3.0}}
@@ -229,7 +229,7 @@ def scale(argv: list[str]) -> int:
         return 0
     rec = machine.LoadRecorder()
     root, files, total = dataset(args)
-    pfs_mod.install_signal_handlers()
+    install_signal_handlers()
     result = {"command": "python -m benchmarks cluster scale " + " ".join(argv), "machine": machine.machine_facts(),
               "dataset": {"path": root, "files": len(files), "bytes": total}, "runs": []}
     for n in [int(x) for x in args.nodes_list.split(",")]:

@@ -5,14 +5,14 @@
         --markdown benchmarks/results/sim_vs_cluster.md
 
 In one emulated cluster of ``--nodes`` nodes with one rank each, whose PFS is
-the netfs server behind a ``--pfs-mbit`` link (benchmarks/cluster/emulation.py):
+the netfs server behind a ``--pfs-mbit`` link (benchmarks/lab/cluster/emulation.py):
 
 1. calibrates the PFS as a node sees it: node 1's mount of the server read by
    1, 2, 4, 8 threads (``hdmlp.simulate.measure_machine`` on the dataset's
    files), and writes the config both sides use (``write_config``: a staging
    buffer, a RAM class holding ``--ram-share`` of the dataset per node, the
    PFS table, ``b_fs`` its largest rate);
-2. runs the hdmlp job for real (benchmarks/cluster/rank.py): every rank's
+2. runs the hdmlp job for real (benchmarks/lab/cluster/rank.py): every rank's
    training step is a device computing s_k / c per sample (``--compute-mbps``,
    sleeping to deadlines) and ends in a barrier of all ranks (gloo), as a
    DDP step ends in its gradient allreduce; an epoch's time is the slowest
@@ -33,9 +33,9 @@ import statistics
 import sys
 import time
 
-from benchmarks import machine
-from benchmarks import pfs as pfs_mod
-from benchmarks.cluster import emulation, report
+from benchmarks.lab import machine
+from benchmarks.lab.cluster import emulation, report
+from benchmarks.lab.service import install_signal_handlers
 from benchmarks.cluster.commands import dataset, job_options, publish, skipped
 
 GOAL = 0.15  # the one-node validation's goal (docs/simulator.md, "Validation")
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
 
     rec = machine.LoadRecorder()
     root, files, total = dataset(args)
-    pfs_mod.install_signal_handlers()
+    install_signal_handlers()
     result = {"command": "python -m benchmarks cluster validate-sim " + " ".join(argv),
               "machine": machine.machine_facts(), "goal": GOAL}
     with emulation.EmulatedCluster(args.nodes, 1, root, pfs="netfs", pfs_mbit=args.pfs_mbit,

@@ -22,7 +22,7 @@ from hdmlp.datasets import make_image_folder
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 try:
-    from benchmarks import pfs
+    from benchmarks.lab import pfs
 finally:
     sys.path.remove(REPO)
 
@@ -180,8 +180,8 @@ def test_pfs_serves_exact_bytes_slower_than_local_and_is_torn_down(export):
 @needs_pfs
 def test_pfs_is_torn_down_on_ctrl_c(export):
     root, _ = export
-    script = ("import sys, time; sys.path.insert(0, sys.argv[1]); from benchmarks import pfs\n"
-              "pfs.install_signal_handlers()\n"
+    script = ("import sys, time; sys.path.insert(0, sys.argv[1]); from benchmarks.lab import pfs, service\n"
+              "service.install_signal_handlers()\n"
               "with pfs.EmulatedPFS(sys.argv[2], log=lambda *_: None) as p:\n"
               "    print(p.netns, p.path, p.workdir, flush=True)\n"
               "    time.sleep(60)\n")

@@ -1,10 +1,10 @@
 """hdmlp on an emulated cluster: 3 nodes (network namespaces, each with its own host name and
 node-local folder) x 2 ranks, MPI over TCP between nodes, every node reading one PFS
-(benchmarks/cluster). Needs root and network namespaces; skips with the reason otherwise.
+(benchmarks/lab/cluster). Needs root and network namespaces; skips with the reason otherwise.
 
 One cluster serves the module; each test runs its own mpirun on it.
 
-HDMLP_CLUSTER_LAUNCHER runs the same tests under Debian's Slurm (benchmarks/cluster/slurm.py:
+HDMLP_CLUSTER_LAUNCHER runs the same tests under Debian's Slurm (benchmarks/lab/cluster/slurm.py:
 slurmctld on a head node, slurmd on every node): "slurm:pmix" (srun --mpi=pmix), "slurm:pmi2"
 (srun --mpi=pmi2, with MPICH: HDMLP_CLUSTER_MPI_LIBRARY, else the PyPI wheel scripts/dev.sh keeps)
 or "slurm:mpirun" (mpirun inside salloc). `python -m benchmarks cluster slurm-tests` runs them
@@ -26,9 +26,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if REPO not in sys.path:
     sys.path.append(REPO)  # benchmarks/ is not installed; appended, so hdmlp stays the installed one
 
-from benchmarks.cluster import EmulatedCluster, unavailable_reason  # noqa: E402
-from benchmarks.cluster import report  # noqa: E402
-from benchmarks.cluster.emulation import leftovers  # noqa: E402
+from benchmarks.lab.cluster import EmulatedCluster, unavailable_reason  # noqa: E402
+from benchmarks.lab.cluster import report  # noqa: E402
+from benchmarks.lab.cluster.emulation import leftovers  # noqa: E402
 
 NODES, RANKS_PER_NODE = 3, 2
 WORLD = NODES * RANKS_PER_NODE
@@ -65,7 +65,7 @@ def cluster_options():
 def _launcher_reason():
     if LAUNCHER == "mpirun":
         return None
-    from benchmarks.cluster import slurm
+    from benchmarks.lab.cluster import slurm
     missing = sorted({pkg for tool, pkg in slurm.TOOLS.items() if shutil.which(tool) is None and not
                       os.path.exists(f"/usr/sbin/{tool}")})
     if missing:
@@ -456,7 +456,7 @@ def test_teardown_leaves_nothing_after_ctrl_c_and_sigkill(dataset, tmp_path):
     script = tmp_path / "driver.py"
     script.write_text(
         f"import sys; sys.path.append({REPO!r})\n"
-        "from benchmarks.cluster import EmulatedCluster\n"
+        "from benchmarks.lab.cluster import EmulatedCluster\n"
         f"with EmulatedCluster(2, 1, {root!r}, link_mbit=100, log=lambda *_: None, **{cluster_options()!r}) as c:\n"
         "    print('ready', flush=True)\n"
         "    c.run(['sleep', '60'], timeout=90)\n")
@@ -472,7 +472,7 @@ def test_teardown_leaves_nothing_after_ctrl_c_and_sigkill(dataset, tmp_path):
         proc.wait(60)
         if sig == signal.SIGKILL:
             assert leftovers(proc.pid), "SIGKILL should have left the cluster behind"
-            from benchmarks.cluster import remove_stale
+            from benchmarks.lab.cluster import remove_stale
             remove_stale(log=lambda *_: None)
         assert leftovers(proc.pid) == [], f"after {sig.name}"
         ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout

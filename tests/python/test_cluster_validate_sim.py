@@ -16,7 +16,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if REPO not in sys.path:
     sys.path.append(REPO)  # benchmarks/ is not installed; appended, so hdmlp stays the installed one
 
-from benchmarks.cluster import unavailable_reason, validate_sim  # noqa: E402
+from benchmarks.cluster import validate_sim  # noqa: E402
+from benchmarks.lab.cluster import unavailable_reason  # noqa: E402
 
 
 def _rank(epoch_seconds, stalls, steps, probe):

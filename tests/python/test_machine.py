@@ -1,4 +1,4 @@
-"""benchmarks/machine.py: the load and other processes' CPU time, on synthetic /proc samples."""
+"""benchmarks/lab/machine.py: the load and other processes' CPU time, on synthetic /proc samples."""
 import os
 import sys
 
@@ -7,7 +7,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 try:
-    from benchmarks import machine
+    from benchmarks.lab import machine
 finally:
     if REPO in sys.path:  # the package drops it itself when hdmlp is not imported yet
         sys.path.remove(REPO)
@@ -175,7 +175,7 @@ def test_scaling_knee_is_where_no_later_point_adds_the_gain():
 def test_write_results_writes_each_file_only_where_a_path_is_given(tmp_path):
     import json
 
-    from benchmarks.machine import write_results
+    from benchmarks.lab.machine import write_results
     write_results(str(tmp_path / "r.json"), {"a": [1, 2]}, None, "# report")
     assert json.loads((tmp_path / "r.json").read_text()) == {"a": [1, 2]}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
@@ -184,7 +184,7 @@ def test_write_results_writes_each_file_only_where_a_path_is_given(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.md"]
 
 
-REAPER = os.path.join(REPO, "benchmarks", "cluster", "reaper.py")
+REAPER = os.path.join(REPO, "benchmarks", "lab", "cluster", "reaper.py")
 # Forks a child that burns CPU for `seconds` after its parent (the command) has exited,
 # as Open MPI's `orted --daemonize` does: the child leaves the command's process tree.
 DAEMONIZE = """

@@ -1,4 +1,4 @@
-"""netfs (benchmarks/netfs.py, benchmarks/netfs/netfs.cc): the emulated PFS's own network file system.
+"""netfs (benchmarks/lab/netfs.py, benchmarks/lab/netfs/netfs.cc): the emulated PFS's own network file system.
 
 Each test starts a real server and a real FUSE mount and checks what a reader sees: the bytes,
 read-only errors, refused escapes, the metadata delay, many requests in flight, reads larger than
@@ -22,7 +22,7 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, REPO)
 try:
-    from benchmarks import netfs
+    from benchmarks.lab import netfs
 finally:
     sys.path.remove(REPO)
 
@@ -36,7 +36,7 @@ def _skip_reason():
 
 REASON = _skip_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"netfs unavailable ({REASON}); "
-                                                          f"`benchmarks.netfs.ensure_tools()` installs its packages")
+                                                          f"`benchmarks.lab.netfs.ensure_tools()` installs its packages")
 QUIET = dict(log=lambda *_: None)
 
 
@@ -271,7 +271,7 @@ def test_an_unreachable_server_is_named(tmp_path):
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
 def test_nothing_is_left_when_the_owner_is_interrupted_or_killed(tree, tmp_path, how):
-    script = ("import sys, time; sys.path.insert(0, sys.argv[1]); from benchmarks import netfs\n"
+    script = ("import sys, time; sys.path.insert(0, sys.argv[1]); from benchmarks.lab import netfs\n"
               "q = dict(log=lambda *_: None)\n"
               "with netfs.NetFSServer(sys.argv[2], **q) as s, netfs.NetFSMount(s.address, s.port, sys.argv[3], **q) as m:\n"
               "    print(s.pid, m.pid, s.workdir, m.workdir, flush=True)\n"
@@ -306,7 +306,7 @@ def test_nothing_is_left_when_the_owner_is_interrupted_or_killed(tree, tmp_path,
 def test_emulated_pfs_serves_exact_bytes_with_either_server(tree, kind):
     sys.path.insert(0, REPO)
     try:
-        from benchmarks import pfs
+        from benchmarks.lab import pfs
     finally:
         sys.path.remove(REPO)
     reason = pfs.unavailable_reason(install=False, log=lambda *_: None, kind=kind)

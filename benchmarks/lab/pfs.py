@@ -5,7 +5,7 @@ link shared with other readers. To compare loaders fairly on one machine,
 ``EmulatedPFS`` serves a folder the way a remote store would, and every
 loader under test reads through it. Two kinds of server (``kind=``):
 
-``"netfs"`` (the default), the project's own file system (benchmarks/netfs.py)::
+``"netfs"`` (the default), the project's own file system (benchmarks/lab/netfs.py)::
 
     client (the loaders)                       |  network namespace "hdmlp-pfs-<pid>"
     netfs mount (FUSE, read-only, direct I/O,  |
@@ -35,7 +35,7 @@ loader under test reads through it. Two kinds of server (``kind=``):
 
 Everything it starts is stopped by :meth:`EmulatedPFS.stop`: on leaving the
 ``with`` block, on an exception, at interpreter exit (atexit), and, through
-:func:`install_signal_handlers`, on SIGTERM/SIGHUP (Ctrl-C raises
+:func:`benchmarks.lab.service.install_signal_handlers`, on SIGTERM/SIGHUP (Ctrl-C raises
 KeyboardInterrupt, which unwinds the same way). Leftovers of a run that was
 killed with SIGKILL are removed by the next start (:func:`remove_stale`).
 
@@ -47,25 +47,19 @@ C++ compiler, for sshfs the Debian packages sshfs and openssh-server;
 """
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-try:
-    from benchmarks import netfs, system_tools
-except ImportError:  # run as a script from benchmarks/
-    import netfs
-    import system_tools
+from benchmarks.lab import netfs, system_tools
+from benchmarks.lab.service import Service
 
 NAME_PREFIX = "hdmlp-pfs-"
 KINDS = ("netfs", "sshfs")
@@ -87,11 +81,6 @@ def _which(tool: str) -> str | None:
     if tool == "sshd":
         return SBIN_SSHD if os.access(SBIN_SSHD, os.X_OK) else shutil.which("sshd")
     return system_tools.which(tool)
-
-
-_run = system_tools.run
-_pid_alive = system_tools.pid_alive
-_kill_netns_pids = system_tools.kill_netns_pids
 
 
 def _check_kind(kind: str) -> dict:
@@ -122,18 +111,7 @@ def unavailable_reason(install: bool = True, log=print, kind: str = DEFAULT_KIND
             netfs.build(log=log)
     except (PFSUnavailable, netfs.NetFSUnavailable) as e:
         return str(e)
-    probe = f"{NAME_PREFIX}probe{os.getpid()}"
-    proc = _run(["ip", "netns", "add", probe], check=False)
-    if proc.returncode != 0:
-        return f"`ip netns add` fails here ({proc.stderr.strip()}): network namespaces are not available"
-    try:
-        proc = _run(["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo", "root", "tbf",
-                     "rate", "100mbit", "burst", "64kb", "latency", "50ms"], check=False)
-        if proc.returncode != 0:
-            return f"`tc qdisc ... tbf` fails here ({proc.stderr.strip()}): cannot shape the link"
-    finally:
-        _run(["ip", "netns", "del", probe], check=False)
-    return None
+    return system_tools.netns_problem(f"{NAME_PREFIX}probe{os.getpid()}")
 
 
 def _fuse_mounts() -> list[str]:
@@ -144,26 +122,18 @@ def remove_stale(log=print) -> None:
     """Removes namespaces and mounts left by an emulated PFS whose process is gone."""
     for mnt in _fuse_mounts():
         m = re.search(rf"/{NAME_PREFIX}(\d+)-", mnt)
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not system_tools.pid_alive(int(m.group(1))):
             log(f"[pfs] unmounting the stale mount {mnt}")
-            _run(["fusermount3", "-uz", mnt], check=False)
-    proc = _run(["ip", "netns", "list"], check=False)
+            system_tools.run(["fusermount3", "-uz", mnt], check=False)
+    proc = system_tools.run(["ip", "netns", "list"], check=False)
     for line in proc.stdout.splitlines():
         name = line.split()[0] if line.split() else ""
         m = re.fullmatch(rf"{NAME_PREFIX}(\d+)", name)
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not system_tools.pid_alive(int(m.group(1))):
             log(f"[pfs] removing the stale namespace {name}")
-            _kill_netns_pids(name)
-            _run(["ip", "netns", "del", name], check=False)
+            system_tools.kill_netns_pids(name)
+            system_tools.run(["ip", "netns", "del", name], check=False)
     netfs.remove_stale(log)
-
-
-def install_signal_handlers() -> None:
-    """Turns SIGTERM and SIGHUP into SystemExit, so ``with`` blocks and atexit clean up."""
-    def handler(signum, _frame):
-        raise SystemExit(128 + signum)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, handler)
 
 
 def drop_page_cache(paths: list[str]) -> None:
@@ -171,7 +141,7 @@ def drop_page_cache(paths: list[str]) -> None:
     vmtouch = _which("vmtouch")
     if vmtouch:
         for i in range(0, len(paths), 500):
-            _run([vmtouch, "-eq", *paths[i:i + 500]], check=False, timeout=120)
+            system_tools.run([vmtouch, "-eq", *paths[i:i + 500]], check=False, timeout=120)
         return
     for p in paths:
         try:
@@ -184,7 +154,7 @@ def drop_page_cache(paths: list[str]) -> None:
             os.close(fd)
 
 
-class EmulatedPFS:
+class EmulatedPFS(Service):
     """Serves ``export_dir`` read-only over a shaped link; ``path`` is where loaders read it.
 
     Args:
@@ -206,6 +176,7 @@ class EmulatedPFS:
     def __init__(self, export_dir: str, rate_mbit: float = 200.0, delay_ms: float = 1.0, log=print,
                  kind: str = DEFAULT_KIND, open_delay_ms: float | None = None, read_delay_ms: float | None = None,
                  threads: int = 64, metadata_slots: int | None = None) -> None:
+        super().__init__(log)
         _check_kind(kind)
         self.kind = kind
         if kind == "sshfs" and (open_delay_ms is not None or read_delay_ms is not None):
@@ -222,7 +193,6 @@ class EmulatedPFS:
             raise ValueError(f"rate_mbit must be > 0 and delay_ms >= 0, got {rate_mbit}, {delay_ms}")
         self.rate_mbit = float(rate_mbit)
         self.delay_ms = float(delay_ms)
-        self.log = log
         self.netns = f"{NAME_PREFIX}{os.getpid()}"
         tag = f"hp{os.getpid() % 1000000}"
         self.veth_host, self.veth_ns = f"{tag}h", f"{tag}n"
@@ -230,56 +200,40 @@ class EmulatedPFS:
         self.path: str | None = None
         self._procs: dict[str, subprocess.Popen] = {}
         self._netns_made = False
-        self._stopped = True
-        self._lock = threading.Lock()
 
     # -- lifetime -------------------------------------------------------------
-    def __enter__(self) -> "EmulatedPFS":
-        self.start()
-        return self
+    unavailable = PFSUnavailable
 
-    def __exit__(self, *exc) -> None:
-        self.stop()
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason(log=self.log, kind=self.kind)
 
-    def start(self) -> None:
-        reason = unavailable_reason(log=self.log, kind=self.kind)
-        if reason:
-            raise PFSUnavailable(reason)
+    def remove_stale(self) -> None:
         remove_stale(self.log)
-        self._stopped = False
-        atexit.register(self.stop)
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
 
     def _start(self) -> None:
         self.workdir = tempfile.mkdtemp(prefix=f"{NAME_PREFIX}{os.getpid()}-")
         w = self.workdir
         host_ip, ns_ip = self._pick_subnet()
         # The namespace and its link, shaped in both directions.
-        _run(["ip", "netns", "add", self.netns])
+        system_tools.run(["ip", "netns", "add", self.netns])
         self._netns_made = True
-        _run(["ip", "link", "add", self.veth_host, "type", "veth", "peer", "name", self.veth_ns])
-        _run(["ip", "link", "set", self.veth_ns, "netns", self.netns])
-        _run(["ip", "addr", "add", f"{host_ip}/30", "dev", self.veth_host])
-        _run(["ip", "link", "set", self.veth_host, "up"])
+        system_tools.run(["ip", "link", "add", self.veth_host, "type", "veth", "peer", "name", self.veth_ns])
+        system_tools.run(["ip", "link", "set", self.veth_ns, "netns", self.netns])
+        system_tools.run(["ip", "addr", "add", f"{host_ip}/30", "dev", self.veth_host])
+        system_tools.run(["ip", "link", "set", self.veth_host, "up"])
         ns = ["ip", "netns", "exec", self.netns]
-        _run(ns + ["ip", "addr", "add", f"{ns_ip}/30", "dev", self.veth_ns])
-        _run(ns + ["ip", "link", "set", self.veth_ns, "up"])
-        _run(ns + ["ip", "link", "set", "lo", "up"])
-        # Burst: a few ms at the rate, at least a few full packets.
-        burst = max(16 * 1024, int(self.rate_mbit * 1e6 / 8 * 0.002))
-        tbf = ["root", "tbf", "rate", f"{self.rate_mbit}mbit", "burst", str(burst), "latency", "20ms"]
-        _run(["tc", "qdisc", "add", "dev", self.veth_host] + tbf)
-        _run(ns + ["tc", "qdisc", "add", "dev", self.veth_ns] + tbf)
+        system_tools.run(ns + ["ip", "addr", "add", f"{ns_ip}/30", "dev", self.veth_ns])
+        system_tools.run(ns + ["ip", "link", "set", self.veth_ns, "up"])
+        system_tools.run(ns + ["ip", "link", "set", "lo", "up"])
+        system_tools.shape(self.veth_host, self.rate_mbit, latency_ms=20)
+        system_tools.shape(self.veth_ns, self.rate_mbit, self.netns, latency_ms=20)
         if self.kind == "netfs":
             self._start_netfs(ns_ip)
             return
         # Throw-away keys and a read-only SFTP server inside the namespace.
         for key in ("host_key", "client_key"):
-            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "hdmlp-pfs", "-f", os.path.join(w, key)])
+            system_tools.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "hdmlp-pfs", "-f",
+                              os.path.join(w, key)])
         shutil.copy(os.path.join(w, "client_key.pub"), os.path.join(w, "authorized_keys"))
         with open(os.path.join(w, "sshd_config"), "w") as f:
             f.write(f"ListenAddress {ns_ip}:22\nHostKey {w}/host_key\nAuthorizedKeysFile {w}/authorized_keys\n"
@@ -334,7 +288,7 @@ class EmulatedPFS:
         return self._netfs[0].stats() if self._netfs else None
 
     def _pick_subnet(self) -> tuple[str, str]:
-        used = _run(["ip", "-o", "-4", "addr"], check=False).stdout
+        used = system_tools.run(["ip", "-o", "-4", "addr"], check=False).stdout
         for k in range(256):
             third = (os.getpid() + k) % 256
             host_ip, ns_ip = f"10.213.{third}.1", f"10.213.{third}.2"
@@ -347,47 +301,25 @@ class EmulatedPFS:
             s.settimeout(0.5)
             return s.connect_ex((ip, port)) == 0
 
-    def _wait_for(self, ready, what: str, proc_name: str, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if ready():
-                return
-            proc = self._procs.get(proc_name)
-            if proc is not None and proc.poll() is not None:
-                log = os.path.join(self.workdir, f"{proc_name}.log")
-                text = open(log).read().strip() if os.path.exists(log) else ""
-                raise RuntimeError(f"{what} exited with status {proc.returncode}: {text[-600:]}")
-            time.sleep(0.05)
-        raise RuntimeError(f"{what} did not come up within {timeout:g} s")
+    def _wait_for(self, ready, what: str, proc_name: str) -> None:
+        self.wait_for(ready, what, self._procs.get(proc_name), os.path.join(self.workdir, f"{proc_name}.log"))
 
-    def stop(self) -> None:
-        """Unmounts, stops every process, deletes the namespace and the link; safe to call twice."""
-        with self._lock:
-            if self._stopped:
-                return
-            self._stopped = True
-            for part in reversed(self._netfs):  # the mount, then the server
-                part.stop()
-            if self.path and os.path.ismount(self.path):
-                if _run(["fusermount3", "-u", self.path], check=False).returncode != 0:
-                    _run(["fusermount3", "-uz", self.path], check=False)
-            for name in ("sshfs", "proxy", "sshd"):
-                system_tools.stop_process(self._procs.pop(name, None))
-            if self._netns_made:
-                _kill_netns_pids(self.netns)
-                _run(["ip", "netns", "del", self.netns], check=False)  # takes the veth pair with it
-                _run(["ip", "link", "del", self.veth_host], check=False)
-                self._netns_made = False
-            if self.workdir and not (self.path and os.path.ismount(self.path)):
-                shutil.rmtree(self.workdir, ignore_errors=True)
-            try:
-                atexit.unregister(self.stop)
-            except Exception:
-                pass
-
-    @property
-    def running(self) -> bool:
-        return not self._stopped
+    def _stop(self) -> None:
+        """Unmounts, stops every process, deletes the namespace and the link."""
+        for part in reversed(self._netfs):  # the mount, then the server
+            part.stop()
+        if self.path and os.path.ismount(self.path):
+            if system_tools.run(["fusermount3", "-u", self.path], check=False).returncode != 0:
+                system_tools.run(["fusermount3", "-uz", self.path], check=False)
+        for name in ("sshfs", "proxy", "sshd"):
+            system_tools.stop_process(self._procs.pop(name, None))
+        if self._netns_made:
+            system_tools.kill_netns_pids(self.netns)
+            system_tools.run(["ip", "netns", "del", self.netns], check=False)  # takes the veth pair with it
+            system_tools.run(["ip", "link", "del", self.veth_host], check=False)
+            self._netns_made = False
+        if self.workdir and not (self.path and os.path.ismount(self.path)):
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     # -- measuring ------------------------------------------------------------
     def wire_bytes(self) -> int:

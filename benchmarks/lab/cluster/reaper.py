@@ -5,7 +5,7 @@
 Why: Open MPI's rsh launcher starts its daemons as ``orted --daemonize``, so each
 daemon, and the ranks under it, leaves mpirun's process tree for PID 1, and when
 the job ends mpirun exits before they do. A benchmark counts its own CPU as its
-process tree's (``benchmarks/machine.py``, ``LoadRecorder``), so it saw the
+process tree's (``benchmarks/lab/machine.py``, ``LoadRecorder``), so it saw the
 cluster's ranks as *other* processes and called a quiet machine busy. This
 process marks itself a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``):
 orphans below it are re-parented here instead of to PID 1, stay in the tree

@@ -1,6 +1,6 @@
 """A TCP proxy that delays every byte by a fixed time in each direction.
 
-The emulated parallel file system (benchmarks/pfs.py) needs latency on its
+The emulated parallel file system (benchmarks/lab/pfs.py) needs latency on its
 link, and this machine's kernel has no ``netem`` qdisc: ``tc`` can limit the
 rate (``tbf``) but not delay packets. This proxy stands in for the delay:
 each chunk read from one side is written to the other side no earlier than
@@ -8,7 +8,7 @@ each chunk read from one side is written to the other side no earlier than
 delays more than the link alone (one round trip). It adds no bandwidth limit
 of its own; queues are bounded so that a slow side pushes back through TCP.
 
-    python benchmarks/delay_proxy.py --listen 127.0.0.1:0 --target 10.0.0.2:22 --delay-ms 1 --ready-file F
+    python benchmarks/lab/delay_proxy.py --listen 127.0.0.1:0 --target 10.0.0.2:22 --delay-ms 1 --ready-file F
 
 It writes the port it listens on to ``--ready-file`` once it accepts
 connections, and runs until it is sent SIGTERM or SIGINT.

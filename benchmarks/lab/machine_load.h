@@ -1,5 +1,5 @@
 // machine_load.h: the C++ benchmarks' record of what else the machine was
-// doing, by the same rule as benchmarks/machine.py (read that file's
+// doing, by the same rule as benchmarks/lab/machine.py (read that file's
 // docstring): the load averages, the CPU time of other processes (all CPUs'
 // busy time from /proc/stat minus this process's own, children included) and
 // the hypervisor's steal, and a warning when other processes took more than a

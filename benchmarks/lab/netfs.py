@@ -1,7 +1,7 @@
 """netfs: the project's own read-only network file system, for an emulated PFS.
 
 A parallel file system is a server that many nodes mount. ``netfs`` emulates one with a small
-C++ program (``benchmarks/netfs/netfs.cc``, libfuse3) in two parts::
+C++ program (``benchmarks/lab/netfs/netfs.cc``, libfuse3) in two parts::
 
     NetFSServer (serve)                         NetFSMount (mount, FUSE)
       serves `root` read-only over TCP   <---     a read-only mount of it; many FUSE threads,
@@ -33,7 +33,6 @@ one line why this machine cannot run it.
 """
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import os
@@ -46,10 +45,8 @@ import tempfile
 import threading
 import time
 
-try:
-    from benchmarks import system_tools
-except ImportError:  # run as a script from benchmarks/
-    import system_tools
+from benchmarks.lab import system_tools
+from benchmarks.lab.service import Service
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netfs", "netfs.cc")
 FS_TYPE = "fuse.netfs"
@@ -62,12 +59,6 @@ TOOLS = {"fusermount3": "fuse3", "nsenter": "util-linux", "ip": "iproute2", "pkg
 
 class NetFSUnavailable(RuntimeError):
     """This machine cannot run netfs; the message says why."""
-
-
-_which = system_tools.which
-_run = system_tools.run
-_pid_alive = system_tools.pid_alive
-_stop_process = system_tools.stop_process
 
 
 def ensure_tools(install: bool = True, log=print) -> None:
@@ -90,7 +81,7 @@ _build_lock = threading.Lock()
 def build(log=print) -> str:
     """The path of the netfs binary, compiled first if this source has not been built yet."""
     with _build_lock:
-        flags = _run(["pkg-config", "--cflags", "--libs", "fuse3"]).stdout.split()
+        flags = system_tools.run(["pkg-config", "--cflags", "--libs", "fuse3"]).stdout.split()
         cmd = ["c++", *CXXFLAGS, SOURCE, *flags]
         with open(SOURCE, "rb") as f:
             key = hashlib.sha256(f.read() + " ".join(cmd[1:]).encode()).hexdigest()[:16]
@@ -142,13 +133,13 @@ def remove_stale(log=print) -> None:
     """Unmounts netfs mounts and removes work folders whose owning process is gone."""
     for fsname, mnt in mounts():
         m = re.match(r"netfs-(\d+)@", fsname)
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not system_tools.pid_alive(int(m.group(1))):
             log(f"[netfs] unmounting the stale mount {mnt}")
-            _run(["fusermount3", "-uz", mnt], check=False)
+            system_tools.run(["fusermount3", "-uz", mnt], check=False)
     tmp = tempfile.gettempdir()
     for name in os.listdir(tmp):
         m = re.match(rf"{WORK_PREFIX}(\d+)-", name)
-        if m and not _pid_alive(int(m.group(1))):
+        if m and not system_tools.pid_alive(int(m.group(1))):
             shutil.rmtree(os.path.join(tmp, name), ignore_errors=True)
 
 
@@ -162,22 +153,15 @@ def _netns_prefix(netns: str | None) -> list[str]:
     return ["nsenter", f"--net={path}", "--"]
 
 
-class _Managed:
-    """Start/stop bookkeeping shared by the server and the mount."""
+class _Managed(Service):
+    """A netfs program (the server or the mount) as a service: its process and work folder."""
+
+    unavailable = NetFSUnavailable
 
     def __init__(self, log) -> None:
-        self.log = log
+        super().__init__(log)
         self.workdir: str | None = None
         self._proc: subprocess.Popen | None = None
-        self._stopped = True
-        self._lock = threading.Lock()
-
-    def __enter__(self):
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
 
     @property
     def pid(self) -> int | None:
@@ -185,63 +169,41 @@ class _Managed:
 
     @property
     def running(self) -> bool:
-        return not self._stopped and self._proc is not None and self._proc.poll() is None
+        return super().running and self._proc is not None and self._proc.poll() is None
 
-    def start(self):
-        if not self._stopped:
-            return self
-        reason = unavailable_reason(log=self.log)
-        if reason:
-            raise NetFSUnavailable(reason)
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason(log=self.log)
+
+    def remove_stale(self) -> None:
         remove_stale(self.log)
-        self._stopped = False
-        atexit.register(self.stop)
-        try:
-            self.workdir = tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-")
-            self._start(build(self.log))
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
-    def _log_text(self) -> str:
-        path = os.path.join(self.workdir or "", "log")
-        return open(path).read().strip()[-800:] if self.workdir and os.path.exists(path) else ""
+    def _start(self) -> None:
+        self.workdir = tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-")
+        self._run_binary(build(self.log))
 
     def _spawn(self, cmd: list[str]) -> None:
         self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=open(os.path.join(self.workdir, "log"), "w"))
 
-    def _wait_for(self, ready, what: str, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if ready():
-                return
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"{what} exited with status {self._proc.returncode}: {self._log_text()}")
-            time.sleep(0.02)
-        raise RuntimeError(f"{what} did not come up within {timeout:g} s: {self._log_text()}")
+    def _wait_for(self, ready, what: str) -> None:
+        self.wait_for(ready, what, self._proc, os.path.join(self.workdir, "log"), poll=0.02)
 
-    def stop(self) -> None:
-        with self._lock:
-            if self._stopped:
-                return
-            self._stopped = True
-            try:
-                self._stop()
-            finally:
-                if self.workdir:
-                    shutil.rmtree(self.workdir, ignore_errors=True)
-                try:
-                    atexit.unregister(self.stop)
-                except Exception:
-                    pass
-
-    def _start(self, binary: str) -> None:
-        raise NotImplementedError
+    def _log_text(self) -> str:
+        path = os.path.join(self.workdir or "", "log")
+        return open(path).read().strip()[-800:] if self.workdir and os.path.exists(path) else ""
 
     def _stop(self) -> None:
-        _stop_process(self._proc)
+        try:
+            self._end_binary()
+        finally:
+            if self.workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _run_binary(self, binary: str) -> None:
+        raise NotImplementedError
+
+    def _end_binary(self) -> None:
+        system_tools.stop_process(self._proc)
 
 
 class NetFSServer(_Managed):
@@ -281,7 +243,7 @@ class NetFSServer(_Managed):
         self.address: str | None = None
         self.final_stats: dict | None = None
 
-    def _start(self, binary: str) -> None:
+    def _run_binary(self, binary: str) -> None:
         ready, self._stats_path = os.path.join(self.workdir, "port"), os.path.join(self.workdir, "stats.json")
         cmd = _netns_prefix(self.netns) + [
             binary, "serve", "--root", self.root, "--listen", f"{self.listen}:{self.port}",
@@ -301,7 +263,8 @@ class NetFSServer(_Managed):
     def _reachable_address(self) -> str:
         if self.netns is None:
             return "127.0.0.1"
-        out = _run(["ip", "-n", self.netns, "-o", "-4", "addr", "show", "scope", "global"], check=False).stdout
+        out = system_tools.run(["ip", "-n", self.netns, "-o", "-4", "addr", "show", "scope", "global"],
+                               check=False).stdout
         m = re.search(r"inet (\d+\.\d+\.\d+\.\d+)/", out)
         return m.group(1) if m else "127.0.0.1"
 
@@ -331,8 +294,8 @@ class NetFSServer(_Managed):
             time.sleep(0.005)
         raise RuntimeError(f"the netfs server did not write its counters: {self._log_text()}")
 
-    def _stop(self) -> None:
-        _stop_process(self._proc)
+    def _end_binary(self) -> None:
+        system_tools.stop_process(self._proc)
         try:
             self.final_stats = self._read_stats()
         except (OSError, ValueError, AttributeError):
@@ -367,7 +330,7 @@ class NetFSMount(_Managed):
         self.blksize = int(blksize)
         self._made_dir = False
 
-    def _start(self, binary: str) -> None:
+    def _run_binary(self, binary: str) -> None:
         if not os.path.isdir(self.path):
             os.makedirs(self.path)
             self._made_dir = True
@@ -385,13 +348,13 @@ class NetFSMount(_Managed):
         self.log(f"[netfs] mounted {self.address}:{self.port} on {self.path}"
                  f"{f' (sockets in namespace {self.netns})' if self.netns else ''}")
 
-    def _stop(self) -> None:
+    def _end_binary(self) -> None:
         if is_mounted(self.path):
-            if _run(["fusermount3", "-u", self.path], check=False).returncode != 0:
-                _run(["fusermount3", "-uz", self.path], check=False)  # busy, or its client died: detach it
-        _stop_process(self._proc)
+            if system_tools.run(["fusermount3", "-u", self.path], check=False).returncode != 0:
+                system_tools.run(["fusermount3", "-uz", self.path], check=False)  # busy, or its client died: detach it
+        system_tools.stop_process(self._proc)
         if is_mounted(self.path):
-            _run(["fusermount3", "-uz", self.path], check=False)
+            system_tools.run(["fusermount3", "-uz", self.path], check=False)
         if self._made_dir:
             try:
                 os.rmdir(self.path)

@@ -8,43 +8,31 @@ links' counters measure them). Two providers:
   and no network: every node reads this machine's disk. A stand-in where the
   network file server is not available; hdmlp's own counters still say how
   much it read from the PFS.
-* ``netfs``: the project's TCP file server (benchmarks/netfs.py) in its own
+* ``netfs``: the project's TCP file server (benchmarks/lab/netfs.py) in its own
   namespace on the storage bridge, and one FUSE client per node, started in the
   node's network namespace, mounted at the node's folder. Its options are a
   delay per open/stat, a delay per read and the server's link rate.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 
-
-def netfs_available() -> bool:
-    return importlib.util.find_spec("benchmarks.netfs") is not None
+from benchmarks.lab import netfs, system_tools
 
 
 def make(kind: str, cluster, open_delay_ms: float = 0.0, read_delay_ms: float = 0.0, mbit: float | None = None,
          blksize: int | None = None):
-    if kind == "auto":
-        kind = "netfs" if netfs_available() else "local"
+    if kind == "auto":  # the network file server is always in the lab
+        kind = "netfs"
     if kind == "local":
         if open_delay_ms or read_delay_ms or mbit or blksize:
-            raise ValueError("the PFS delays and rate need the network PFS (pfs='netfs', benchmarks/netfs.py); "
+            raise ValueError("the PFS delays and rate need the network PFS (pfs='netfs', benchmarks/lab/netfs.py); "
                              "the 'local' stand-in has neither a server nor a link")
         return LocalFolderPFS(cluster)
     if kind == "netfs":
-        if not netfs_available():
-            raise RuntimeError("pfs='netfs' needs benchmarks/netfs.py (the network file server), which this "
-                               "checkout does not have; use pfs='local'")
         return NetFSPFS(cluster, open_delay_ms, read_delay_ms, mbit, blksize)
     raise ValueError(f"unknown PFS kind {kind!r}: choose 'auto', 'local' or 'netfs'")
-
-
-def _run(cmd: list[str]) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    if proc.returncode != 0:
-        raise RuntimeError(f"`{' '.join(cmd)}` failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
 
 
 class LocalFolderPFS:
@@ -59,9 +47,9 @@ class LocalFolderPFS:
     def start(self) -> None:
         for k in range(1, self.cluster.nodes + 1):
             target = os.path.join(self.cluster.node_folder(k), "pfs")
-            _run(["mount", "--bind", self.cluster.dataset, target])
+            system_tools.run(["mount", "--bind", self.cluster.dataset, target])
             self.mounts.append(target)
-            _run(["mount", "-o", "remount,bind,ro", target])
+            system_tools.run(["mount", "-o", "remount,bind,ro", target])
 
     def stop(self) -> None:
         while self.mounts:
@@ -74,7 +62,7 @@ class LocalFolderPFS:
 
 
 class NetFSPFS:
-    """benchmarks/netfs.py's server in namespace <tag>pfs at 10.78.X.200, one FUSE client per node."""
+    """benchmarks/lab/netfs.py's server in namespace <tag>pfs at 10.78.X.200, one FUSE client per node."""
 
     over_network = True
 
@@ -87,19 +75,18 @@ class NetFSPFS:
         self.mounts: list = []
 
     def start(self) -> None:
-        from benchmarks import netfs
         c = self.cluster
         ns, host_end, ns_end = c.pfs_netns, f"{c.tag}p", f"{c.tag}P"
-        _run(["ip", "netns", "add", ns])
-        _run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end])
-        _run(["ip", "link", "set", ns_end, "netns", ns])
-        _run(["ip", "link", "set", host_end, "master", c.storage_bridge])
-        _run(["ip", "link", "set", host_end, "up"])
+        system_tools.run(["ip", "netns", "add", ns])
+        system_tools.run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end])
+        system_tools.run(["ip", "link", "set", ns_end, "netns", ns])
+        system_tools.run(["ip", "link", "set", host_end, "master", c.storage_bridge])
+        system_tools.run(["ip", "link", "set", host_end, "up"])
         nsx = ["ip", "netns", "exec", ns]
-        _run(nsx + ["ip", "link", "set", ns_end, "name", "pfs0"])
-        _run(nsx + ["ip", "addr", "add", f"{c.pfs_address}/24", "dev", "pfs0"])
-        _run(nsx + ["ip", "link", "set", "pfs0", "up"])
-        _run(nsx + ["ip", "link", "set", "lo", "up"])
+        system_tools.run(nsx + ["ip", "link", "set", ns_end, "name", "pfs0"])
+        system_tools.run(nsx + ["ip", "addr", "add", f"{c.pfs_address}/24", "dev", "pfs0"])
+        system_tools.run(nsx + ["ip", "link", "set", "pfs0", "up"])
+        system_tools.run(nsx + ["ip", "link", "set", "lo", "up"])
         self.server = netfs.NetFSServer(c.dataset, listen=c.pfs_address, netns=ns, log=c.log, **self.options)
         self.server.start()
         for k in range(1, c.nodes + 1):

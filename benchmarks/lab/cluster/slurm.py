@@ -1,7 +1,7 @@
 """Debian's Slurm on the emulated cluster: the job's ranks started by ``srun`` (or by ``mpirun``
 inside a Slurm allocation) instead of by mpirun's own launch agent.
 
-On an :class:`~benchmarks.cluster.emulation.EmulatedCluster` started with ``launcher="slurm"``::
+On an :class:`~benchmarks.lab.cluster.emulation.EmulatedCluster` started with ``launcher="slurm"``::
 
     network namespace hc<pid>head    host name ``head``, 10.77.X.253 on the compute bridge:
         munged                       one munge key for the cluster (a file in its work folder),
@@ -35,7 +35,7 @@ import shlex
 import subprocess
 import time
 
-from benchmarks import system_tools
+from benchmarks.lab import system_tools
 
 TOOLS = {"slurmctld": "slurmctld", "slurmd": "slurmd", "srun": "slurm-client", "sbatch": "slurm-client",
          "salloc": "slurm-client", "munged": "munge"}
@@ -60,7 +60,7 @@ def ensure_tools(install: bool = True, log=print) -> None:
     made_policy = False
     if not os.path.exists(policy) and os.geteuid() == 0:
         with open(policy, "w") as f:
-            f.write("#!/bin/sh\n# written by benchmarks/cluster/slurm.py while it installs Slurm\nexit 101\n")
+            f.write("#!/bin/sh\n# written by benchmarks/lab/cluster/slurm.py while it installs Slurm\nexit 101\n")
         os.chmod(policy, 0o755)
         made_policy = True
     try:
@@ -197,7 +197,7 @@ class Slurm:
         cpus = max(1, c.ranks_per_node)
         nodes = "\n".join(f"NodeName=node{k} NodeAddr={c.address(k)} CPUs={cpus} State=UNKNOWN"
                           for k in range(1, c.nodes + 1))
-        text = f"""# Emulated cluster {c.tag} (benchmarks/cluster/slurm.py)
+        text = f"""# Emulated cluster {c.tag} (benchmarks/lab/cluster/slurm.py)
 ClusterName=hdmlp{c.pid}
 SlurmctldHost=head({self.address})
 AuthType=auth/munge

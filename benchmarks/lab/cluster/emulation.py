@@ -23,16 +23,15 @@ node (:attr:`EmulatedCluster.pfs_path`, :attr:`EmulatedCluster.local_path`),
 then runs Open MPI's daemon there. Open MPI then talks TCP between nodes and
 shared memory (vader) within one, and hdmlp's gethostname() sees N nodes.
 
-Teardown (:meth:`EmulatedCluster.close`) runs on leaving the ``with`` block,
+Teardown (:meth:`EmulatedCluster.stop`, :mod:`benchmarks.lab.service`) runs on leaving the ``with`` block,
 on exceptions, at interpreter exit (atexit) and, with
-``benchmarks.pfs.install_signal_handlers``, on SIGTERM/SIGHUP; Ctrl-C unwinds
+``benchmarks.lab.service.install_signal_handlers``, on SIGTERM/SIGHUP; Ctrl-C unwinds
 the same way. It kills every process in the namespaces, unmounts, deletes the
 namespaces, veths, bridges, cgroups and folders. :func:`remove_stale` removes
 what a run killed with SIGKILL left behind.
 """
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import shutil
@@ -40,11 +39,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-from benchmarks import system_tools
-from benchmarks.cluster import pfs_provider
+from benchmarks.lab import system_tools
+from benchmarks.lab.cluster import pfs_provider
+from benchmarks.lab.service import Service
 
 RUN_ROOT = "/run"
 RUN_PREFIX = "hdmlp-cluster-"      # /run/hdmlp-cluster-<pid>, /tmp/hdmlp-cluster-<pid>-*, cgroups
@@ -67,36 +66,17 @@ TCP_EAGER_ARGS = ("--mca", "btl_tcp_eager_limit", "4194304", "--mca", "btl_tcp_r
                   "--mca", "btl_tcp_max_send_size", "4194304")
 
 
-_which = system_tools.which
-_run = system_tools.run
-_pid_alive = system_tools.pid_alive
-_kill_netns_pids = system_tools.kill_netns_pids
-
-
 def unavailable_reason() -> str | None:
     """None when the emulated cluster can run here, else one line saying why not."""
     if sys.platform != "linux":
         return "the emulated cluster needs Linux (network, UTS and mount namespaces)"
     if os.geteuid() != 0:
         return "the emulated cluster needs root (namespaces, veths, tc, mounts, cgroups); run it as root"
-    missing = sorted({pkg for tool, pkg in TOOLS.items() if _which(tool) is None})
+    missing = sorted({pkg for tool, pkg in TOOLS.items() if system_tools.which(tool) is None})
     if missing:
         return f"missing Debian packages: {' '.join(missing)}"
-    probe = f"{TAG_PREFIX}probe{os.getpid()}"
-    proc = _run(["ip", "netns", "add", probe], check=False)
-    if proc.returncode != 0:
-        return f"`ip netns add` fails here ({proc.stderr.strip()}): network namespaces are not available"
-    try:
-        proc = _run(["ip", "netns", "exec", probe, "unshare", "--uts", "hostname", "probe"], check=False)
-        if proc.returncode != 0:
-            return f"UTS namespaces are not available here ({proc.stderr.strip()})"
-        proc = _run(["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo", "root", "tbf",
-                     "rate", "100mbit", "burst", "64kb", "latency", "50ms"], check=False)
-        if proc.returncode != 0:
-            return f"`tc qdisc ... tbf` fails here ({proc.stderr.strip()}): cannot shape the links"
-    finally:
-        _run(["ip", "netns", "del", probe], check=False)
-    return None
+    uts = (["unshare", "--uts", "hostname", "probe"], "UTS namespaces are not available here ({})")
+    return system_tools.netns_problem(f"{TAG_PREFIX}probe{os.getpid()}", [uts, system_tools.TBF_PROBE])
 
 
 def _mounts() -> list[str]:
@@ -107,9 +87,9 @@ def _unmount_under(prefix: str) -> None:
     """Unmounts everything at or under prefix, deepest first (lazily where busy)."""
     for mnt in sorted((m for m in _mounts() if m == prefix or m.startswith(prefix.rstrip("/") + "/")),
                       key=len, reverse=True):
-        if _run(["umount", mnt], check=False).returncode != 0:
-            if _run(["fusermount3", "-uz", mnt], check=False).returncode != 0:
-                _run(["umount", "-l", mnt], check=False)
+        if system_tools.run(["umount", mnt], check=False).returncode != 0:
+            if system_tools.run(["fusermount3", "-uz", mnt], check=False).returncode != 0:
+                system_tools.run(["umount", "-l", mnt], check=False)
 
 
 def _kill_mpirun_of(pid: int) -> None:
@@ -163,9 +143,9 @@ def leftovers(pid: int) -> list[str]:
     """What an emulated cluster made by process ``pid`` left on this machine (empty when nothing)."""
     tag = f"{TAG_PREFIX}{pid}"
     found = []
-    netns = _run(["ip", "netns", "list"], check=False).stdout.split("\n")
+    netns = system_tools.run(["ip", "netns", "list"], check=False).stdout.split("\n")
     found += [f"namespace {line.split()[0]}" for line in netns if line.split() and line.split()[0].startswith(tag)]
-    links = _run(["ip", "-o", "link"], check=False).stdout.splitlines()
+    links = system_tools.run(["ip", "-o", "link"], check=False).stdout.splitlines()
     for line in links:
         name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
         if name.startswith(tag):
@@ -191,11 +171,11 @@ def leftovers(pid: int) -> list[str]:
 def remove_stale(log=print) -> None:
     """Removes namespaces, links, mounts, cgroups and folders of emulated clusters whose process is gone."""
     owners: set[int] = set()
-    for line in _run(["ip", "netns", "list"], check=False).stdout.splitlines():
+    for line in system_tools.run(["ip", "netns", "list"], check=False).stdout.splitlines():
         m = re.match(rf"{TAG_PREFIX}(\d+)(n\d+|pfs|head)\b", line)
         if m:
             owners.add(int(m.group(1)))
-    for line in _run(["ip", "-o", "link"], check=False).stdout.splitlines():
+    for line in system_tools.run(["ip", "-o", "link"], check=False).stdout.splitlines():
         m = re.search(rf": {TAG_PREFIX}(\d+)(b[ms]|[ms]\d+|p)[@:]", line)
         if m:
             owners.add(int(m.group(1)))
@@ -206,7 +186,7 @@ def remove_stale(log=print) -> None:
     for c in _cgroup_dirs():
         owners.add(int(re.search(rf"{RUN_PREFIX}(\d+)", c).group(1)))
     for pid in sorted(owners):
-        if pid == os.getpid() or _pid_alive(pid):
+        if pid == os.getpid() or system_tools.pid_alive(pid):
             continue
         log(f"[cluster] removing what the emulated cluster of process {pid} (gone) left behind")
         _teardown(pid, n_nodes=None)
@@ -215,10 +195,10 @@ def remove_stale(log=print) -> None:
 def _teardown(pid: int, n_nodes: int | None) -> None:
     """Removes everything a cluster of process pid made; every step tolerates its part missing."""
     tag = f"{TAG_PREFIX}{pid}"
-    names = [line.split()[0] for line in _run(["ip", "netns", "list"], check=False).stdout.splitlines()
+    names = [line.split()[0] for line in system_tools.run(["ip", "netns", "list"], check=False).stdout.splitlines()
              if line.split() and line.split()[0].startswith(tag)]
     for ns in names:
-        _kill_netns_pids(ns)
+        system_tools.kill_netns_pids(ns)
     _kill_mpirun_of(pid)
     for c in _cgroup_dirs(pid):
         _remove_cgroup(c)
@@ -227,12 +207,12 @@ def _teardown(pid: int, n_nodes: int | None) -> None:
         if p.startswith(f"{RUN_PREFIX}{pid}-"):
             _unmount_under(os.path.join(tempfile.gettempdir(), p))
     for ns in names:
-        _kill_netns_pids(ns)  # a process that was waiting on a mount
-        _run(["ip", "netns", "del", ns], check=False)
-    for line in _run(["ip", "-o", "link"], check=False).stdout.splitlines():
+        system_tools.kill_netns_pids(ns)  # a process that was waiting on a mount
+        system_tools.run(["ip", "netns", "del", ns], check=False)
+    for line in system_tools.run(["ip", "-o", "link"], check=False).stdout.splitlines():
         name = line.split(":")[1].strip().split("@")[0] if ":" in line else ""
         if name.startswith(tag):
-            _run(["ip", "link", "del", name], check=False)
+            system_tools.run(["ip", "link", "del", name], check=False)
     shutil.rmtree(os.path.join(RUN_ROOT, f"{RUN_PREFIX}{pid}"), ignore_errors=True)
     for p in os.listdir(tempfile.gettempdir()):
         if p.startswith(f"{RUN_PREFIX}{pid}-"):
@@ -271,7 +251,7 @@ exec /bin/sh -c "$2"
 """
 
 
-class EmulatedCluster:
+class EmulatedCluster(Service):
     """N nodes of R ranks each, joined by emulated links, all reading one PFS.
 
     Args:
@@ -280,13 +260,13 @@ class EmulatedCluster:
         link_mbit: each node's link rate, both directions (tc tbf on its compute and storage links); None: unshaped.
         node_mem_mb: a cgroup v1 memory limit per node (all its processes); None: none.
         node_cpus: CPUs per node, as a cpuset (assigned round-robin over this machine's CPUs); None: all.
-        pfs: "auto" (the network file server of benchmarks/netfs.py when it exists, else "local"), "netfs", or
+        pfs: "auto" or "netfs" (the network file server of benchmarks/lab/netfs.py), or
             "local" (the dataset bind-mounted read-only on every node: no network, a stand-in).
         pfs_open_delay_ms, pfs_read_delay_ms, pfs_mbit: the PFS server's delay per open/stat, per read, and its
             link's rate (netfs only).
         pfs_blksize: the st_blksize the nodes' PFS mounts report (netfs only; default 1 MiB, Lustre's stripe).
         launcher: "mpirun" (Open MPI's mpirun with this module's launch agent) or "slurm" (Debian's Slurm:
-            slurmctld on a head node, slurmd on every node; benchmarks/cluster/slurm.py).
+            slurmctld on a head node, slurmd on every node; benchmarks/lab/cluster/slurm.py).
         slurm_mode: with Slurm, how ranks start: "pmix" (srun --mpi=pmix), "pmi2" (srun --mpi=pmi2) or
             "mpirun" (mpirun inside salloc).
         rank_env: variables every run gives its ranks (e.g. HDMLP_MPI_LIBRARY), besides run()'s own.
@@ -299,6 +279,7 @@ class EmulatedCluster:
                  pfs_open_delay_ms: float = 0.0, pfs_read_delay_ms: float = 0.0, pfs_mbit: float | None = None,
                  launcher: str = "mpirun", slurm_mode: str = "pmix", rank_env: dict[str, str] | None = None,
                  log=print, pfs_blksize: int | None = None) -> None:
+        super().__init__(log)
         if not 1 <= nodes <= 200 or ranks_per_node < 1:
             raise ValueError(f"nodes must be in 1..200 and ranks_per_node >= 1, got {nodes}, {ranks_per_node}")
         if not os.path.isdir(dataset):
@@ -311,7 +292,6 @@ class EmulatedCluster:
                             "mbit": pfs_mbit}
         if pfs_blksize:
             self.pfs_options["blksize"] = pfs_blksize
-        self.log = log
         self.pid = os.getpid()
         self.tag = f"{TAG_PREFIX}{self.pid}"
         self.run_dir = os.path.join(RUN_ROOT, f"{RUN_PREFIX}{self.pid}")
@@ -322,14 +302,12 @@ class EmulatedCluster:
         self.subnet: int | None = None
         self.pfs = None
         self.cgroups: dict[str, bool] = {}
-        self._lock = threading.Lock()
-        self._open = False
         self._mpirun: subprocess.Popen | None = None
         if launcher not in ("mpirun", "slurm"):
             raise ValueError(f"launcher must be 'mpirun' or 'slurm', got {launcher!r}")
         self.launcher, self.slurm_mode = launcher, slurm_mode
         self.rank_env = dict(rank_env or {})
-        self.slurm = None  # benchmarks.cluster.slurm.Slurm when launcher == "slurm"
+        self.slurm = None  # benchmarks.lab.cluster.slurm.Slurm when launcher == "slurm"
 
     # -- names ------------------------------------------------------------------
     def netns(self, k: int) -> str:
@@ -360,25 +338,13 @@ class EmulatedCluster:
         return os.path.join(self.work, f"n{k}")
 
     # -- lifetime ---------------------------------------------------------------
-    def __enter__(self) -> "EmulatedCluster":
-        self.start()
-        return self
+    unavailable = ClusterUnavailable
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def unavailable_reason(self) -> str | None:
+        return unavailable_reason()
 
-    def start(self) -> None:
-        reason = unavailable_reason()
-        if reason:
-            raise ClusterUnavailable(reason)
+    def remove_stale(self) -> None:
         remove_stale(self.log)
-        self._open = True
-        atexit.register(self.close)
-        try:
-            self._start()
-        except BaseException:
-            self.close()
-            raise
 
     def _start(self) -> None:
         t0 = time.perf_counter()
@@ -387,13 +353,13 @@ class EmulatedCluster:
         for d in (self.uts_dir, self.pfs_path, self.local_path):
             os.makedirs(d)
         # A UTS namespace is kept alive by a bind mount of its file, which needs a private parent mount.
-        _run(["mount", "--bind", self.uts_dir, self.uts_dir])
-        _run(["mount", "--make-private", self.uts_dir])
+        system_tools.run(["mount", "--bind", self.uts_dir, self.uts_dir])
+        system_tools.run(["mount", "--make-private", self.uts_dir])
         for bridge, net in ((f"{self.tag}bm", "77"), (self.storage_bridge, "78")):
-            _run(["ip", "link", "add", bridge, "type", "bridge"])
-            _run(["ip", "link", "set", bridge, "up"])
+            system_tools.run(["ip", "link", "add", bridge, "type", "bridge"])
+            system_tools.run(["ip", "link", "set", bridge, "up"])
             if net == "77":  # mpirun on the host reaches the nodes' daemons over the compute bridge
-                _run(["ip", "addr", "add", f"10.77.{self.subnet}.254/24", "dev", bridge])
+                system_tools.run(["ip", "addr", "add", f"10.77.{self.subnet}.254/24", "dev", bridge])
         self._make_cgroups()
         for k in range(1, self.nodes + 1):
             self._make_node(k)
@@ -401,7 +367,7 @@ class EmulatedCluster:
         self.pfs.start()
         self._write_agent()
         if self.launcher == "slurm":
-            from benchmarks.cluster import slurm
+            from benchmarks.lab.cluster import slurm
             self.slurm = slurm.Slurm(self, self.slurm_mode)
             self.slurm.start()
         self.log(f"[cluster] {self.nodes} nodes x {self.ranks_per_node} ranks ready in "
@@ -412,7 +378,7 @@ class EmulatedCluster:
                  + (f", {self.node_cpus} CPUs per node" if self.cgroups.get("cpuset") else ""))
 
     def _pick_subnet(self) -> int:
-        used = _run(["ip", "-o", "-4", "addr"], check=False).stdout
+        used = system_tools.run(["ip", "-o", "-4", "addr"], check=False).stdout
         for i in range(250):
             x = (self.pid + i) % 250
             if f" 10.77.{x}." not in used and f" 10.78.{x}." not in used:
@@ -445,33 +411,27 @@ class EmulatedCluster:
                         open(os.path.join(d, "cpuset.mems"), "w") as f:
                     f.write(src.read().strip())
 
-    def _shape(self, dev: str, netns: str | None, mbit: float) -> None:
-        burst = max(16 * 1024, int(mbit * 1e6 / 8 * 0.002))
-        cmd = ["tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit", "burst", str(burst),
-               "latency", "50ms"]
-        _run((["ip", "netns", "exec", netns] if netns else []) + cmd)
-
     def _make_node(self, k: int) -> None:
         ns = self.netns(k)
-        _run(["ip", "netns", "add", ns])
+        system_tools.run(["ip", "netns", "add", ns])
         uts = os.path.join(self.uts_dir, f"n{k}")
         open(uts, "w").close()
-        _run(["unshare", f"--uts={uts}", "hostname", self.hostname(k)])
+        system_tools.run(["unshare", f"--uts={uts}", "hostname", self.hostname(k)])
         nsx = ["ip", "netns", "exec", ns]
         for kind, bridge, inside, addr in (("m", f"{self.tag}bm", "mpi0", self.address(k)),
                                           ("s", self.storage_bridge, "pfs0", self.storage_address(k))):
             host_end, ns_end = f"{self.tag}{kind}{k}", f"{self.tag}{kind.upper()}{k}"
-            _run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end])
-            _run(["ip", "link", "set", ns_end, "netns", ns])
-            _run(["ip", "link", "set", host_end, "master", bridge])
-            _run(["ip", "link", "set", host_end, "up"])
-            _run(nsx + ["ip", "link", "set", ns_end, "name", inside])
-            _run(nsx + ["ip", "addr", "add", f"{addr}/24", "dev", inside])
-            _run(nsx + ["ip", "link", "set", inside, "up"])
+            system_tools.run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end])
+            system_tools.run(["ip", "link", "set", ns_end, "netns", ns])
+            system_tools.run(["ip", "link", "set", host_end, "master", bridge])
+            system_tools.run(["ip", "link", "set", host_end, "up"])
+            system_tools.run(nsx + ["ip", "link", "set", ns_end, "name", inside])
+            system_tools.run(nsx + ["ip", "addr", "add", f"{addr}/24", "dev", inside])
+            system_tools.run(nsx + ["ip", "link", "set", inside, "up"])
             if self.link_mbit:
-                self._shape(host_end, None, self.link_mbit)   # into the node
-                self._shape(inside, ns, self.link_mbit)       # out of the node
-        _run(nsx + ["ip", "link", "set", "lo", "up"])
+                system_tools.shape(host_end, self.link_mbit)      # into the node
+                system_tools.shape(inside, self.link_mbit, ns)    # out of the node
+        system_tools.run(nsx + ["ip", "link", "set", "lo", "up"])
         for sub in ("pfs", "local", "local/tmp", "local/hdmlp-cache"):
             os.makedirs(os.path.join(self.node_folder(k), sub), exist_ok=True)
 
@@ -496,31 +456,19 @@ class EmulatedCluster:
         with open(self.hostfile, "w") as f:
             f.write("".join(f"{self.address(k)} slots={self.ranks_per_node}\n" for k in range(1, self.nodes + 1)))
 
-    def close(self) -> None:
+    def _stop(self) -> None:
         """Stops mpirun and every process on the nodes, removes every namespace, link, mount, cgroup and folder."""
-        with self._lock:
-            if not self._open:
-                return
-            self._open = False
-            self._stop_mpirun()
-            if self.slurm is not None:
+        self._stop_mpirun()
+        for name, part in (("Slurm", self.slurm), ("the PFS", self.pfs)):
+            if part is not None:
                 try:
-                    self.slurm.stop()
+                    part.stop()
                 except Exception as e:  # the generic teardown below still runs
-                    self.log(f"[cluster] warning: stopping Slurm failed: {e}")
-            if self.pfs is not None:
-                try:
-                    self.pfs.stop()
-                except Exception as e:  # the generic teardown below still runs
-                    self.log(f"[cluster] warning: stopping the PFS failed: {e}")
-            _teardown(self.pid, self.nodes)
-            left = leftovers(self.pid)
-            if left:
-                self.log(f"[cluster] warning: the teardown left: {', '.join(left)}")
-            try:
-                atexit.unregister(self.close)
-            except Exception:
-                pass
+                    self.log(f"[cluster] warning: stopping {name} failed: {e}")
+        _teardown(self.pid, self.nodes)
+        left = leftovers(self.pid)
+        if left:
+            self.log(f"[cluster] warning: the teardown left: {', '.join(left)}")
 
     # -- running ----------------------------------------------------------------
     def mpirun_command(self, command: list[str], env: dict[str, str] | None = None,
@@ -544,7 +492,7 @@ class EmulatedCluster:
         ``during(proc)``, if given, is called while mpirun runs (e.g. to kill a node's ranks). On a timeout or
         an exception (Ctrl-C) mpirun's process group is killed and the exception propagates.
         """
-        if not self._open:
+        if not self.running:
             raise RuntimeError("the emulated cluster is not running (use it in a with block)")
         env = {**self.rank_env, **(env or {})}
         if self.slurm is not None:  # mpirun_args are the launcher's: srun's, or mpirun's inside salloc
@@ -585,11 +533,11 @@ class EmulatedCluster:
             return
         system_tools.stop_group(proc)
         for k in range(1, self.nodes + 1):
-            _kill_netns_pids(self.netns(k))
+            system_tools.kill_netns_pids(self.netns(k))
 
     def node_pids(self, k: int) -> list[int]:
         """Processes running in node k's network namespace (its Open MPI daemon and ranks)."""
-        return [int(p) for p in _run(["ip", "netns", "pids", self.netns(k)], check=False).stdout.split()]
+        return [int(p) for p in system_tools.run(["ip", "netns", "pids", self.netns(k)], check=False).stdout.split()]
 
     # -- measuring --------------------------------------------------------------
     def link_bytes(self) -> dict[str, dict[str, int]]:

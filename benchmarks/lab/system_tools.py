@@ -1,8 +1,8 @@
 """What the benchmarks that drive system tools share: finding a tool, running it, installing its
 Debian package, processes and their groups, mounts and network namespaces.
 
-The emulated PFS (:mod:`benchmarks.pfs`), netfs (:mod:`benchmarks.netfs`), the emulated cluster
-(:mod:`benchmarks.cluster.emulation`) and the scenario harness (:mod:`benchmarks.harness`) use
+The emulated PFS (:mod:`benchmarks.lab.pfs`), netfs (:mod:`benchmarks.lab.netfs`), the emulated cluster
+(:mod:`benchmarks.lab.cluster.emulation`) and the scenario harness (:mod:`benchmarks.harness`) use
 these; none keeps state. Linux only where a function says so (``/proc``, ``ip netns``).
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ import signal
 import subprocess
 from collections.abc import Callable, Mapping
 
-__all__ = ["install_packages", "kill_netns_pids", "mount_table", "pid_alive", "run", "stop_group", "stop_process",
-           "which"]
+__all__ = ["install_packages", "kill_netns_pids", "mount_table", "netns_problem", "pid_alive", "run", "shape",
+           "stop_group", "stop_process", "which"]
 
 
 def which(tool: str) -> str | None:
@@ -122,3 +122,31 @@ def kill_netns_pids(netns: str) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def shape(dev: str, mbit: float, netns: str | None = None, latency_ms: int = 50) -> None:
+    """Caps what ``dev`` (in ``netns``, else the host's) sends at ``mbit`` (``tc tbf``, a burst of 2 ms)."""
+    burst = max(16 * 1024, int(mbit * 1e6 / 8 * 0.002))
+    run((["ip", "netns", "exec", netns] if netns else []) + [
+        "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit", "burst", str(burst),
+        "latency", f"{latency_ms}ms"])
+
+
+TBF_PROBE = (["tc", "qdisc", "add", "dev", "lo", "root", "tbf", "rate", "100mbit", "burst", "64kb", "latency", "50ms"],
+             "`tc qdisc ... tbf` fails here ({}): cannot shape links")
+
+
+def netns_problem(probe: str, checks: list[tuple[list[str], str]] = (TBF_PROBE,)) -> str | None:
+    """Makes the network namespace ``probe``, runs each check's command in it, and removes it again: None
+    when all of them work, else the first failing check's line (``{}``: the command's message)."""
+    proc = run(["ip", "netns", "add", probe], check=False)
+    if proc.returncode != 0:
+        return f"`ip netns add` fails here ({proc.stderr.strip()}): network namespaces are not available"
+    try:
+        for command, problem in checks:
+            proc = run(["ip", "netns", "exec", probe, *command], check=False)
+            if proc.returncode != 0:
+                return problem.format(proc.stderr.strip())
+    finally:
+        run(["ip", "netns", "del", probe], check=False)
+    return None

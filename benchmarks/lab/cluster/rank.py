@@ -1,6 +1,6 @@
 """One rank of an emulated cluster's job: runs hdmlp Jobs and writes what it received.
 
-    mpirun ... python benchmarks/cluster/rank.py SPEC.json
+    mpirun ... python benchmarks/lab/cluster/rank.py SPEC.json
 
 Run by file path, not as a module, so that it imports the installed hdmlp and
 nothing of the checkout. SPEC (JSON) holds ``data``, ``out``, ``epochs``,
