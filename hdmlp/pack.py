@@ -404,24 +404,22 @@ class _ShardWriter:
         current["size"] += len(data)
 
     def finish(self) -> None:
-        """Completes the current shard, if any."""
-        if self._current is not None:
-            _finish_shard(self._dst, self._file, self._current, self._journal)
-            self._shards.append(self._current)
-            self._file, self._current = None, None
+        """Completes the current shard, if any: on disk, under its final name, then in the journal."""
+        if self._current is None:
+            return
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        final = os.path.join(self._dst, SHARD_PATTERN.format(self._current["shard"]))
+        os.replace(final + ".partial", final)
+        self._journal.append(self._current)
+        self._shards.append(self._current)
+        self._file, self._current = None, None
 
     def close(self) -> None:
+        """Closes a shard cut short (an error, Ctrl-C): it stays ``.partial``, and the next run removes it."""
         if self._file is not None:
             self._file.close()
-
-
-def _finish_shard(dst: str, f, entry: dict, journal: _Progress) -> None:
-    f.flush()
-    os.fsync(f.fileno())
-    f.close()
-    final = os.path.join(dst, SHARD_PATTERN.format(entry["shard"]))
-    os.replace(final + ".partial", final)
-    journal.append(entry)
 
 
 def _read_pack_id(index_path: str) -> int:

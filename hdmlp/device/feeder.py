@@ -33,7 +33,7 @@ __all__ = ["DeviceFeeder", "InFlight", "check_ahead", "feed_job_pass", "feed_pas
 MAX_AHEAD = 8
 # The Streams of each device type that has them: a new device's Streams subclass is one module of this
 # package plus its line here. Other devices issue their work in order on the training thread (Streams).
-STREAMS_BY_TYPE: dict[str, type[Streams]] = {"cuda": CudaStreams}
+STREAMS_BY_TYPE: dict[str, Callable[[torch.device], Streams]] = {"cuda": CudaStreams}
 
 
 def streams_for(device: torch.device) -> Streams:

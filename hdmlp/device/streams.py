@@ -1,10 +1,9 @@
 """Where a feeder's device work runs: the one interface that differs between devices.
 
-A device with streams (CUDA: :class:`hdmlp.device.cuda.CudaStreams`) copies, decodes and computes
-on a side stream and orders the training stream after it with events. This base is for devices
-without streams (the CPU): everything is done when issued, so ``device="cpu"`` runs the same code
-path without copies (the tail and the layout then run on the training thread). Tests inject their
-own to observe when host memory is released.
+A device with streams (CUDA: :mod:`hdmlp.device.cuda`) issues its copies and kernels on a side stream
+and orders the training stream after them. :class:`Streams` itself is for devices without (the CPU):
+``device="cpu"`` runs the same code path without copies. Tests inject their own to observe when host
+memory is released.
 """
 from __future__ import annotations
 
