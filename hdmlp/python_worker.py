@@ -37,6 +37,8 @@ PYTHON_KEY_DOMAIN = 0x707974686F6E
 _SMALL_MESSAGE = 32 * 1024
 _SUPPORTED_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
                      "float16", "float32", "float64")
+# numpy, imported by worker_main (in the worker, after it sets OMP_NUM_THREADS).
+np: Any = None
 
 
 
@@ -56,7 +58,8 @@ def worker_main(conn: multiprocessing.connection.Connection, init: dict) -> None
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one process per core, as DataLoader's workers
-    import numpy  # noqa: F401  (here, after OMP_NUM_THREADS, which its BLAS reads when loaded)
+    global np
+    import numpy as np  # here, after OMP_NUM_THREADS, which its BLAS reads when it loads
     try:
         worker = _Worker(conn, init)
     except Exception:
@@ -98,7 +101,6 @@ class _Worker:
                 return
 
     def attach(self, segment_id: int, nbytes: int) -> None:
-        import numpy as np
         fd = multiprocessing.reduction.recv_handle(self.conn)
         segment = _core.SharedMemory.attach(fd, nbytes)
         self.segments[segment_id] = (segment, np.frombuffer(segment.view(0, [nbytes]), np.uint8))
@@ -106,7 +108,6 @@ class _Worker:
             self.control = np.frombuffer(segment.view(0, [1], "int64"), np.int64)
 
     def run(self, task: tuple) -> None:
-        import numpy as np
         tid, generation, in_segment, in_offset, in_length, out, sample, epoch, path = task
         if generation < self.control[0]:
             self.conn.send(("cancelled", tid))
@@ -132,7 +133,6 @@ class _Worker:
 
     def reply(self, tid: int, x: Any, out: tuple | None, start: float) -> None:
         """Sends task ``tid``'s result ``x``: into its output row where it fits, else as an array or an object."""
-        import numpy as np
         a = _as_array(x)
         if a is None:
             data = pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
@@ -153,7 +153,6 @@ class _Worker:
                              time.perf_counter() - start)
 
     def send_in_segment(self, kind: str, tid: int, content: Any, nbytes: int, header: tuple, seconds: float) -> None:
-        import numpy as np
         try:
             segment = _core.SharedMemory(max(1, nbytes), "hdmlp-result")
         except OSError as e:
@@ -169,7 +168,6 @@ class _Worker:
 
 
 def _seed_everything(key: int) -> None:
-    import numpy as np
     # One stream each (random and NumPy would give the same numbers from one seed: both are MT19937).
     random.seed(_core.derive_key([key, 0]))
     np_key = _core.derive_key([key, 1])
@@ -181,7 +179,6 @@ def _seed_everything(key: int) -> None:
 
 def _as_array(x: Any) -> Any:
     """x as a numpy array of a supported type, or None for anything else."""
-    import numpy as np
     if isinstance(x, np.ndarray):
         a = x
     else:
@@ -204,7 +201,6 @@ def _as_array(x: Any) -> Any:
 
 def _hint(x: Any, error: BaseException, trace: str) -> str:
     """What to do when a transform that wants a PIL image got the C++ part's array."""
-    import numpy as np
     if isinstance(x, np.ndarray) and x.ndim == 3 and (isinstance(error, (TypeError, AttributeError))
                                                       or "PIL" in trace):
         return (f"hint: a transform got a numpy array of shape {x.shape} and type {x.dtype}; if it wants a "
