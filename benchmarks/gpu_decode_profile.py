@@ -18,7 +18,8 @@ if not torch.cuda.is_available():
     sys.exit("benchmarks/gpu_decode_profile.py needs a CUDA device (torch.cuda.is_available() is False)")
 import hdmlp, hdmlp.transforms as T
 from hdmlp.datasets import make_image_folder
-from hdmlp.device_decode import DeviceDecoder, device_decodable, plan_device_decode, resize_crops
+from hdmlp.device.decode import DeviceDecoder, device_decodable, plan_device_decode
+from hdmlp.device.resize import resize_crops
 from torchvision.io import ImageReadMode, decode_jpeg
 
 d = "/tmp/prof"

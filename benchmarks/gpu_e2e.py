@@ -311,7 +311,7 @@ def decode_name(share: float, dtype: str = "float32", jpeg_decoder: str = "torch
 @contextlib.contextmanager
 def resize_precision(dtype: str):
     """The device decode's resize runs its products in ``dtype`` (float32 or float16) meanwhile."""
-    import hdmlp.device_decode as dd
+    import hdmlp.device.decode as dd
     saved = dd.RESIZE_DTYPE
     dd.RESIZE_DTYPE = getattr(torch, dtype)
     try:

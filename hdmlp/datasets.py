@@ -239,28 +239,12 @@ def make_fashion_mnist_folder(root: StrPath, source: StrPath | None = None, limi
         raise NotADirectoryError(f"Fashion-MNIST folder root '{root_path}' exists and is not a directory")
     root_path.mkdir(parents=True, exist_ok=True)
 
-    digest = hashlib.sha256()
-    for split in _FASHION_MNIST_FILES:
-        for path in files[split]:
-            with open(path, "rb") as f:
-                digest.update(hashlib.sha256(f.read()).digest())
-    key = {"format": _FASHION_MNIST_FORMAT, "source_sha256": digest.hexdigest(), "limit": limit}
+    key = {"format": _FASHION_MNIST_FORMAT, "source_sha256": _files_sha256(files), "limit": limit}
     manifest_path = root_path / ".hdmlp_generated"
 
     with open(root_path / ".hdmlp_generated.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            manifest = None
-        if not isinstance(manifest, dict) or manifest.get("format") != _FASHION_MNIST_FORMAT:
-            manifest = None
-        if manifest is None:
-            for split in _FASHION_MNIST_FILES:
-                if (root_path / split).exists():
-                    raise FileExistsError(
-                        f"'{root_path / split}' exists but was not written by make_fashion_mnist_folder "
-                        f"(no {manifest_path.name} manifest): choose an empty folder")
+        manifest = _fashion_mnist_manifest(root_path, manifest_path)
         same_key = manifest is not None and all(manifest.get(k) == v for k, v in key.items())
         if same_key and manifest.get("state") == "complete" and _fashion_mnist_folder_complete(root_path, manifest):
             return root_path
@@ -273,6 +257,32 @@ def make_fashion_mnist_folder(root: StrPath, source: StrPath | None = None, limi
         _write_atomically(str(manifest_path),
                           json.dumps(dict(key, state="complete", images=counts), separators=(",", ":")).encode())
     return root_path
+
+
+def _files_sha256(files: dict[str, tuple[str, ...]]) -> str:
+    """One SHA-256 of the files' own SHA-256s, in the order of ``files``."""
+    digest = hashlib.sha256()
+    for paths in files.values():
+        for path in paths:
+            with open(path, "rb") as f:
+                digest.update(hashlib.sha256(f.read()).digest())
+    return digest.hexdigest()
+
+
+def _fashion_mnist_manifest(root: pathlib.Path, manifest_path: pathlib.Path) -> dict | None:
+    """The manifest of a folder this module wrote; None for a new folder (FileExistsError where ``root`` holds
+    split folders it did not write)."""
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = None
+    if isinstance(manifest, dict) and manifest.get("format") == _FASHION_MNIST_FORMAT:
+        return manifest
+    for split in _FASHION_MNIST_FILES:
+        if (root / split).exists():
+            raise FileExistsError(f"'{root / split}' exists but was not written by make_fashion_mnist_folder "
+                                  f"(no {manifest_path.name} manifest): choose an empty folder")
+    return None
 
 
 def _fashion_mnist_folder_complete(root: pathlib.Path, manifest: dict) -> bool:

@@ -687,7 +687,7 @@ class Job:
         opened = self.open_pass(epoch)
         first = self.position().batches
         if target is not None and self._decode_chain is not None:
-            from hdmlp.device_decode import decoded_job_pass
+            from hdmlp.device.decode import decoded_job_pass
             return decoded_job_pass(self, opened, first, channels_last, ahead)
         if target is not None:
             from hdmlp.device import feed_job_pass

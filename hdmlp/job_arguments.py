@@ -126,7 +126,7 @@ def check_job_arguments(job: Job, dataset_path: Any, batch_size: Any, epochs: An
                              "starting with hdmlp.transforms.ImgDecode()")
         first = items[0]
         if getattr(first, "device", None) is not None:  # ImgDecode(device=...): hdmlp.device_decode
-            from hdmlp.device_decode import plan_device_decode
+            from hdmlp.device.decode import plan_device_decode
             if on_error != "raise":
                 raise ValueError(f"on_error={on_error!r} with ImgDecode(device=...): a bad image raises ValueError "
                                  "naming it; use on_error='raise', or ImgDecode() on the CPU to skip bad images")

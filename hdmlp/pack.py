@@ -225,6 +225,48 @@ def pack(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, shard_size
     Raises:
         FileNotFoundError / ValueError: a bad source or argument, named in the message.
     """
+    _check_options(shard_size, max_side, quality, raw, workers)
+    src = os.path.expanduser(os.fspath(src))
+    dst = os.path.expanduser(os.fspath(dst))
+    source_obj = _open_source(src, source, source_options, raw, max_side)
+    _check_destination(src, dst)
+    options = {"shard_size": shard_size, "max_side": max_side, "quality": quality if max_side else None,
+               "raw": raw, "source_format": source_obj.format}
+    pack_id = _pack_id(source_obj, options)
+    os.makedirs(dst, exist_ok=True)
+    finished = _finished_pack(dst, pack_id, source_obj)
+    if finished is not None:
+        return finished
+
+    journal = _Progress(os.path.join(dst, PROGRESS_NAME), pack_id)
+    shards = _resume(dst, journal)
+    next_sample = shards[-1]["records"][-1][0] + 1 if shards else 0
+    n = len(source_obj)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=n, initial=next_sample, unit="img", desc=f"packing {os.path.basename(src.rstrip('/'))}",
+                   disable=None, dynamic_ncols=True)
+    writer = _ShardWriter(dst, pack_id, raw, shard_size, journal, shards)
+    try:
+        for i, data in _converted(source_obj, next_sample, workers, raw, max_side, quality):
+            writer.add(i, data)
+            if bar is not None:
+                bar.update(1)
+            if on_sample is not None:
+                on_sample(i + 1)
+        writer.finish()
+    finally:
+        writer.close()  # a shard cut short stays partial: the next run drops it
+        if bar is not None:
+            bar.close()
+    _write_index(dst, pack_id, raw, source_obj, shards)
+    os.remove(journal.path)
+    return PackSummary(dst, n, len(shards), sum(r[2] for s in shards for r in s["records"]), sum(source_obj.sizes),
+                       next_sample)
+
+
+def _check_options(shard_size: int, max_side: int | None, quality: int, raw: bool, workers: int) -> None:
     if shard_size < 1:
         raise ValueError(f"shard_size must be at least 1 byte, got {shard_size}")
     if max_side is not None and max_side < 1:
@@ -235,8 +277,11 @@ def pack(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, shard_size
         raise ValueError("raw and max_side cannot be combined: raw stores the pixels as they are decoded")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
-    src = os.path.expanduser(os.fspath(src))
-    dst = os.path.expanduser(os.fspath(dst))
+
+
+def _open_source(src: str, source: str | None, source_options: dict[str, str] | None, raw: bool,
+                 max_side: int | None) -> _core.Source:
+    """The source at ``src``, checked to hold images that the options can convert."""
     source_obj = _core.Source(src, source or "", dict(source_options or {}))
     if source_obj.format == "array":
         raise ValueError(f"'{src}' holds arrays ({source_obj.kind}); hdmlp packs hold images: read HDF5 files "
@@ -250,6 +295,11 @@ def pack(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, shard_size
             import PIL  # noqa: F401
         except ImportError as e:
             raise ValueError("max_side and raw need Pillow: pip install pillow") from e
+    return source_obj
+
+
+def _check_destination(src: str, dst: str) -> None:
+    """``dst`` is neither the source, nor inside a source folder, nor a folder of other files."""
     if os.path.realpath(dst) == os.path.realpath(src):
         raise ValueError(f"the pack's folder '{dst}' is the source itself")
     if os.path.isdir(src) and os.path.realpath(dst).startswith(os.path.join(os.path.realpath(src), "")):
@@ -261,25 +311,26 @@ def pack(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, shard_size
             raise ValueError(f"'{dst}' already holds files that are not a pack's ({', '.join(others[:3])}"
                              f"{', ...' if len(others) > 3 else ''}): give a new or empty folder")
 
-    options = {"shard_size": shard_size, "max_side": max_side, "quality": quality if max_side else None,
-               "raw": raw, "source_format": source_obj.format}
-    pack_id = _pack_id(source_obj, options)
-    os.makedirs(dst, exist_ok=True)
-    n = len(source_obj)
-    index_path = os.path.join(dst, INDEX_NAME)
-    if os.path.isfile(index_path):
-        try:
-            if _read_pack_id(index_path) == pack_id:
-                done = _core.Source(index_path, "pack")  # checks the index and the shards' sizes
-                shards = sum(1 for name in os.listdir(dst) if name.endswith(".hdmlp-shard"))
-                return PackSummary(dst, len(done), shards, sum(done.sizes), sum(source_obj.sizes), len(done))
-        except (OSError, ValueError, struct.error):
-            pass
-        os.remove(index_path)  # another pack's, or a broken one: made again below
 
-    journal = _Progress(os.path.join(dst, PROGRESS_NAME), pack_id)
+def _finished_pack(dst: str, pack_id: int, source_obj: _core.Source) -> PackSummary | None:
+    """The summary of the same pack, complete in ``dst``; None after removing another pack's (or a broken) index."""
+    index_path = os.path.join(dst, INDEX_NAME)
+    if not os.path.isfile(index_path):
+        return None
+    try:
+        if _read_pack_id(index_path) == pack_id:
+            done = _core.Source(index_path, "pack")  # checks the index and the shards' sizes
+            shards = sum(1 for name in os.listdir(dst) if name.endswith(".hdmlp-shard"))
+            return PackSummary(dst, len(done), shards, sum(done.sizes), sum(source_obj.sizes), len(done))
+    except (OSError, ValueError, struct.error):
+        pass
+    os.remove(index_path)  # made again by this run
+    return None
+
+
+def _resume(dst: str, journal: _Progress) -> list[dict]:
+    """The finished shards an interrupted run of this pack left; the other shard files removed."""
     shards = journal.load(dst)
-    next_sample = shards[-1]["records"][-1][0] + 1 if shards else 0
     # Leftovers of another pack, or of the shard an interruption cut short.
     for name in os.listdir(dst):
         if name.startswith("shard-") and (name.endswith(".partial") or name.endswith(".hdmlp-shard")):
@@ -287,86 +338,88 @@ def pack(src: str | os.PathLike[str], dst: str | os.PathLike[str], *, shard_size
             if not number.isdigit() or int(number) >= len(shards) or name.endswith(".partial"):
                 os.remove(os.path.join(dst, name))
     journal.rewrite(shards)
+    return shards
 
-    written = {"samples": next_sample}
 
-    def convert(i: int) -> bytes:
-        data = source_obj.read(i)
-        try:
-            if raw:
-                return _raw_image(data, source_obj.describe(i))
-            if max_side is not None:
-                return _shrunk(data, max_side, quality)
-        except (OSError, ValueError, SyntaxError) as e:  # PIL's errors for a corrupt or truncated image
-            raise ValueError(f"{source_obj.describe(i)}: cannot decode the image to "
-                             f"{'store its pixels (--raw)' if raw else 'shrink it (--max-side)'}: "
-                             f"{type(e).__name__}: {e}; remove or fix the file") from e
-        return data
-
-    def converted() -> Iterator[tuple[int, bytes]]:
-        # In order, with a bounded window in flight: streaming, and deterministic.
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            pending: collections.deque[tuple[int, Future[bytes]]] = collections.deque()
-            i = next_sample
-            try:
-                while i < n or pending:
-                    while i < n and len(pending) < 4 * workers:
-                        pending.append((i, pool.submit(convert, i)))
-                        i += 1
-                    j, future = pending.popleft()
-                    yield j, future.result()
-            finally:
-                for _, future in pending:
-                    future.cancel()
-
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=n, initial=next_sample, unit="img", desc=f"packing {os.path.basename(src.rstrip('/'))}",
-                   disable=None, dynamic_ncols=True)
-    shard_file = None
-    current: dict | None = None
+def _convert(source: _core.Source, i: int, raw: bool, max_side: int | None, quality: int) -> bytes:
+    """Sample ``i``'s bytes as the pack stores them."""
+    data = source.read(i)
     try:
-        for i, data in converted():
-            if current is not None and current["size"] + len(data) > shard_size and current["records"]:
-                _finish_shard(dst, shard_file, current, journal)
-                shards.append(current)
-                shard_file, current = None, None
-            if current is None:
-                number = len(shards)
-                shard_file = open(os.path.join(dst, SHARD_PATTERN.format(number) + ".partial"), "wb")
-                shard_file.write(_SHARD_MAGIC + struct.pack("<QII", pack_id, number, 1 if raw else 0) + bytes(8))
-                current = {"shard": number, "size": _SHARD_HEADER_BYTES, "records": []}
-            shard_file.write(data)
-            current["records"].append([i, current["size"], len(data), zlib.crc32(data)])
-            current["size"] += len(data)
-            written["samples"] = i + 1
-            if bar is not None:
-                bar.update(1)
-            if on_sample is not None:
-                on_sample(i + 1)
-        if current is not None:
-            _finish_shard(dst, shard_file, current, journal)
-            shards.append(current)
-            shard_file = None
-    finally:
-        if shard_file is not None:
-            shard_file.close()  # the partial shard is dropped by the next run
-        if bar is not None:
-            bar.close()
-    _write_index(dst, pack_id, raw, source_obj, shards)
-    os.remove(journal.path)
-    return PackSummary(dst, n, len(shards), sum(r[2] for s in shards for r in s["records"]), sum(source_obj.sizes),
-                       next_sample)
+        if raw:
+            return _raw_image(data, source.describe(i))
+        if max_side is not None:
+            return _shrunk(data, max_side, quality)
+    except (OSError, ValueError, SyntaxError) as e:  # PIL's errors for a corrupt or truncated image
+        raise ValueError(f"{source.describe(i)}: cannot decode the image to "
+                         f"{'store its pixels (--raw)' if raw else 'shrink it (--max-side)'}: "
+                         f"{type(e).__name__}: {e}; remove or fix the file") from e
+    return data
 
 
-def _finish_shard(dst: str, f, entry: dict, journal: _Progress) -> None:
-    f.flush()
-    os.fsync(f.fileno())
-    f.close()
-    final = os.path.join(dst, SHARD_PATTERN.format(entry["shard"]))
-    os.replace(final + ".partial", final)
-    journal.append(entry)
+def _converted(source: _core.Source, first: int, workers: int, raw: bool, max_side: int | None,
+               quality: int) -> Iterator[tuple[int, bytes]]:
+    """``(i, bytes)`` of the samples from ``first`` on, in order, with a bounded window in flight on ``workers``
+    threads: streaming, and deterministic."""
+    n = len(source)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: collections.deque[tuple[int, Future[bytes]]] = collections.deque()
+        i = first
+        try:
+            while i < n or pending:
+                while i < n and len(pending) < 4 * workers:
+                    pending.append((i, pool.submit(_convert, source, i, raw, max_side, quality)))
+                    i += 1
+                j, future = pending.popleft()
+                yield j, future.result()
+        finally:
+            for _, future in pending:
+                future.cancel()
+
+
+class _ShardWriter:
+    """Appends samples to ``shards`` (the finished ones, each recorded in the journal when done), starting a new
+    shard where the next sample would take the current one past ``shard_size``."""
+
+    def __init__(self, dst: str, pack_id: int, raw: bool, shard_size: int, journal: _Progress,
+                 shards: list[dict]) -> None:
+        self._dst, self._pack_id, self._raw, self._shard_size = dst, pack_id, raw, shard_size
+        self._journal = journal
+        self._shards = shards
+        self._file = None
+        self._current: dict | None = None
+
+    def add(self, i: int, data: bytes) -> None:
+        current = self._current
+        if current is not None and current["size"] + len(data) > self._shard_size and current["records"]:
+            self.finish()
+            current = None
+        if current is None:
+            number = len(self._shards)
+            self._file = open(os.path.join(self._dst, SHARD_PATTERN.format(number) + ".partial"), "wb")
+            self._file.write(_SHARD_MAGIC + struct.pack("<QII", self._pack_id, number, 1 if self._raw else 0)
+                             + bytes(8))
+            current = self._current = {"shard": number, "size": _SHARD_HEADER_BYTES, "records": []}
+        self._file.write(data)
+        current["records"].append([i, current["size"], len(data), zlib.crc32(data)])
+        current["size"] += len(data)
+
+    def finish(self) -> None:
+        """Completes the current shard, if any: on disk, under its final name, then in the journal."""
+        if self._current is None:
+            return
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        final = os.path.join(self._dst, SHARD_PATTERN.format(self._current["shard"]))
+        os.replace(final + ".partial", final)
+        self._journal.append(self._current)
+        self._shards.append(self._current)
+        self._file, self._current = None, None
+
+    def close(self) -> None:
+        """Closes a shard cut short (an error, Ctrl-C): it stays ``.partial``, and the next run removes it."""
+        if self._file is not None:
+            self._file.close()
 
 
 def _read_pack_id(index_path: str) -> int:

@@ -17,6 +17,7 @@ import multiprocessing.connection
 import multiprocessing.reduction
 import os
 import pickle
+import random
 import signal
 import sys
 import time
@@ -36,6 +37,8 @@ PYTHON_KEY_DOMAIN = 0x707974686F6E
 _SMALL_MESSAGE = 32 * 1024
 _SUPPORTED_DTYPES = ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
                      "float16", "float32", "float64")
+# numpy, imported by worker_main (in the worker, after it sets OMP_NUM_THREADS).
+np: Any = None
 
 
 
@@ -55,53 +58,101 @@ def worker_main(conn: multiprocessing.connection.Connection, init: dict) -> None
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the training process's to handle
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # one process per core, as DataLoader's workers
-    import random
-
-    import numpy as np
+    global np
+    import numpy as np  # here, after OMP_NUM_THREADS, which its BLAS reads when it loads
     try:
-        callables = pickle.loads(init["payload"])
-        pipeline = _core.TransformPipeline(init["cpp_specs"]) if init["cpp_specs"] else None
+        worker = _Worker(conn, init)
     except Exception:
         conn.send(("fatal", traceback.format_exc()))
         return
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "set_num_threads"):
         torch.set_num_threads(1)
-    seed = init["seed"]
-    segments: dict[int, Any] = {}   # id -> (SharedMemory, the whole segment as uint8)
-    control = None
+    conn.send(("ready", os.getpid()))
+    worker.serve()
 
-    def seed_everything(key: int) -> None:
-        # One stream each (random and NumPy would give the same numbers from one seed: both are MT19937).
-        random.seed(_core.derive_key([key, 0]))
-        np_key = _core.derive_key([key, 1])
-        np.random.seed([np_key & 0xFFFFFFFF, np_key >> 32])
-        torch = sys.modules.get("torch")
-        if torch is not None and hasattr(torch, "manual_seed"):
-            torch.manual_seed(_core.derive_key([key, 2]))
 
-    def as_array(x: Any) -> Any:
-        """x as a numpy array of a supported type, or None for anything else."""
-        if isinstance(x, np.ndarray):
-            a = x
-        else:
-            pil = sys.modules.get("PIL.Image")
-            if pil is not None and isinstance(x, pil.Image):
-                a = np.asarray(x)
-            elif hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
-                if getattr(x, "requires_grad", False):
-                    x = x.detach()
-                try:
-                    a = np.from_dlpack(x)
-                except (BufferError, TypeError, RuntimeError, ValueError):
-                    return None
-            elif hasattr(x, "__array__") or hasattr(x, "__array_interface__"):
-                a = np.asarray(x)
+class _Worker:
+    """A worker's state: its chain, and the shared memory segments the training process gave it."""
+
+    def __init__(self, conn: multiprocessing.connection.Connection, init: dict) -> None:
+        self.conn = conn
+        self.callables = pickle.loads(init["payload"])
+        self.pipeline = _core.TransformPipeline(init["cpp_specs"]) if init["cpp_specs"] else None
+        self.seed = init["seed"]
+        self.segments: dict[int, Any] = {}  # id -> (SharedMemory, the whole segment as uint8)
+        self.control: Any = None  # the current generation (the first segment's first word)
+
+    def serve(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):  # the training process is gone
+                return
+            kind = message[0]
+            if kind == "tasks":
+                for task in message[1]:
+                    self.run(task)
+            elif kind == "segment":
+                self.attach(message[1], message[2])
+            elif kind == "forget":
+                self.segments.pop(message[1], None)
+            elif kind == "stop":
+                return
+
+    def attach(self, segment_id: int, nbytes: int) -> None:
+        fd = multiprocessing.reduction.recv_handle(self.conn)
+        segment = _core.SharedMemory.attach(fd, nbytes)
+        self.segments[segment_id] = (segment, np.frombuffer(segment.view(0, [nbytes]), np.uint8))
+        if self.control is None:
+            self.control = np.frombuffer(segment.view(0, [1], "int64"), np.int64)
+
+    def run(self, task: tuple) -> None:
+        tid, generation, in_segment, in_offset, in_length, out, sample, epoch, path = task
+        if generation < self.control[0]:
+            self.conn.send(("cancelled", tid))
+            return
+        start = time.perf_counter()
+        x: Any = None
+        try:
+            x = self.segments[in_segment][1][in_offset:in_offset + in_length]
+            x.flags.writeable = False  # the input ring: another sample's bytes soon
+            _seed_everything(_core.derive_key([self.seed, epoch, sample, PYTHON_KEY_DOMAIN]))
+            if self.pipeline is not None:
+                buf, shape = self.pipeline.apply(x, path, self.seed, epoch, sample)
+                x = np.asarray(buf).reshape(shape)
+            for fn in self.callables:
+                x = fn(x)
+            self.reply(tid, x, out, start)
+        except (Exception, SystemExit, KeyboardInterrupt) as e:
+            # sys.exit() or a KeyboardInterrupt raised by a transform (the workers ignore Ctrl-C) fails the
+            # sample like any exception, rather than ending the worker as if it could not start.
+            trace = traceback.format_exc()
+            self.conn.send(("error", tid, type(e).__qualname__, str(e), trace, _hint(x, e, trace),
+                            time.perf_counter() - start))
+
+    def reply(self, tid: int, x: Any, out: tuple | None, start: float) -> None:
+        """Sends task ``tid``'s result ``x``: into its output row where it fits, else as an array or an object."""
+        a = _as_array(x)
+        if a is None:
+            data = pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
+            if len(data) <= _SMALL_MESSAGE:
+                self.conn.send(("object", tid, data, time.perf_counter() - start))
             else:
-                return None
-        return a if a.dtype.name in _SUPPORTED_DTYPES else None
+                self.send_in_segment("object_fd", tid, np.frombuffer(data, np.uint8), len(data), (len(data),),
+                                     time.perf_counter() - start)
+            return
+        if out is not None:
+            out_segment, out_offset, out_shape, out_dtype = out
+            if a.shape == tuple(out_shape) and a.dtype.name == out_dtype:
+                whole = self.segments[out_segment][1]
+                np.copyto(whole[out_offset:out_offset + a.nbytes].view(a.dtype).reshape(a.shape), a)
+                self.conn.send(("row", tid, time.perf_counter() - start))
+                return
+        self.send_in_segment("array", tid, a, a.nbytes, (a.shape, a.dtype.name, a.nbytes),
+                             time.perf_counter() - start)
 
-    def send_segment_of(kind: str, tid: int, content: Any, nbytes: int, header: tuple, seconds: float) -> None:
+    def send_in_segment(self, kind: str, tid: int, content: Any, nbytes: int, header: tuple, seconds: float) -> None:
         try:
             segment = _core.SharedMemory(max(1, nbytes), "hdmlp-result")
         except OSError as e:
@@ -112,70 +163,46 @@ def worker_main(conn: multiprocessing.connection.Connection, init: dict) -> None
                               f"result smaller, or {limit['raise'] or 'give the job more memory'}") from None
         dst = np.frombuffer(segment.view(0, [max(1, nbytes)]), np.uint8)[:nbytes]
         np.copyto(dst.view(content.dtype).reshape(content.shape) if nbytes else dst, content if nbytes else dst)
-        conn.send((kind, tid, *header, seconds))
-        send_fd(conn, segment.fd)
+        self.conn.send((kind, tid, *header, seconds))
+        send_fd(self.conn, segment.fd)
 
-    def run(task: tuple) -> None:
-        tid, generation, in_segment, in_offset, in_length, out, sample, epoch, path = task
-        if generation < control[0]:
-            conn.send(("cancelled", tid))
-            return
-        start = time.perf_counter()
-        x: Any = None
-        try:
-            x = segments[in_segment][1][in_offset:in_offset + in_length]
-            x.flags.writeable = False  # the input ring: another sample's bytes soon
-            seed_everything(_core.derive_key([seed, epoch, sample, PYTHON_KEY_DOMAIN]))
-            if pipeline is not None:
-                buf, shape = pipeline.apply(x, path, seed, epoch, sample)
-                x = np.asarray(buf).reshape(shape)
-            for fn in callables:
-                x = fn(x)
-            a = as_array(x)
-            if a is None:
-                data = pickle.dumps(x, protocol=pickle.HIGHEST_PROTOCOL)
-                if len(data) <= _SMALL_MESSAGE:
-                    conn.send(("object", tid, data, time.perf_counter() - start))
-                else:
-                    send_segment_of("object_fd", tid, np.frombuffer(data, np.uint8), len(data), (len(data),),
-                                    time.perf_counter() - start)
-                return
-            if out is not None:
-                out_segment, out_offset, out_shape, out_dtype = out
-                if a.shape == tuple(out_shape) and a.dtype.name == out_dtype:
-                    whole = segments[out_segment][1]
-                    np.copyto(whole[out_offset:out_offset + a.nbytes].view(a.dtype).reshape(a.shape), a)
-                    conn.send(("row", tid, time.perf_counter() - start))
-                    return
-            send_segment_of("array", tid, a, a.nbytes, (a.shape, a.dtype.name, a.nbytes), time.perf_counter() - start)
-        except (Exception, SystemExit, KeyboardInterrupt) as e:
-            # sys.exit() or a KeyboardInterrupt raised by a transform (the workers ignore Ctrl-C) fails the
-            # sample like any exception, rather than ending the worker as if it could not start.
-            trace = traceback.format_exc()
-            hint = ""
-            if isinstance(x, np.ndarray) and x.ndim == 3 and (isinstance(e, (TypeError, AttributeError)) or "PIL" in trace):
-                hint = (f"hint: a transform got a numpy array of shape {x.shape} and type {x.dtype}; if it wants a "
-                        "PIL image, put hdmlp.transforms.ToPIL() before it")
-            conn.send(("error", tid, type(e).__qualname__, str(e), trace, hint, time.perf_counter() - start))
 
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):  # the training process is gone
-            return
-        kind = message[0]
-        if kind == "tasks":
-            for task in message[1]:
-                run(task)
-        elif kind == "segment":
-            _, segment_id, nbytes = message
-            fd = multiprocessing.reduction.recv_handle(conn)
-            segment = _core.SharedMemory.attach(fd, nbytes)
-            segments[segment_id] = (segment, np.frombuffer(segment.view(0, [nbytes]), np.uint8))
-            if control is None:
-                control = np.frombuffer(segment.view(0, [1], "int64"), np.int64)
-        elif kind == "forget":
-            segments.pop(message[1], None)
-        elif kind == "stop":
-            return
+def _seed_everything(key: int) -> None:
+    # One stream each (random and NumPy would give the same numbers from one seed: both are MT19937).
+    random.seed(_core.derive_key([key, 0]))
+    np_key = _core.derive_key([key, 1])
+    np.random.seed([np_key & 0xFFFFFFFF, np_key >> 32])
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "manual_seed"):
+        torch.manual_seed(_core.derive_key([key, 2]))
+
+
+def _as_array(x: Any) -> Any:
+    """x as a numpy array of a supported type, or None for anything else."""
+    if isinstance(x, np.ndarray):
+        a = x
+    else:
+        pil = sys.modules.get("PIL.Image")
+        if pil is not None and isinstance(x, pil.Image):
+            a = np.asarray(x)
+        elif hasattr(x, "__dlpack__") and hasattr(x, "__dlpack_device__"):
+            if getattr(x, "requires_grad", False):
+                x = x.detach()
+            try:
+                a = np.from_dlpack(x)
+            except (BufferError, TypeError, RuntimeError, ValueError):
+                return None
+        elif hasattr(x, "__array__") or hasattr(x, "__array_interface__"):
+            a = np.asarray(x)
+        else:
+            return None
+    return a if a.dtype.name in _SUPPORTED_DTYPES else None
+
+
+def _hint(x: Any, error: BaseException, trace: str) -> str:
+    """What to do when a transform that wants a PIL image got the C++ part's array."""
+    if isinstance(x, np.ndarray) and x.ndim == 3 and (isinstance(error, (TypeError, AttributeError))
+                                                      or "PIL" in trace):
+        return (f"hint: a transform got a numpy array of shape {x.shape} and type {x.dtype}; if it wants a "
+                "PIL image, put hdmlp.transforms.ToPIL() before it")
+    return ""

@@ -36,7 +36,7 @@ except ImportError as e:
     raise ImportError("hdmlp.torch needs PyTorch, which is not installed: pip install 'hdmlp[torch]' (or use "
                       "job.batches() or hdmlp.numpy, which need no torch)") from e
 
-from hdmlp.host_tensors import host_tensors
+from hdmlp.device.host_tensors import host_tensors
 from hdmlp.job import Job
 
 __all__ = ["HDMLPImageFolder", "HDMLPDataLoader", "HDMLPSampler", "HDMLPBatchSampler"]
@@ -293,7 +293,7 @@ class HDMLPDataLoader:
             return
         first = self.job.position().batches
         if self.job.decode_chain is not None:  # ImgDecode(device=...): Batch objects, (samples, labels)
-            from hdmlp.device_decode import decoded_job_pass
+            from hdmlp.device.decode import decoded_job_pass
             batches = decoded_job_pass(self.job, opened, first, self.channels_last, self.ahead)
         else:  # (samples, labels, index)
             from hdmlp.device import feed_pass

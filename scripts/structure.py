@@ -67,12 +67,15 @@ CPP_NEVER = {
 # the transform chain, the device stage, the job, the front ends.
 PY_FLOORS = {
     "hdmlp._core": 0, "hdmlp.batches": 0, "hdmlp.datasets": 0, "hdmlp.launcher": 0,
-    "hdmlp.live_jobs": 0, "hdmlp.main_guard": 0, "hdmlp.nvjpeg": 0, "hdmlp.pack": 0,
+    "hdmlp.live_jobs": 0, "hdmlp.main_guard": 0, "hdmlp.pack": 0,
     "hdmlp.pinned_memory": 0, "hdmlp.plan": 0, "hdmlp.python_worker": 0, "hdmlp.state": 0,
     "hdmlp.cpu_budget": 0, "hdmlp.openmp_wait": 0, "hdmlp.readiness": 0, "hdmlp.mpi": 0, "hdmlp.version": 0,
-    "hdmlp.transform_base": 0, "hdmlp.host_tensors": 0, "hdmlp.argument_checks": 0,
+    "hdmlp.transform_base": 0, "hdmlp.argument_checks": 0,
     "hdmlp.transforms": 1, "hdmlp.python_chain": 1, "hdmlp.python_transforms": 1,
-    "hdmlp.device": 2, "hdmlp.device_decode": 2,
+    # The device stage (hdmlp/device/), its modules side by side; the old names alias two of them.
+    "hdmlp.device": 2, "hdmlp.device.hand_off": 2, "hdmlp.device.streams": 2, "hdmlp.device.cuda": 2,
+    "hdmlp.device.feeder": 2, "hdmlp.device.host_tensors": 2, "hdmlp.device.decode": 2, "hdmlp.device.resize": 2,
+    "hdmlp.device.nvjpeg": 2, "hdmlp.device_decode": 2, "hdmlp.nvjpeg": 2,
     "hdmlp.job_arguments": 3, "hdmlp.job": 3,
     "hdmlp": 4, "hdmlp.__main__": 4, "hdmlp.cli": 4, "hdmlp.numpy": 4, "hdmlp.simulate": 4,
     "hdmlp.torch": 4, "hdmlp.dlio": 4,

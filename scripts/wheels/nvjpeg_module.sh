@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/wheels/nvjpeg_module.sh OUT [PYTHON_INCLUDE_DIR ...]: hdmlp._nvjpeg (hdmlp/nvjpeg.py) built from
+# scripts/wheels/nvjpeg_module.sh OUT [PYTHON_INCLUDE_DIR ...]: hdmlp._nvjpeg (hdmlp/device/nvjpeg.py) built from
 # NVIDIA's nvJPEG and CUDA runtime wheels, for a machine whose hdmlp came from a wheel without it (the
 # wheels from scripts/dev.sh wheels never hold it) and that has no CUDA toolkit to build it with.
 #
@@ -8,7 +8,7 @@
 # module is compiled with pybind11 from the development .venv, for the CPython whose include folders
 # are given (default: the .venv's), and needs only glibc, libstdc++ and libnvjpeg.so.13 at run time:
 # copy OUT/_nvjpeg.*.so into the installed hdmlp/ folder, and install the nvidia-nvjpeg wheel there
-# (or have the CUDA toolkit) so that hdmlp/nvjpeg.py finds libnvjpeg.so.13. docs/gpu.md.
+# (or have the CUDA toolkit) so that hdmlp/device/nvjpeg.py finds libnvjpeg.so.13. docs/gpu.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=$(realpath -m "${1:?usage: scripts/wheels/nvjpeg_module.sh OUT [PYTHON_INCLUDE_DIR ...]}")

@@ -291,3 +291,17 @@ def test_python_transforms_and_arrays_are_copied_as_they_are(images, tmp_path):
         arrays = [(torch.from_dlpack(b.samples).clone(), torch.from_dlpack(b.labels).clone()) for b in job.batches()]
     with hdmlp.Job(tmp_path / "a.h5", 4, 1, seed=1, device="cpu") as job:
         assert_same_batches([(b.samples, b.labels) for b in job.batches()], arrays)
+
+
+@pytest.mark.parametrize("old, new", [("hdmlp.device_decode", "hdmlp.device.decode"),
+                                      ("hdmlp.nvjpeg", "hdmlp.device.nvjpeg")])
+def test_the_old_module_names_are_the_device_packages_modules_and_warn(old, new, monkeypatch):
+    """hdmlp.device_decode and hdmlp.nvjpeg moved into hdmlp.device (docs/migrating.md): the old names still
+    import, as the very modules (so setting RESIZE_DTYPE or patching through them works), with a warning."""
+    import importlib
+    import sys
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: import {new}"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+    assert getattr(hdmlp, old.split(".")[1]) is module

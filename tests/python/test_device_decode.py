@@ -1,4 +1,4 @@
-"""Decoding on the device (hdmlp.device_decode): the code path on the CPU, and on CUDA where a GPU is."""
+"""Decoding on the device (hdmlp.device.decode): the code path on the CPU, and on CUDA where a GPU is."""
 import threading
 
 import numpy as np
@@ -8,7 +8,8 @@ import torch
 import hdmlp
 import hdmlp.transforms as T
 from hdmlp.datasets import make_image_folder
-from hdmlp.device_decode import plan_device_decode, resize_crops
+from hdmlp.device.decode import plan_device_decode
+from hdmlp.device.resize import resize_crops
 from hdmlp.torch import HDMLPDataLoader, HDMLPImageFolder
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -213,7 +214,7 @@ def test_which_files_the_device_decodes():
 
     from PIL import Image
 
-    from hdmlp.device_decode import device_decodable
+    from hdmlp.device.decode import device_decodable
 
     def encoded(mode, fmt="JPEG", **kw):
         out = io.BytesIO()

@@ -1,4 +1,4 @@
-"""hdmlp's nvJPEG decoder (hdmlp.nvjpeg, hdmlp._nvjpeg): the choice of decoder, the Python side's plumbing on the
+"""hdmlp's nvJPEG decoder (hdmlp.device.nvjpeg, hdmlp._nvjpeg): the choice of decoder, the Python side's plumbing on the
 CPU through a stand-in module, and the real decoder where a GPU is."""
 import ctypes
 import io
@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import hdmlp
-import hdmlp.device_decode as dd
+import hdmlp.device.decode as dd
 import hdmlp.transforms as T
 from hdmlp.datasets import make_image_folder
-from hdmlp.nvjpeg import NvjpegDecoder, status
+from hdmlp.device.nvjpeg import NvjpegDecoder, status
 from test_device_decode import by_id, chain  # the same chain and epoch reader as the device decode's tests
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() "
@@ -123,7 +123,7 @@ def test_the_choice_of_decoder_is_checked():
 
 
 def test_auto_takes_torchvisions_decoder_on_gpus_with_jpeg_engines_and_hdmlps_on_others(monkeypatch):
-    import hdmlp.nvjpeg as nv
+    import hdmlp.device.nvjpeg as nv
     cuda = torch.device("cuda")  # no GPU needed: the decoders are stand-ins
 
     def decoder_starting_as(backend):
@@ -211,7 +211,7 @@ def test_the_module_builds_from_nvidias_wheels_and_starts_or_says_why_not(tmp_pa
         wheel.extractall(site)
     check = textwrap.dedent("""
         import torch
-        import hdmlp.nvjpeg as nv
+        import hdmlp.device.nvjpeg as nv
         built, why = nv.status()
         assert built, why
         try:

@@ -1,9 +1,9 @@
 """A delivered batch as torch tensors on the host, viewing the memory hdmlp's workers wrote (no copy).
 
 :func:`host_tensors` turns what a Job hands over for one batch (a list of per-sample buffers, or
-one ``[B, ...]`` buffer, and the labels) into tensors. The front end (:mod:`hdmlp.torch`) and the
-device stage (:mod:`hdmlp.device`, :mod:`hdmlp.device_decode`) share it; it imports nothing of
-hdmlp's, so the device stage needs no front end. It keeps no state; any thread may call it.
+one ``[B, ...]`` buffer, and the labels) into tensors. The device stage's feeders and the front end
+(:mod:`hdmlp.torch`) share it; it imports nothing of hdmlp's, so the device stage needs no front
+end. It keeps no state; any thread may call it.
 """
 from __future__ import annotations
 
