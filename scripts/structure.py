@@ -73,7 +73,8 @@ PY_FLOORS = {
     "hdmlp.transform_base": 0, "hdmlp.host_tensors": 0, "hdmlp.argument_checks": 0,
     "hdmlp.transforms": 1, "hdmlp.python_chain": 1, "hdmlp.python_transforms": 1,
     "hdmlp.device": 2, "hdmlp.device_decode": 2,
-    "hdmlp.job_arguments": 3, "hdmlp.job": 3,
+    "hdmlp.job_arguments": 3, "hdmlp.chain_plan": 3,  # the job's checked arguments and its chain's plan
+    "hdmlp.job": 4,
     "hdmlp": 4, "hdmlp.__main__": 4, "hdmlp.cli": 4, "hdmlp.numpy": 4, "hdmlp.simulate": 4,
     "hdmlp.torch": 4, "hdmlp.dlio": 4,
     # benchmarks: helpers, the emulation lab, scenarios (the default), entry points.
