@@ -16,7 +16,6 @@ previous one, without reading it. ``job.state_dict()`` is the job's position
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib.resources
 import json
 import os
@@ -31,7 +30,6 @@ from hdmlp import launcher as _launcher
 from hdmlp import live_jobs as _live
 from hdmlp import mpi as _mpi
 from hdmlp import state as _state
-from hdmlp.cpu_budget import resolve_cpu_budget
 from hdmlp.pinned_memory import cuda_host_allocator
 from hdmlp.main_guard import check_not_bootstrapping
 from hdmlp.argument_checks import int_in, path_argument
@@ -370,22 +368,21 @@ class Job:
                              "transform the arrays after job.batches() or in the training loop")
 
     def _start_python(self) -> None:
-        """Starts the Python part of the chain's worker processes, if the chain has one."""
-        options = self._options
-        if self._chain.python_chain is None:
-            return
+        if self._chain.python_chain is not None:
+            try:
+                self._python = self._open_python(self._core)
+            except BaseException:
+                _live.mark_startup_failed()  # its exit is bounded (a worker that could not start: every rank fails)
+                raise
+
+    def _open_python(self, core: Any) -> Any:
+        """The worker processes of the chain's Python part, fed by ``core`` (also for a job opened again)."""
         from hdmlp.python_transforms import PythonStage, default_python_workers
-        # Kept to start the workers again on a job opened at a state (load_state_dict).
-        self._open_python = functools.partial(PythonStage, chain=self._chain.python_chain,
-                                              workers=options.python_workers or default_python_workers(),
-                                              start_method=options.python_start_method,
-                                              skip=options.on_error == "skip", task_timeout_s=options.timeout_s,
-                                              per_rank=options.batch_size_per_rank is not None)
-        try:
-            self._python = self._open_python(self._core)
-        except BaseException:
-            _live.mark_startup_failed()  # its exit is bounded (a worker that could not start: every rank fails)
-            raise
+        options = self._options
+        return PythonStage(core, chain=self._chain.python_chain,
+                           workers=options.python_workers or default_python_workers(),
+                           start_method=options.python_start_method, skip=options.on_error == "skip",
+                           task_timeout_s=options.timeout_s, per_rank=options.batch_size_per_rank is not None)
 
     # -- the arguments, as checked (hdmlp.job_arguments.JobOptions) -----------
     dataset_path = property(lambda self: self._options.dataset_path, doc="The dataset's path.")
@@ -709,11 +706,12 @@ class Job:
     def _begin_epoch(self, epoch: int) -> None:
         if isinstance(epoch, bool) or not isinstance(epoch, int):
             raise TypeError(f"epoch must be an int, got {type(epoch).__name__} {epoch!r}")
+        count = self._options.epoch_count
         if epoch < 0:
-            raise ValueError(f"epoch must be from 0 to {self._options.epoch_count - 1}, got {epoch}")
-        if epoch >= self._options.epoch_count:
-            raise RuntimeError(f"epoch {epoch} is past the job's last epoch ({self._options.epoch_count - 1}): the job was "
-                               f"created with epochs={self._options.epoch_count}; create it with more epochs")
+            raise ValueError(f"epoch must be from 0 to {count - 1}, got {epoch}")
+        if epoch >= count:
+            raise RuntimeError(f"epoch {epoch} is past the job's last epoch ({count - 1}): the job was "
+                               f"created with epochs={count}; create it with more epochs")
         self._job.begin_epoch(epoch)
         self._started_epoch = epoch
         self._handed_out = None  # the core's position again, until a device feeder hands out a batch

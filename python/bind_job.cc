@@ -495,7 +495,8 @@ void BindJobReports(py::class_<PyJob>& job) {
       .def_property_readonly("pfs_bytes", [](PyJob& j) { return j.job().cache().pfs_bytes(); })
       .def_property_readonly("remote_reads", [](PyJob& j) { return j.job().cache().remote_reads(); })
       .def_property_readonly("requests_served", [](PyJob& j) { return j.job().cache().requests_served(); })
-      .def_property_readonly("placement_exchange", [](PyJob& j) { return ExchangeToPython(j.job().cache().exchange_stats()); })
+      .def_property_readonly("placement_exchange",
+                             [](PyJob& j) { return ExchangeToPython(j.job().cache().exchange_stats()); })
       .def_property_readonly("startup", [](PyJob& j) { return StartupToPython(j.job().StartupPhases()); });
 }
 
