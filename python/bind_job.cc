@@ -437,7 +437,6 @@ void BindJobOptions(py::module_& m) {
             o.transforms.clear();
             for (const auto& [op, args] : specs) o.transforms.push_back(TransformSpec{op, args});
           })
-      .def_property_readonly("batch_allocator", [](const JobOptions& o) { return std::string(o.batch_allocator.name); })
       .def("set_source_option", [](JobOptions& o, const std::string& key,
                                    const std::string& value) { SetSourceOption(&o.source, key, value); })
       .def("set_gather", [](JobOptions& o, py::object fn) {
