@@ -15,7 +15,7 @@ previous one, without reading it. ``job.state_dict()`` is the job's position
 """
 from __future__ import annotations
 
-import functools
+import dataclasses
 import importlib.resources
 import json
 import os
@@ -30,13 +30,13 @@ from hdmlp import launcher as _launcher
 from hdmlp import live_jobs as _live
 from hdmlp import mpi as _mpi
 from hdmlp import state as _state
-from hdmlp.cpu_budget import resolve_cpu_budget
 from hdmlp.pinned_memory import cuda_host_allocator
 from hdmlp.main_guard import check_not_bootstrapping
 from hdmlp.argument_checks import int_in, path_argument
 from hdmlp.readiness import add_readiness
 from hdmlp.version import __version__
-from hdmlp.job_arguments import REQUIRED, ThrottledStorage, check_job_arguments
+from hdmlp.chain_plan import plan_chain
+from hdmlp.job_arguments import REQUIRED, ThrottledStorage, parse
 from hdmlp.job_arguments import default_config_path  # noqa: F401 (re-exported: hdmlp.default_config_path)
 
 if TYPE_CHECKING:
@@ -84,12 +84,12 @@ def user_cache_dir() -> str:
 _warned_without_peers = False
 
 
-def _warn_without_peers(job: "Job") -> None:
+def _warn_without_peers(job: "Job", why: str) -> None:
     """Once per process: several ranks without MPI read without each other's caches."""
     global _warned_without_peers
     if job.world_size > 1 and job.transport == "none" and not _warned_without_peers:
         _warned_without_peers = True
-        warnings.warn(f"hdmlp: peers' caches are off: no MPI ({job._mpi_status['why']}; rank {job.rank} of "
+        warnings.warn(f"hdmlp: peers' caches are off: no MPI ({why}; rank {job.rank} of "
                       f"{job.world_size}); each rank reads its own samples from the dataset's storage and caches "
                       "them itself. Start the job with mpirun or srun --mpi=pmix/pmi2 for peers' caches",
                       RuntimeWarning, stacklevel=3)
@@ -255,76 +255,33 @@ class Job:
         self._handed_out: tuple[int, int] | None = None  # (epoch, batches) a device feeder handed out
         self._final_state: dict[str, Any] | None = None
         self._forked_from: int | None = None
+        self._device_decoder: Any = None  # the last pass's DeviceDecoder (its counts go into metrics())
         check_not_bootstrapping("an hdmlp.Job was created")  # before anything starts MPI
         world, use_mpi = None, False
         try:
             if not isinstance(single_process, bool):
                 raise TypeError(f"single_process must be a bool, got {single_process!r}")
-            self.single_process = single_process
             world, use_mpi = _launcher.resolve(single_process, _core.in_mpi_job())
-            self._use_mpi = use_mpi
-            check_job_arguments(self, dataset_path, batch_size, epochs, distr_scheme, drop_last_batch, transforms, seed,
+            self._options = parse(dataset_path, batch_size, epochs, distr_scheme, drop_last_batch, transforms, seed,
                                   config_path, exchange_fraction, timeout_s, read_timeout_s, storage, index_cache,
                                   on_error, pin_memory, batch_size_per_rank, shuffle, num_workers, source,
-                                  source_options, python_workers, python_start_method, resume, start_epoch, world)
-            pin_memory = self._plan_device(device, handoff, pin_memory)
-            staging_threads, self._spare_cores = resolve_cpu_budget(cpu_budget, num_workers, self._spare_cores,
-                                                                    bool(self._specs))
+                                  source_options, python_workers, python_start_method, resume, start_epoch,
+                                  single_process, world, use_mpi, device, handoff, cpu_budget)
+            self._chain = plan_chain(self._options, device)
         except (TypeError, ValueError, OSError) as e:
             # The other ranks are already waiting in their start-up check:
             # they raise this error too, instead of timing out on this rank.
             _live.report_startup_failure(e, timeout_s, world, use_mpi)
             raise
-        python_chain = self._python_chain
-        cuda_host_alloc, cuda_free_host = cuda_host_allocator() if pin_memory and self._specs else (0, 0)
-        if pin_memory and transforms is None:
-            warnings.warn("hdmlp: pin_memory=True has no effect without transforms (raw file bytes are not "
-                          "pinned)", RuntimeWarning, stacklevel=2)
-        elif pin_memory and python_chain is not None:
-            warnings.warn("hdmlp: pin_memory=True has no effect with Python transforms (their batches are in shared "
-                          "memory, not pinned)", RuntimeWarning, stacklevel=2)
-        self.pin_memory = cuda_host_alloc != 0
+        self._pin_batches(stacklevel=3)
         if start_epoch and seed is None and shuffle and resume is None:
             warnings.warn(f"hdmlp: start_epoch={start_epoch} without a seed: the epochs from {start_epoch} on are "
                           "shuffled with a new seed, not the interrupted run's; pass its seed (job.seed) or "
                           "resume from job.state_dict()", RuntimeWarning, stacklevel=2)
-        storage = storage or ThrottledStorage()
-        # Kept to open the job again at a state (load_state_dict).
-        self._open_core = functools.partial(
-            _core.Job, os.fsencode(self.dataset_path), batch_size or 0, self._epoch_count, distr_scheme,
-            drop_last_batch,
-            seed, os.fsencode(self.config_path), storage.latency_s, storage.mbps,
-            [os.fsencode(path_argument("failing_paths", p)) for p in storage.failing_paths],
-            index_cache, b"", self.exchange_fraction, self.timeout_s, transforms=self._specs,
-            skip_bad_samples=on_error == "skip" and python_chain is None, cuda_host_alloc=cuda_host_alloc,
-            cuda_free_host=cuda_free_host, spare_cores=self._spare_cores, batch_size_per_rank=batch_size_per_rank or 0, shuffle=shuffle,
-            staging_threads=staging_threads,
-            launcher_rank=world.rank if world else 0,
-            launcher_world_size=world.world_size if world else 0,
-            launcher_local_world_size=world.local_world_size if world else 0,
-            launcher_name=world.source if world else "the launcher",
-            gather=world.gather if world else None,
-            source=source or "", source_options=self._source_options,
-            read_timeout_s=self.read_timeout_s or 0.0, use_mpi=use_mpi,
-            keep_damaged=on_error == "skip")
-        self._core = self._open_core(resume=self._resume_state,
-                                     start_epoch=start_epoch if self._resume_state is None else 0)
+        resumed = self._options.resume is not None
+        self._core = self._open_core(self._options.resume, 0 if resumed else start_epoch)
         _live.live_jobs.add(self)
         self._mpi_status = _mpi.job_status(use_mpi, single_process, world)
-        if self._resume_state is not None and start_epoch and self._core.state().epoch != start_epoch:
-            # Both given (a script's --resume with the --start-epoch of its checkpoint): fine when they
-            # name the same epoch; the state is the exact place in it.
-            resumed = self._core.state()
-            self.close()
-            raise ValueError(f"resume is a state whose next batch is in epoch {resumed.epoch} (batch "
-                             f"{resumed.batches}), but start_epoch={start_epoch}: they name different places. "
-                             "Give only resume= (the exact position), or start_epoch equal to the epoch the state "
-                             "goes on in (docs/resume.md)")
-        self.batch_size: int = self._core.batch_size
-        if on_error == "skip" and transforms is None and not self._core.has_arrays:
-            self.close()
-            raise ValueError("on_error='skip' needs transforms (or an array source such as HDF5): without them every "
-                             "file's bytes are delivered as they are, and no image is decoded (so none can be found bad)")
         self._started_epoch = -1
         # Per epoch, seconds measured on the Python side by HDMLPDataLoader (see metrics()).
         self._loop_seconds: dict[int, dict[str, float]] = {}
@@ -332,29 +289,16 @@ class Job:
         self._skipped_to: int | None = None  # an epoch set_epoch began, before its pass
         self._pass: weakref.ref[_Pass] | None = None
         self._passes_opened = 0
-        if python_chain is not None and self._core.has_arrays:
-            self.close()
-            raise ValueError("transforms: a Python transform takes each sample's file bytes (folder, pack and tar "
-                             "sources); this source holds arrays (HDF5), which Python transforms do not take yet: "
-                             "transform the arrays after job.batches() or in the training loop")
-        if python_chain is not None:
-            from hdmlp.python_transforms import PythonStage, default_python_workers
-            # Kept to start the workers again on a job opened at a state (load_state_dict).
-            self._open_python = functools.partial(PythonStage, chain=python_chain,
-                                                  workers=python_workers or default_python_workers(),
-                                                  start_method=python_start_method, skip=on_error == "skip",
-                                                  task_timeout_s=self.timeout_s,
-                                                  per_rank=batch_size_per_rank is not None)
-            try:
-                self._python = self._open_python(self._core)
-            except BaseException:
-                _live.mark_startup_failed()  # its exit is bounded (a worker that could not start: every rank fails)
-                self.close()
-                raise
         self._warned: set[str] = set()
         self._reported_changed = 0
+        try:
+            self._check_opened(resumed and start_epoch)
+            self._start_python()
+        except BaseException:
+            self.close()
+            raise
         self._emit_warnings()
-        _warn_without_peers(self)
+        _warn_without_peers(self, self._mpi_status["why"])
         if not single_process and self.world_size == 1:
             try:
                 _launcher.check_single_rank_environment()
@@ -362,37 +306,100 @@ class Job:
                 self.close()
                 raise
 
-    # -- batches on a device (hdmlp.device) ----------------------------------
-    def _plan_device(self, device: Any, handoff: Any, pin_memory: bool | None) -> bool:
-        """Sets ``device``, the chain the workers run and the device's tail; returns pin_memory resolved."""
-        self.device: Any = None
-        self._tail: Any = None
-        self._spare_cores = 0
-        self._pin_memory_arg = pin_memory
-        if self._decode_chain is not None:
-            from hdmlp.device import resolve_device
-            decoding = resolve_device(self._decode_device, "ImgDecode(device=...)")
-            if device is not None and resolve_device(device) != decoding:
-                raise ValueError(f"device={device!r} differs from ImgDecode(device={self._decode_device!r}): the "
-                                 "batches arrive where they are decoded; give one of them")
-            if handoff is not None:
-                raise ValueError(f"handoff={handoff!r} with ImgDecode(device=...): the device decodes, so there is no "
-                                 "hand-off to choose; leave handoff unset")
-            if pin_memory:
-                warnings.warn("hdmlp: pin_memory=True has no effect with ImgDecode(device=...) (the workers hand over "
-                              "file bytes)", RuntimeWarning, stacklevel=3)
-            self.device = decoding
-            return False
-        if device is None:
-            if handoff is not None:
-                raise ValueError(f"handoff={handoff!r} needs a device: it says what the workers hand to the device")
-            return bool(pin_memory)
-        from hdmlp.device import plan_hand_off, resolve_device
-        self.device = resolve_device(device)
-        plan = plan_hand_off(self._specs, self.device, handoff, pin_memory)
-        self._specs, self._tail, self._spare_cores = plan.specs, plan.tail, plan.spare_cores
-        return plan.pin_memory
+    def _pin_batches(self, stacklevel: int) -> None:
+        """Looks up CUDA's pinned allocator for the batch buffers when the plan pins them (see ``pin_memory``)."""
+        chain = self._chain
+        if chain.pin_memory and self._options.transforms is None:
+            warnings.warn("hdmlp: pin_memory=True has no effect without transforms (raw file bytes are not "
+                          "pinned)", RuntimeWarning, stacklevel=stacklevel)
+        elif chain.pin_memory and chain.python_chain is not None:
+            warnings.warn("hdmlp: pin_memory=True has no effect with Python transforms (their batches are in shared "
+                          "memory, not pinned)", RuntimeWarning, stacklevel=stacklevel)
+        self._pinned = cuda_host_allocator() if chain.pin_memory and chain.specs else (0, 0)
+        self.pin_memory = self._pinned[0] != 0
 
+    def _open_core(self, resume: Any, start_epoch: int) -> Any:
+        """The job's C++ core, opened on its options and chain at ``resume`` (a state) or ``start_epoch``."""
+        options, chain, world = self._options, self._chain, self._options.world
+        core = _core.JobOptions()
+        core.dataset_path, core.config_path = os.fsencode(options.dataset_path), os.fsencode(options.config_path)
+        core.batch_size, core.batch_size_per_rank = options.batch_size or 0, options.batch_size_per_rank or 0
+        core.epochs, core.distr_scheme, core.seed = options.epoch_count, options.distr_scheme, options.seed
+        core.drop_last, core.shuffle = options.drop_last_batch, options.shuffle
+        core.exchange_fraction, core.timeout_s = options.exchange_fraction, options.timeout_s
+        core.read_timeout_s, core.use_mpi = options.read_timeout_s or 0.0, options.use_mpi
+        core.use_index_cache = options.index_cache
+        core.transforms, core.staging_threads, core.spare_cores = chain.specs, chain.staging_threads, chain.spare_cores
+        core.skip_bad_samples = options.on_error == "skip" and chain.python_chain is None
+        core.keep_damaged = options.on_error == "skip"  # a Python chain skips itself, with the index's damage
+        if all(self._pinned):
+            core.set_pinned_allocator(*self._pinned)
+        if world is not None:
+            core.launcher_rank, core.launcher_world_size = world.rank, world.world_size
+            core.launcher_local_world_size, core.launcher_name = world.local_world_size, world.source
+            core.set_gather(world.gather)
+        core.source = options.source or ""
+        for key, value in options.source_options.items():
+            core.set_source_option(key, value)
+        core.resume, core.start_epoch = resume, start_epoch
+        storage = options.storage
+        return _core.Job(core, storage.latency_s, storage.mbps,
+                         [os.fsencode(path_argument("failing_paths", p)) for p in storage.failing_paths])
+
+    def _check_opened(self, start_epoch: int) -> None:
+        """What only the opened core can tell: a ``start_epoch`` the resumed state disagrees with, a skip
+        without transforms, Python transforms on arrays."""
+        core, options = self._core, self._options
+        if start_epoch and core.state().epoch != start_epoch:
+            # Both given (a script's --resume with the --start-epoch of its checkpoint): fine when they
+            # name the same epoch; the state is the exact place in it.
+            resumed = core.state()
+            raise ValueError(f"resume is a state whose next batch is in epoch {resumed.epoch} (batch "
+                             f"{resumed.batches}), but start_epoch={start_epoch}: they name different places. "
+                             "Give only resume= (the exact position), or start_epoch equal to the epoch the state "
+                             "goes on in (docs/resume.md)")
+        self.batch_size: int = core.batch_size
+        if options.on_error == "skip" and options.transforms is None and not core.has_arrays:
+            raise ValueError("on_error='skip' needs transforms (or an array source such as HDF5): without them every "
+                             "file's bytes are delivered as they are, and no image is decoded (so none can be found bad)")
+        if self._chain.python_chain is not None and core.has_arrays:
+            raise ValueError("transforms: a Python transform takes each sample's file bytes (folder, pack and tar "
+                             "sources); this source holds arrays (HDF5), which Python transforms do not take yet: "
+                             "transform the arrays after job.batches() or in the training loop")
+
+    def _start_python(self) -> None:
+        if self._chain.python_chain is not None:
+            try:
+                self._python = self._open_python(self._core)
+            except BaseException:
+                _live.mark_startup_failed()  # its exit is bounded (a worker that could not start: every rank fails)
+                raise
+
+    def _open_python(self, core: Any) -> Any:
+        """The worker processes of the chain's Python part, fed by ``core`` (also for a job opened again)."""
+        from hdmlp.python_transforms import PythonStage, default_python_workers
+        options = self._options
+        return PythonStage(core, chain=self._chain.python_chain,
+                           workers=options.python_workers or default_python_workers(),
+                           start_method=options.python_start_method, skip=options.on_error == "skip",
+                           task_timeout_s=options.timeout_s, per_rank=options.batch_size_per_rank is not None)
+
+    # -- the arguments, as checked (hdmlp.job_arguments.JobOptions) -----------
+    dataset_path = property(lambda self: self._options.dataset_path, doc="The dataset's path.")
+    epochs = property(lambda self: self._options.epochs, doc="The epochs the job runs (None: no limit).")
+    distr_scheme = property(lambda self: self._options.distr_scheme, doc="How samples are spread over ranks.")
+    drop_last_batch = property(lambda self: self._options.drop_last_batch, doc="Whether the last batch is dropped.")
+    shuffle = property(lambda self: self._options.shuffle, doc="False: every epoch in index order.")
+    transforms = property(lambda self: self._options.transforms, doc="The chain the Job was given.")
+    on_error = property(lambda self: self._options.on_error, doc="What a bad sample does: 'raise' or 'skip'.")
+    config_path = property(lambda self: self._options.config_path, doc="The configuration file.")
+    exchange_fraction = property(lambda self: self._options.exchange_fraction, doc="partial_local's share Q.")
+    timeout_s = property(lambda self: self._options.timeout_s, doc="How long a rank waits for another.")
+    read_timeout_s = property(lambda self: self._options.read_timeout_s, doc="How long one read may take.")
+    single_process = property(lambda self: self._options.single_process, doc="Rank 0 of 1, whatever a launcher says.")
+    device = property(lambda self: self._chain.device, doc="Where batches are delivered (None: host buffers).")
+
+    # -- batches on a device (hdmlp.device) ----------------------------------
     def delivery(self, device: Any) -> tuple[Any, Any]:
         """Where a pass delivers (a ``torch.device`` or None: host buffers) and the tail the device runs.
 
@@ -404,33 +411,28 @@ class Job:
         :meth:`load_state_dict` does); after it, the chain stays as it runs, copied as it is.
         """
         if device is None:
-            return self.device, self._tail
-        from hdmlp.device import plan_hand_off, resolve_device
+            return self.device, self._chain.tail
+        from hdmlp.device import resolve_device
         target = resolve_device(device)
-        if self._decode_chain is not None:
+        if self._chain.decode_chain is not None:
             if target != self.device:
                 raise ValueError(f"device={device!r} differs from the job's ImgDecode(device=...), {self.device}: "
                                  "batches arrive where they are decoded")
             return target, None
         if self.device is None:
-            plan = plan_hand_off(self._specs, target, None, self._pin_memory_arg)
-            if plan.tail is not None or plan.spare_cores:
+            plan = plan_chain(self._options, target)
+            if plan.specs:  # a C++ chain: the device's cut, pinned batches and a core for the training thread
                 if self._passes_opened or self._skipped_to is not None:
                     warnings.warn(f"hdmlp: device={device!r} given after the job's first pass: its chain stays as "
                                   f"it runs on the CPU (create the Job with device=... for the 8-bit hand-off "
                                   f"and the training process's spare core)", RuntimeWarning, stacklevel=3)
                 else:
-                    self._specs, self._spare_cores = plan.specs, plan.spare_cores
-                    pinned = cuda_host_allocator() if plan.pin_memory else (0, 0)
-                    self._open_core = functools.partial(
-                        self._open_core.func, *self._open_core.args,
-                        **{**self._open_core.keywords, "transforms": self._specs, "spare_cores": self._spare_cores,
-                           "cuda_host_alloc": pinned[0], "cuda_free_host": pinned[1]})
+                    self._chain = plan
+                    self._pinned = cuda_host_allocator() if plan.pin_memory else (0, 0)
                     self._reopen(self._core.state())
-                    self.pin_memory = pinned[0] != 0
-                    self._tail = plan.tail
-            self.device = target
-        return target, self._tail
+                    self.pin_memory = self._pinned[0] != 0
+            self._chain = dataclasses.replace(self._chain, device=target)
+        return target, self._chain.tail
 
     def hand_out(self, epoch: int, batches: int) -> None:
         """A device feeder handed out ``epoch``'s batches up to ``batches``: that is the job's position now
@@ -541,7 +543,7 @@ class Job:
     def plan(self, epoch: int, rank: int | None = None) -> list[int]:
         """Sample ids ``rank`` (default: this rank) reads in ``epoch``, without loading them."""
         r = self.rank if rank is None else int_in("rank", rank, 0, self.world_size - 1)
-        int_in("epoch", epoch, 0, self._epoch_count - 1)
+        int_in("epoch", epoch, 0, self._options.epoch_count - 1)
         return memoryview(self._job.rank_epoch_samples(r, epoch)).tolist()
 
     # -- loading ------------------------------------------------------------
@@ -569,7 +571,7 @@ class Job:
     @property
     def planned_epochs(self) -> int:
         """The epochs the job plans: ``epochs``, or for ``epochs=None`` the most a job plans (2**31 - 1)."""
-        return self._epoch_count
+        return self._options.epoch_count
 
     def local_batch_size(self, batch: int) -> int:
         """This rank's samples in global batch ``batch`` of an epoch."""
@@ -579,13 +581,13 @@ class Job:
     def worker_specs(self) -> list:
         """The C++ chain the staging workers run, as ``(op, args)`` specs (after a device's cut: see
         :func:`hdmlp.device.plan_hand_off`); empty when they hand over file bytes."""
-        return self._specs
+        return self._chain.specs
 
     @property
     def decode_chain(self) -> Any:
         """The device's decoding plan (:class:`hdmlp.device_decode.DecodeChain`) for a chain of
         ``ImgDecode(device=...)``, else None."""
-        return self._decode_chain
+        return self._chain.decode_chain
 
     def describe_sample(self, sample: int) -> str:
         """How messages name ``sample``: its path (``shard.tar/member``, ``file.h5:dataset[i]``, ...)."""
@@ -614,8 +616,8 @@ class Job:
                                "epoch at a time; two loops over one job would split its batches)")
         if epoch is None:
             epoch = self._next_epoch
-        if epoch >= self._epoch_count:
-            raise RuntimeError(f"all {self._epoch_count} epochs of the job have been delivered; create the "
+        if epoch >= self._options.epoch_count:
+            raise RuntimeError(f"all {self._options.epoch_count} epochs of the job have been delivered; create the "
                                "hdmlp.Job with more epochs (or epochs=None, no limit) to iterate again")
         if not self.single_process and self.world_size == 1:
             _launcher.check_still_single_rank()
@@ -641,8 +643,8 @@ class Job:
             return  # every pass of an evaluation job reads the same order: trainers number them their way
         if isinstance(epoch, bool) or not isinstance(epoch, int):
             raise TypeError(f"epoch must be an int, got {epoch!r}")
-        if not 0 <= epoch < self._epoch_count:
-            raise ValueError(f"set_epoch({epoch}): the job has epochs 0..{self._epoch_count - 1}; create the "
+        if not 0 <= epoch < self._options.epoch_count:
+            raise ValueError(f"set_epoch({epoch}): the job has epochs 0..{self._options.epoch_count - 1}; create the "
                              f"hdmlp.Job with more epochs")
         if epoch == self._next_epoch and self._skipped_to is None and self.current_pass() is None \
                 and self.position().epoch < epoch:
@@ -681,12 +683,12 @@ class Job:
         if target is not None:
             from hdmlp.device import check_ahead, check_channels_last
             check_ahead(ahead)
-            check_channels_last(channels_last, self._specs)
+            check_channels_last(channels_last, self._chain.specs)
         elif channels_last is not False:
             raise ValueError("channels_last needs a device (device='cpu' for tensors in host memory)")
         opened = self.open_pass(epoch)
         first = self.position().batches
-        if target is not None and self._decode_chain is not None:
+        if target is not None and self._chain.decode_chain is not None:
             from hdmlp.device.decode import decoded_job_pass
             return decoded_job_pass(self, opened, first, channels_last, ahead)
         if target is not None:
@@ -704,11 +706,12 @@ class Job:
     def _begin_epoch(self, epoch: int) -> None:
         if isinstance(epoch, bool) or not isinstance(epoch, int):
             raise TypeError(f"epoch must be an int, got {type(epoch).__name__} {epoch!r}")
+        count = self._options.epoch_count
         if epoch < 0:
-            raise ValueError(f"epoch must be from 0 to {self._epoch_count - 1}, got {epoch}")
-        if epoch >= self._epoch_count:
-            raise RuntimeError(f"epoch {epoch} is past the job's last epoch ({self._epoch_count - 1}): the job was "
-                               f"created with epochs={self._epoch_count}; create it with more epochs")
+            raise ValueError(f"epoch must be from 0 to {count - 1}, got {epoch}")
+        if epoch >= count:
+            raise RuntimeError(f"epoch {epoch} is past the job's last epoch ({count - 1}): the job was "
+                               f"created with epochs={count}; create it with more epochs")
         self._job.begin_epoch(epoch)
         self._started_epoch = epoch
         self._handed_out = None  # the core's position again, until a device feeder hands out a batch
@@ -793,7 +796,7 @@ class Job:
             python.close()
         old, self._core = self._job, None
         old.close()
-        self._core = self._open_core(resume=resume_state, start_epoch=0)
+        self._core = self._open_core(resume_state, 0)
         if python is not None:  # its workers seed from the job's seed, which is now the state's
             self._python = self._open_python(self._core)
         self._started_epoch = -1
@@ -808,74 +811,11 @@ class Job:
             timers[key] += value
 
     def metrics(self) -> dict[str, Any]:
-        """Where time went, per epoch.
+        """Where time went, per epoch, and what the job read, cached, skipped and started with.
 
-        ``{"epochs": [{"epoch", "samples", "stall_seconds", "read_seconds",
-        "transform_seconds", "transform_cpu_seconds", "handoff_wait_seconds", "assembly_seconds", "skipped",
-        "next_batch_seconds", "python_seconds", "consumer_seconds", "batches", "ready_batches",
-        "span_seconds", "data_readiness", "consumer_wait_share", "loader_idle_share", "waiting",
-        "reads": {SOURCE: {"count", "bytes", "seconds"}}}],
-        "skipped_samples", "skipped", "staging": {...},
-        "classes": [...], "warnings": [...]}`` with SOURCE ``"pfs"`` for the
-        dataset's own storage or a storage class's name (``"memory"``,
-        ``"filesystem"``, ...) for a sample served from that class. ``source`` gives the
-        dataset's format and ``files_opened``, the files it opened on the dataset's storage
-        (one per sample for a folder, one per shard for a pack or tar shards). ``reads``
-        counts what the staging workers delivered; ``classes`` gives each
-        storage class's plan and prefetch progress (``planned_*``, ``filled_*``,
-        ``prefetched_samples``/``prefetched_bytes`` read by the class's
-        prefetch threads, ``prefetch_seconds``). ``transform_seconds`` is the
-        workers' time decoding and transforming (``transform_cpu_seconds``: the same on their
-        CPU clocks, which other processes on the machine do not stretch), ``read_seconds`` their time
-        reading, ``handoff_wait_seconds`` their time waiting for room in the
-        staging buffer (they are ahead of the consumer), each summed over the
-        workers; ``stall_seconds`` is the consumer's time waiting for samples
-        and ``assembly_seconds`` its other time assembling batches. Measured
-        in Python by :class:`hdmlp.torch.HDMLPDataLoader` (0 for an epoch
-        iterated otherwise): ``next_batch_seconds`` in the call for the next
-        batch (stall and assembly included), ``python_seconds`` making tensors
-        of it, and ``consumer_seconds`` in the training loop between batches;
-        the three add up to the pass's time. ``batches``, ``ready_batches`` (those the
-        consumer did not wait for), ``span_seconds`` (the consumer's epoch, from its start to its
-        last batch) and the data-readiness figures derived from them, ``data_readiness``,
-        ``consumer_wait_share``, ``loader_idle_share`` and ``waiting`` (``"consumer"``: the training
-        loop waited for data; ``"loader"``: the loader waited for the loop), say who waited for whom
-        (:mod:`hdmlp.readiness`, docs/gpu.md). The
-        staging threads are in ``staging["threads"]``; ``skipped_samples`` counts the
-        bad samples ``on_error="skip"`` left out and ``skipped`` names each such
-        file once (with why); ``padded_samples`` counts the good samples delivered a
-        second time in an epoch to fill a batch whose samples were all bad (see
-        ``on_error``). ``changed_samples`` counts the samples read from the
-        dataset's storage with another size or modification time than when the job
-        indexed them, and ``changed`` names them. ``pfs_bytes``/``pfs_reads``
-        count every read of the dataset's storage this rank made (staging,
-        prefetching, serving peers); ``remote_reads`` the samples it got from
-        peers and ``requests_served`` those it gave them. ``placement_exchange``
-        holds the start-up's exchange of cache placements between ranks (the peer
-        directory; all zero with one rank): ``sent_bytes`` and ``received_bytes``
-        (message bytes to and from other ranks), ``self_bytes`` (its messages to
-        itself, which stay in memory), ``rounds`` (all-to-alls) and
-        ``seconds``. ``startup`` says where the construction of the job's core went (the latest
-        one: :meth:`load_state_dict` makes a new one), phase by phase: ``phases`` maps each phase, in
-        order, to its ``wall_seconds``, ``cpu_seconds`` (the constructing thread's CPU clock) and
-        ``process_cpu_seconds`` (every thread of the process, so also the scan's and the placement's
-        parallel helpers and MPI's own threads); ``wall_seconds``, ``cpu_seconds`` and
-        ``process_cpu_seconds`` are their sums and ``started_at`` the Unix time it began. The phases:
-        ``communicator`` (MPI's start when hdmlp initialises it, and its communicator), ``config`` (the
-        config file and the transform chain), ``scan`` (the dataset's index, scanned or loaded from the
-        index cache), ``startup_check`` (every rank's view of the job gathered and compared; it includes
-        the wait for the last rank to arrive), ``access_plan``, ``batch_memory`` (the output shape,
-        reading the first image when the chain's size depends on it, and the batch buffers),
-        ``cache_classes``, ``placement_plan`` (which samples each storage class keeps),
-        ``cache_slots`` (the classes' slots and memory), ``placement_exchange`` (the peer directory's
-        all-to-alls), ``peer_transport``, ``cache_start`` (the prefetch and transport threads) and
-        ``staging`` (the staging buffer and workers). Wall well above CPU is waiting: for storage, for
-        other ranks, or for cores other processes hold. ``device_decode`` (None unless the chain has ``ImgDecode(device=...)``)
-        counts the samples of the last pass decoded on the device (``device``), by the C++
-        chain on CPU threads (``cpu``: the ``cpu_share`` and files the device cannot decode)
-        and those the device failed on (``device_failed``, included in ``cpu``). ``mpi`` names the MPI
-        library the job uses (``library``, ``abi``, ``path``, ``why`` it was chosen, ``module``), or
-        says why it uses none (``library`` None, ``why``); see :mod:`hdmlp.mpi`.
+        ``{"epochs": [{"epoch", "samples", "stall_seconds", "read_seconds", "transform_seconds", ...,
+        "reads": {SOURCE: {"count", "bytes", "seconds"}}}], "skipped_samples", "staging", "classes",
+        "startup", "warnings", ...}``: docs/metrics.md describes every key.
         """
         job = self._job
         epochs, classes = job.metrics(), job.class_statuses()

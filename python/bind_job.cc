@@ -233,9 +233,93 @@ py::list MetricsToPython(const std::vector<EpochMetrics>& epochs) {
   return out;
 }
 
-}  // namespace
+py::list ClassStatusesToPython(const std::vector<ClassStatus>& statuses) {
+  py::list out;
+  for (const auto& s : statuses) {
+    py::dict d;
+    d["name"] = s.name;
+    d["backend"] = s.backend;
+    d["capacity_bytes"] = s.capacity_bytes;
+    d["planned_samples"] = s.planned_samples;
+    d["planned_bytes"] = s.planned_bytes;
+    d["filled_samples"] = s.filled_samples;
+    d["filled_bytes"] = s.filled_bytes;
+    d["prefetched_samples"] = s.prefetched_samples;
+    d["prefetched_bytes"] = s.prefetched_bytes;
+    d["prefetch_seconds"] = s.prefetch_seconds;
+    d["predicted_mbps"] = s.predicted_mbps;
+    d["note"] = FsStr(s.note);
+    d["warning"] = FsStr(s.warning);
+    d["dropped_corrupt"] = s.dropped_corrupt;
+    out.append(d);
+  }
+  return out;
+}
 
-void BindJob(py::module_& m) {
+py::dict ExchangeToPython(const CacheHierarchy::ExchangeStats& s) {
+  py::dict d;
+  d["sent_bytes"] = s.sent_bytes;
+  d["received_bytes"] = s.received_bytes;
+  d["self_bytes"] = s.self_bytes;
+  d["rounds"] = s.rounds;
+  d["seconds"] = s.seconds;
+  return d;
+}
+
+py::dict StartupToPython(const PhaseTimer& timer) {
+  py::dict phases;
+  double wall = 0, cpu = 0, process_cpu = 0;
+  for (const PhaseTime& p : timer.phases()) {
+    py::dict d;
+    d["wall_seconds"] = p.wall_seconds;
+    d["cpu_seconds"] = p.cpu_seconds;
+    d["process_cpu_seconds"] = p.process_cpu_seconds;
+    phases[py::str(p.name)] = d;
+    wall += p.wall_seconds;
+    cpu += p.cpu_seconds;
+    process_cpu += p.process_cpu_seconds;
+  }
+  py::dict d;
+  d["phases"] = phases;
+  d["wall_seconds"] = wall;
+  d["cpu_seconds"] = cpu;
+  d["process_cpu_seconds"] = process_cpu;
+  d["started_at"] = timer.started_at();
+  return d;
+}
+
+// (sample dims, dtype, (label dims, dtype) or None) of an array source, else None.
+py::object ArraySpecOf(const Source& s) {
+  if (s.sample_array() == nullptr) return py::none();
+  py::object labels = py::none();
+  if (s.label_array() != nullptr) labels = py::make_tuple(s.label_array()->shape, s.label_array()->dtype);
+  return py::make_tuple(s.sample_array()->shape, s.sample_array()->dtype, labels);
+}
+
+// Opens the job on `options` without the GIL. Long start-up phases poll for
+// Ctrl-C through options.interrupt: the KeyboardInterrupt it raised is
+// re-raised here once the core has let go.
+std::unique_ptr<PyJob> OpenJob(JobOptions options, double pfs_latency_s, double pfs_mbps,
+                               std::vector<std::string> failing_paths) {
+  auto pending = std::make_shared<PendingInterrupt>();
+  options.interrupt = [pending] {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      pending->error = std::make_unique<py::error_already_set>();
+      throw InterruptedError("interrupted");
+    }
+  };
+  try {
+    py::gil_scoped_release release;
+    return std::make_unique<PyJob>(std::move(options), pfs_latency_s, pfs_mbps, std::move(failing_paths));
+  } catch (const InterruptedError&) {
+    if (!pending->error) throw;
+    pending->error->restore();
+    throw py::error_already_set();
+  }
+}
+
+void BindProcessFunctions(py::module_& m) {
   m.def("in_mpi_job", &Communicator::InMpiJob, "True when this process runs under an MPI launcher");
   m.def(
       "report_startup_failure",
@@ -253,7 +337,9 @@ void BindJob(py::module_& m) {
   m.def("init_mpi", &Communicator::EnsureInitialized, "Initialises MPI now when in an MPI job");
   m.def("abort_mpi", &Communicator::AbortIfInitialized, py::arg("code"), py::call_guard<py::gil_scoped_release>(),
         "MPI_Abort on MPI_COMM_WORLD when MPI is initialised (ends every rank)");
+}
 
+void BindAccessPlan(py::module_& m) {
   py::class_<AccessPlan>(m, "AccessPlan")
       .def(py::init([](int64_t num_samples, int64_t batch_size, int epochs, uint64_t seed, bool drop_last,
                        int world_size, const std::string& scheme, double exchange_fraction, bool shuffle) {
@@ -297,87 +383,74 @@ void BindJob(py::module_& m) {
              return FromInt64(p.RankEpochSamples(rank, epoch));
            },
            py::arg("rank"), py::arg("epoch"));
+}
 
-  py::class_<PyJob>(m, "Job")
-      .def(py::init([](const std::string& dataset_path, int64_t batch_size, int epochs, const std::string& scheme,
-                       bool drop_last, std::optional<uint64_t> seed, const std::string& config_path,
-                       double pfs_latency_s, double pfs_mbps, std::vector<std::string> failing_paths,
-                       bool use_index_cache, const std::string& index_cache_dir, double exchange_fraction,
-                       double timeout_s, const std::vector<PySpec>& transforms, bool skip_bad_samples,
-                       uintptr_t cuda_host_alloc, uintptr_t cuda_free_host, int64_t batch_size_per_rank,
-                       bool shuffle, int staging_threads, int launcher_rank, int launcher_world_size,
-                       int launcher_local_world_size, const std::string& launcher_name, py::object gather,
-                       const std::string& source, const std::map<std::string, std::string>& source_options,
-                       double read_timeout_s, std::optional<JobState> resume, int start_epoch, bool use_mpi,
-                       bool keep_damaged, int spare_cores) {
-             JobOptions o;
-             o.use_mpi = use_mpi;
-             o.source.kind = source;
-             for (const auto& [key, value] : source_options) SetSourceOption(&o.source, key, value);
-             o.resume = std::move(resume);
-             o.start_epoch = start_epoch;
-             o.batch_size_per_rank = batch_size_per_rank;
-             o.shuffle = shuffle;
-             o.staging_threads = staging_threads;
-             o.spare_cores = spare_cores;
-             o.launcher_rank = launcher_rank;
-             o.launcher_world_size = launcher_world_size;
-             o.launcher_local_world_size = launcher_local_world_size;
-             o.launcher_name = launcher_name;
-             if (!gather.is_none()) o.gather = GatherThrough(std::move(gather));
-             for (const auto& [op, args] : transforms) o.transforms.push_back(TransformSpec{op, args});
-             o.skip_bad_samples = skip_bad_samples;
-             if (cuda_host_alloc != 0 && cuda_free_host != 0) {
-               o.batch_allocator = HostAllocator::CudaPinned(cuda_host_alloc, cuda_free_host);
-             }
-             o.dataset_path = dataset_path;
-             o.batch_size = batch_size;
-             o.epochs = epochs;
-             o.distr_scheme = scheme;
-             o.drop_last = drop_last;
-             o.has_seed = seed.has_value();
-             o.seed = seed.value_or(0);
-             o.config_path = config_path;
-             o.scan.use_cache = use_index_cache;
-             o.scan.cache_dir = index_cache_dir;
-             o.scan.keep_damaged = keep_damaged;  // on_error="skip" with a Python chain (skip is Python's then)
-             o.exchange_fraction = exchange_fraction;
-             o.timeout_s = timeout_s;
-             o.read_timeout_s = read_timeout_s;
-             auto pending = std::make_shared<PendingInterrupt>();
-             o.interrupt = [pending] {
-               py::gil_scoped_acquire gil;
-               if (PyErr_CheckSignals() != 0) {
-                 pending->error = std::make_unique<py::error_already_set>();
-                 throw InterruptedError("interrupted");
-               }
-             };
-             try {
-               py::gil_scoped_release release;
-               return std::make_unique<PyJob>(o, pfs_latency_s, pfs_mbps, std::move(failing_paths));
-             } catch (const InterruptedError&) {
-               if (!pending->error) throw;
-               pending->error->restore();
-               throw py::error_already_set();
-             }
-           }),
-           py::arg("dataset_path"), py::arg("batch_size"), py::arg("epochs"), py::arg("distr_scheme"),
-           py::arg("drop_last"), py::arg("seed"), py::arg("config_path"), py::arg("pfs_latency_s") = 0.0,
-           py::arg("pfs_mbps") = 0.0, py::arg("failing_paths") = std::vector<std::string>{},
-           py::arg("use_index_cache") = true, py::arg("index_cache_dir") = "", py::arg("exchange_fraction") = 0.1,
-           py::arg("timeout_s") = 300.0, py::arg("transforms") = std::vector<PySpec>{},
-           py::arg("skip_bad_samples") = false, py::arg("cuda_host_alloc") = uintptr_t{0},
-           py::arg("cuda_free_host") = uintptr_t{0}, py::arg("batch_size_per_rank") = int64_t{0},
-           py::arg("shuffle") = true, py::arg("staging_threads") = 0, py::arg("launcher_rank") = 0,
-           py::arg("launcher_world_size") = 0, py::arg("launcher_local_world_size") = 0,
-           py::arg("launcher_name") = "the launcher", py::arg("gather") = py::none(), py::arg("source") = "",
-           py::arg("source_options") = std::map<std::string, std::string>{}, py::arg("read_timeout_s") = 0.0,
-           py::arg("resume") = std::optional<JobState>(), py::arg("start_epoch") = 0, py::arg("use_mpi") = true,
-           py::arg("keep_damaged") = false, py::arg("spare_cores") = 0)
-      .def("state", [](PyJob& j) { return j.job().State(); })
-      .def("state_at", [](PyJob& j, int epoch, int64_t batches) { return j.job().StateAt(epoch, batches); },
-           py::arg("epoch"), py::arg("batches"))
-      .def_property_readonly("rank", [](PyJob& j) { return j.job().rank(); })
+// _core.JobOptions: the core's JobOptions (job/job.h), one property per field
+// (the nested scan and source options flattened); hdmlp/job.py fills it from
+// its checked arguments. The hooks that hold Python objects are set by methods.
+void BindJobOptions(py::module_& m) {
+  py::class_<JobOptions> options(m, "JobOptions", "The core's job options (hdmlp/job.py fills them)");
+  options.def(py::init<>())
+      .def_readwrite("dataset_path", &JobOptions::dataset_path)
+      .def_readwrite("batch_size", &JobOptions::batch_size)
+      .def_readwrite("batch_size_per_rank", &JobOptions::batch_size_per_rank)
+      .def_readwrite("epochs", &JobOptions::epochs)
+      .def_readwrite("distr_scheme", &JobOptions::distr_scheme)
+      .def_readwrite("drop_last", &JobOptions::drop_last)
+      .def_readwrite("shuffle", &JobOptions::shuffle)
+      .def_readwrite("config_path", &JobOptions::config_path)
+      .def_readwrite("exchange_fraction", &JobOptions::exchange_fraction)
+      .def_readwrite("timeout_s", &JobOptions::timeout_s)
+      .def_readwrite("read_timeout_s", &JobOptions::read_timeout_s)
+      .def_readwrite("use_mpi", &JobOptions::use_mpi)
+      .def_readwrite("staging_threads", &JobOptions::staging_threads)
+      .def_readwrite("spare_cores", &JobOptions::spare_cores)
+      .def_readwrite("launcher_rank", &JobOptions::launcher_rank)
+      .def_readwrite("launcher_world_size", &JobOptions::launcher_world_size)
+      .def_readwrite("launcher_local_world_size", &JobOptions::launcher_local_world_size)
+      .def_readwrite("launcher_name", &JobOptions::launcher_name)
+      .def_readwrite("skip_bad_samples", &JobOptions::skip_bad_samples)
+      .def_readwrite("resume", &JobOptions::resume)
+      .def_readwrite("start_epoch", &JobOptions::start_epoch)
+      .def_property("use_index_cache", [](const JobOptions& o) { return o.scan.use_cache; },
+                    [](JobOptions& o, bool use) { o.scan.use_cache = use; })
+      .def_property("index_cache_dir", [](const JobOptions& o) { return o.scan.cache_dir; },
+                    [](JobOptions& o, std::string dir) { o.scan.cache_dir = std::move(dir); })
+      .def_property("keep_damaged", [](const JobOptions& o) { return o.scan.keep_damaged; },
+                    [](JobOptions& o, bool keep) { o.scan.keep_damaged = keep; })
+      .def_property("source", [](const JobOptions& o) { return o.source.kind; },
+                    [](JobOptions& o, std::string kind) { o.source.kind = std::move(kind); })
+      .def_property(
+          "seed", [](const JobOptions& o) { return o.has_seed ? std::optional<uint64_t>(o.seed) : std::nullopt; },
+          [](JobOptions& o, std::optional<uint64_t> seed) {
+            o.has_seed = seed.has_value();
+            o.seed = seed.value_or(0);
+          })
+      .def_property(
+          "transforms",
+          [](const JobOptions& o) {
+            std::vector<PySpec> specs;
+            for (const TransformSpec& t : o.transforms) specs.emplace_back(t.op, t.args);
+            return specs;
+          },
+          [](JobOptions& o, const std::vector<PySpec>& specs) {
+            o.transforms.clear();
+            for (const auto& [op, args] : specs) o.transforms.push_back(TransformSpec{op, args});
+          })
+      .def("set_source_option", [](JobOptions& o, const std::string& key,
+                                   const std::string& value) { SetSourceOption(&o.source, key, value); })
+      .def("set_gather", [](JobOptions& o, py::object fn) {
+        o.gather = fn.is_none() ? nullptr : GatherThrough(std::move(fn));
+      }, "Every rank's bytes from each rank's own (e.g. over torch.distributed), for ranks without MPI")
+      .def("set_pinned_allocator", [](JobOptions& o, uintptr_t cuda_host_alloc, uintptr_t cuda_free_host) {
+        o.batch_allocator = HostAllocator::CudaPinned(cuda_host_alloc, cuda_free_host);
+      }, "Batch buffers in CUDA pinned memory, through cudaHostAlloc/cudaFreeHost at these addresses");
+}
+
+// The job's figures and reports: what Job.metrics() and the properties of
+// hdmlp.Job read.
+void BindJobReports(py::class_<PyJob>& job) {
+  job.def_property_readonly("rank", [](PyJob& j) { return j.job().rank(); })
       .def_property_readonly("world_size", [](PyJob& j) { return j.job().world_size(); })
       .def_property_readonly("seed", [](PyJob& j) { return j.job().seed(); })
       .def_property_readonly("batches_per_epoch", [](PyJob& j) { return j.job().BatchesPerEpoch(); })
@@ -397,16 +470,7 @@ void BindJob(py::module_& m) {
       .def_property_readonly("samples_root", [](PyJob& j) { return FsStr(j.job().source().SamplesRoot()); })
       .def_property_readonly("source_files_opened", [](PyJob& j) { return j.job().source().files_opened(); })
       .def_property_readonly("has_arrays", [](PyJob& j) { return j.job().has_arrays(); })
-      .def_property_readonly("array_spec",
-                             [](PyJob& j) -> py::object {
-                               const Source& s = j.job().source();
-                               if (s.sample_array() == nullptr) return py::none();
-                               py::object labels = py::none();
-                               if (s.label_array() != nullptr) {
-                                 labels = py::make_tuple(s.label_array()->shape, s.label_array()->dtype);
-                               }
-                               return py::make_tuple(s.sample_array()->shape, s.sample_array()->dtype, labels);
-                             })
+      .def_property_readonly("array_spec", [](PyJob& j) { return ArraySpecOf(j.job().source()); })
       .def_property_readonly("staging_capacity_bytes", [](PyJob& j) { return j.job().staging_capacity_bytes(); })
       .def_property_readonly("staging_peak_bytes", [](PyJob& j) { return j.job().staging_peak_bytes(); })
       .def_property_readonly("pfs_files_opened", &PyJob::pfs_files_opened)
@@ -423,6 +487,27 @@ void BindJob(py::module_& m) {
       .def_property_readonly("changed_files", [](PyJob& j) { return FsStrList(j.job().ChangedFiles()); })
       .def_property_readonly("batch_allocations", [](PyJob& j) { return j.job().batch_allocations(); })
       .def_property_readonly("batch_allocator", [](PyJob& j) { return std::string(j.job().batch_allocator_name()); })
+      .def("metrics", [](PyJob& j) { return MetricsToPython(j.job().Metrics()); })
+      .def("class_statuses", [](PyJob& j) { return ClassStatusesToPython(j.job().ClassStatuses()); })
+      .def("warnings", [](PyJob& j) { return FsStrList(j.job().Warnings()); })
+      .def_property_readonly("pfs_reads", [](PyJob& j) { return j.job().cache().pfs_reads(); })
+      .def_property_readonly("pfs_bytes", [](PyJob& j) { return j.job().cache().pfs_bytes(); })
+      .def_property_readonly("remote_reads", [](PyJob& j) { return j.job().cache().remote_reads(); })
+      .def_property_readonly("requests_served", [](PyJob& j) { return j.job().cache().requests_served(); })
+      .def_property_readonly("placement_exchange",
+                             [](PyJob& j) { return ExchangeToPython(j.job().cache().exchange_stats()); })
+      .def_property_readonly("startup", [](PyJob& j) { return StartupToPython(j.job().StartupPhases()); });
+}
+
+// _core.Job: opened on a _core.JobOptions (and the storage's throttle, which
+// wraps the Env it reads through); its passes, positions and reports.
+void BindJobClass(py::module_& m) {
+  py::class_<PyJob> job(m, "Job");
+  job.def(py::init(&OpenJob), py::arg("options"), py::arg("pfs_latency_s") = 0.0, py::arg("pfs_mbps") = 0.0,
+          py::arg("failing_paths") = std::vector<std::string>{})
+      .def("state", [](PyJob& j) { return j.job().State(); })
+      .def("state_at", [](PyJob& j, int epoch, int64_t batches) { return j.job().StateAt(epoch, batches); },
+           py::arg("epoch"), py::arg("batches"))
       .def("local_batch_size", [](PyJob& j, int64_t batch) { return j.job().plan().LocalBatchSize(j.job().rank(), batch); })
       .def("rank_epoch_samples",
            [](PyJob& j, int rank, int epoch) {
@@ -450,73 +535,20 @@ void BindJob(py::module_& m) {
            },
            py::arg("sample"))
       .def("tell_peers_stopped", [](PyJob& j, const std::string& message) { j.job().TellPeersStopped(message); })
-      .def("metrics", [](PyJob& j) { return MetricsToPython(j.job().Metrics()); })
-      .def("class_statuses",
-           [](PyJob& j) {
-             py::list out;
-             for (const auto& s : j.job().ClassStatuses()) {
-               py::dict d;
-               d["name"] = s.name;
-               d["backend"] = s.backend;
-               d["capacity_bytes"] = s.capacity_bytes;
-               d["planned_samples"] = s.planned_samples;
-               d["planned_bytes"] = s.planned_bytes;
-               d["filled_samples"] = s.filled_samples;
-               d["filled_bytes"] = s.filled_bytes;
-               d["prefetched_samples"] = s.prefetched_samples;
-               d["prefetched_bytes"] = s.prefetched_bytes;
-               d["prefetch_seconds"] = s.prefetch_seconds;
-               d["predicted_mbps"] = s.predicted_mbps;
-               d["note"] = FsStr(s.note);
-               d["warning"] = FsStr(s.warning);
-               d["dropped_corrupt"] = s.dropped_corrupt;
-               out.append(d);
-             }
-             return out;
-           })
-      .def("warnings", [](PyJob& j) { return FsStrList(j.job().Warnings()); })
-      .def_property_readonly("pfs_reads", [](PyJob& j) { return j.job().cache().pfs_reads(); })
-      .def_property_readonly("pfs_bytes", [](PyJob& j) { return j.job().cache().pfs_bytes(); })
-      .def_property_readonly("remote_reads", [](PyJob& j) { return j.job().cache().remote_reads(); })
-      .def_property_readonly("requests_served", [](PyJob& j) { return j.job().cache().requests_served(); })
-      .def_property_readonly("placement_exchange",
-                             [](PyJob& j) {
-                               const auto& s = j.job().cache().exchange_stats();
-                               py::dict d;
-                               d["sent_bytes"] = s.sent_bytes;
-                               d["received_bytes"] = s.received_bytes;
-                               d["self_bytes"] = s.self_bytes;
-                               d["rounds"] = s.rounds;
-                               d["seconds"] = s.seconds;
-                               return d;
-                             })
-      .def_property_readonly("startup",
-                             [](PyJob& j) {
-                               const PhaseTimer& timer = j.job().StartupPhases();
-                               py::dict phases;
-                               double wall = 0, cpu = 0, process_cpu = 0;
-                               for (const PhaseTime& p : timer.phases()) {
-                                 py::dict d;
-                                 d["wall_seconds"] = p.wall_seconds;
-                                 d["cpu_seconds"] = p.cpu_seconds;
-                                 d["process_cpu_seconds"] = p.process_cpu_seconds;
-                                 phases[py::str(p.name)] = d;
-                                 wall += p.wall_seconds;
-                                 cpu += p.cpu_seconds;
-                                 process_cpu += p.process_cpu_seconds;
-                               }
-                               py::dict d;
-                               d["phases"] = phases;
-                               d["wall_seconds"] = wall;
-                               d["cpu_seconds"] = cpu;
-                               d["process_cpu_seconds"] = process_cpu;
-                               d["started_at"] = timer.started_at();
-                               return d;
-                             })
       .def("close", [](PyJob& j) {
         py::gil_scoped_release release;
         j.Close();
       });
+  BindJobReports(job);
+}
+
+}  // namespace
+
+void BindJob(py::module_& m) {
+  BindProcessFunctions(m);
+  BindAccessPlan(m);
+  BindJobOptions(m);
+  BindJobClass(m);
 }
 
 }  // namespace hdmlp::python

@@ -76,7 +76,8 @@ PY_FLOORS = {
     "hdmlp.device": 2, "hdmlp.device.hand_off": 2, "hdmlp.device.streams": 2, "hdmlp.device.cuda": 2,
     "hdmlp.device.feeder": 2, "hdmlp.device.host_tensors": 2, "hdmlp.device.decode": 2, "hdmlp.device.resize": 2,
     "hdmlp.device.nvjpeg": 2, "hdmlp.device_decode": 2, "hdmlp.nvjpeg": 2,
-    "hdmlp.job_arguments": 3, "hdmlp.job": 3,
+    "hdmlp.job_arguments": 3, "hdmlp.chain_plan": 3,  # the job's checked arguments and its chain's plan
+    "hdmlp.job": 4,
     "hdmlp": 4, "hdmlp.__main__": 4, "hdmlp.cli": 4, "hdmlp.numpy": 4, "hdmlp.simulate": 4,
     "hdmlp.torch": 4, "hdmlp.dlio": 4,
     # benchmarks: helpers, the emulation lab (benchmarks/lab/, PY_LAB_FLOOR), scenarios (the default), entry points.
