@@ -3,7 +3,7 @@
 The chain a Job is given splits into hdmlp's C++ ops, run by the staging workers, and Python
 callables after them, run by worker processes (:mod:`hdmlp.python_chain`). With a device
 the workers' part may end early: an ``ImgDecode(device=...)`` chain hands over file bytes
-that the device decodes (:mod:`hdmlp.device_decode`); another C++ chain may stop at 8-bit
+that the device decodes (:mod:`hdmlp.device.decode`); another C++ chain may stop at 8-bit
 images, its ``ToTensor``/``Normalize`` tail computed on the device (the hand-off,
 :func:`hdmlp.device.plan_hand_off`). The staging threads and the cores they leave to the
 training process follow from the chain (:mod:`hdmlp.cpu_budget`).

@@ -585,7 +585,7 @@ class Job:
 
     @property
     def decode_chain(self) -> Any:
-        """The device's decoding plan (:class:`hdmlp.device_decode.DecodeChain`) for a chain of
+        """The device's decoding plan (:class:`hdmlp.device.decode.DecodeChain`) for a chain of
         ``ImgDecode(device=...)``, else None."""
         return self._chain.decode_chain
 
