@@ -76,7 +76,7 @@ specs = hdmlp.transforms.pipeline_specs([T.ImgDecode(), T.RandomResizedCrop(224)
 chain = plan_device_decode(specs, 0.0)
 dec = DeviceDecoder(chain, dev, 1, str)
 t = time.perf_counter(); [device_decodable(b) for b in batch]; print(f"device_decodable x256 {1e3*(time.perf_counter()-t):.1f} ms")
-t = time.perf_counter(); boxes, flips = dec._geometry(imgs, list(range(256)), 0); print(f"geometry x256 {1e3*(time.perf_counter()-t):.1f} ms")
+t = time.perf_counter(); boxes, flips = dec.geometry(imgs, list(range(256)), 0); print(f"geometry x256 {1e3*(time.perf_counter()-t):.1f} ms")
 print("crop sizes max", boxes[:, 2].max().item(), boxes[:, 3].max().item(), "image max", max(i.shape[1] for i in imgs), max(i.shape[2] for i in imgs))
 timed("resize_crops (group 64)", lambda: resize_crops(imgs, boxes, flips, (224, 224)))
 timed("resize_crops (group 256)", lambda: resize_crops(imgs, boxes, flips, (224, 224), group=256))
@@ -90,7 +90,7 @@ print(f"float16 resize against float32: max {int((full - half).abs().max())}, "
       f"differing {float((full != half).float().mean()):.4%}")
 cpu_rows = torch.empty((256, 3, 224, 224), dtype=torch.uint8, pin_memory=True)
 for threads in (15, 8):
-    timed(f"C++ chain apply_rows, {threads} threads", lambda: dec._pipeline.apply_rows(
+    timed(f"C++ chain apply_rows, {threads} threads", lambda: dec.cpu_pipeline.apply_rows(
         [b.numpy() for b in batch], [str(i) for i in range(256)], 1, 0, list(range(256)), cpu_rows.numpy(), threads))
 def crops_only():
     return [im[:, t:t+h, l:l+w].contiguous() for im, (t, l, h, w) in zip(imgs, boxes.tolist())]

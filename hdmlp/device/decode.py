@@ -170,7 +170,7 @@ class DeviceDecoder:
         self.device = device
         self._seed = seed
         self._describe = describe
-        self._pipeline = _core.TransformPipeline(chain.cpu_specs)
+        self.cpu_pipeline = _core.TransformPipeline(chain.cpu_specs)
         self.streams = streams if streams is not None else streams_for(device)
         if decode_jpegs is not None:
             self._decode_jpegs, self.jpeg_decoder = decode_jpegs, "given"
@@ -204,13 +204,14 @@ class DeviceDecoder:
         rows = torch.empty((len(samples), 3, height, width), dtype=torch.uint8,
                            pin_memory=self.device.type == "cuda")
         data = [s.numpy() if s.device.type == "cpu" else s.cpu().numpy() for s in samples]
-        self._pipeline.apply_rows(data, [self._describe(i) for i in ids], self._seed, epoch, ids, rows.numpy(),
+        self.cpu_pipeline.apply_rows(data, [self._describe(i) for i in ids], self._seed, epoch, ids, rows.numpy(),
                                   self._cpu_threads)  # a bad file raises here, naming it
         return rows
 
-    def _geometry(self, decoded: list, ids: list[int], epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def geometry(self, decoded: list, ids: list[int], epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each decoded image's crop box (x, y, w, h) and flip, drawn as the CPU chain draws them."""
         sizes = [(int(image.shape[2]), int(image.shape[1])) for image in decoded]
-        draws = torch.tensor(self._pipeline.crop_draws(sizes, self._seed, epoch, ids), dtype=torch.int64)
+        draws = torch.tensor(self.cpu_pipeline.crop_draws(sizes, self._seed, epoch, ids), dtype=torch.int64)
         assert bool((draws[:, 2] > 0).all()), "RandomResizedCrop always draws a box"
         return draws[:, :4], draws[:, 4].bool()
 
@@ -254,7 +255,7 @@ class DeviceDecoder:
             if pairs:
                 rows = [row for row, _ in pairs]
                 decoded = [image for _, image in pairs]
-                boxes, flips = self._geometry(decoded, [ids[i] for i in rows], epoch)
+                boxes, flips = self.geometry(decoded, [ids[i] for i in rows], epoch)
                 resized = resize_crops(decoded, boxes, flips, (height, width), dtype=self._resize_dtype)
                 images.index_copy_(0, upload(torch.tensor(rows), self.device), resized)
             for rows, future in parts:
