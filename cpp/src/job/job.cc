@@ -188,58 +188,9 @@ Job::Job(const JobOptions& options)
   CapturedError local_error;
   std::exception_ptr local_exception;
   try {
-    if (comm_ && options.launcher_world_size > 0 &&
-        (options.launcher_rank != rank_ || options.launcher_world_size != world_size_)) {
-      throw InvalidArgumentError("MPI says this process is rank " + std::to_string(rank_) + " of " +
-                                 std::to_string(world_size_) + ", but according to " + options.launcher_name +
-                                 " it is rank " + std::to_string(options.launcher_rank) + " of " +
-                                 std::to_string(options.launcher_world_size) +
-                                 ": start the job with one launcher (mpirun/srun, or torchrun without MPI), or "
-                                 "give torch.distributed MPI's rank and world size");
-    }
-    if (options.batch_size_per_rank > kMaxBatchSize / world_size_) {
-      throw InvalidArgumentError("batch_size_per_rank " + std::to_string(options.batch_size_per_rank) + " times " +
-                                 std::to_string(world_size_) + " ranks is more than 2**62 samples per batch");
-    }
-    if (options.batch_size_per_rank > 0) options_.batch_size = options.batch_size_per_rank * world_size_;
-    config_ = Config::LoadFile(options.config_path);
-    if (options.staging_threads > 0) {
-      config_.storage_classes.at(0).threads = options.staging_threads;
-      config_.storage_classes.at(0).threads_auto = false;
-    }
-    // An impossible chain is refused here, before anything is read.
-    if (!options.transforms.empty()) pipeline_ = std::make_unique<TransformPipeline>(options.transforms);
+    LoadConfigAndChain();
     startup_.Lap("config");
-    // The config's "checkpoint" is the index cache: on or off, and where.
-    ScanOptions scan = options.scan;
-    if (!config_.checkpoint) scan.use_cache = false;
-    if (scan.cache_dir.empty()) scan.cache_dir = JoinPath(config_.checkpoint_path, "index");
-    scan.interrupt = options.interrupt;
-    scan.keep_damaged = scan.keep_damaged || options.skip_bad_samples;
-    source_ = OpenSource(env_, options.dataset_path, options.source, scan);
-    // on_error="skip": a shard cut short gave what it had; every sample it
-    // lost is counted and named, as a bad sample is, and each damage is a
-    // warning (Warnings()).
-    for (const auto& lost : source_->damaged_samples()) {
-      skipped_.fetch_add(1);
-      skipped_files_.push_back(lost);
-    }
-    arrays_ = source_->format() == SampleFormat::kArray;
-    if (arrays_ && pipeline_) {
-      throw InvalidArgumentError("'" + options.dataset_path + "' holds arrays (" + source_->sample_array()->ToString() +
-                                 ", a " + source_->kind() + " source), and transforms decode images: leave "
-                                 "transforms=None to receive each batch as one [B, ...] array");
-    }
-    // Every read of the dataset's storage from here on has a deadline.
-    reader_ = std::make_shared<SourceReader>(source_, shared_env_,
-                                             options.read_timeout_s > 0 ? options.read_timeout_s : options.timeout_s);
-    fingerprint_ = source_->Fingerprint();
-    if (options.resume) {
-      JobState mine = Settings();
-      mine.seed = options.has_seed ? options.seed : options.resume->seed;
-      const std::string why = ResumeMismatch(*options.resume, mine, options.dataset_path);
-      if (!why.empty()) throw InvalidArgumentError(why);
-    }
+    OpenDataset();
     startup_.Lap("scan");
   } catch (const std::exception&) {
     if (!ranks_talk) throw;
@@ -261,19 +212,97 @@ Job::Job(const JobOptions& options)
   // The ranks gathered what they needed: the hook may hold the caller's
   // objects (a Python function), which are not ours to keep.
   options_.gather = nullptr;
-  // threads = "auto": this process's CPUs, split between the ranks that share
-  // them. Without transforms the workers mostly wait for reads, and 4 of them
-  // overlap a slow store's latency on any machine.
-  if (StorageClassConfig& staging = config_.storage_classes.at(0); staging.threads_auto) {
-    staging.threads = ThreadsPerRank(staging.threads, ranks_sharing_cpus_);
-    if (pipeline_) staging.threads = std::max(1, staging.threads - options.spare_cores);
-    if (!pipeline_) staging.threads = std::max(staging.threads, 4);
-  }
+  SizeStagingThreads();
   startup_.Lap("startup_check");
+  PlanAccess();
+  startup_.Lap("access_plan");
+  PlanBatchMemory();
+  startup_.Lap("batch_memory");
+  StartStorageClasses();
+  startup_.Lap("cache_start");
+  StartStaging();
+  // The job's threads call MPI: they stop before MPI is finalised, however
+  // the process exits. Registered last: a constructor that throws never
+  // leaves a stop function behind (its members stop their own threads).
+  if (comm_) mpi_user_ = Communicator::RegisterUser([this] { Close(); });
+  startup_.Lap("staging");
+}
 
+void Job::LoadConfigAndChain() {
+  const JobOptions& options = options_;
+  if (comm_ && options.launcher_world_size > 0 &&
+      (options.launcher_rank != rank_ || options.launcher_world_size != world_size_)) {
+    throw InvalidArgumentError("MPI says this process is rank " + std::to_string(rank_) + " of " +
+                               std::to_string(world_size_) + ", but according to " + options.launcher_name +
+                               " it is rank " + std::to_string(options.launcher_rank) + " of " +
+                               std::to_string(options.launcher_world_size) +
+                               ": start the job with one launcher (mpirun/srun, or torchrun without MPI), or "
+                               "give torch.distributed MPI's rank and world size");
+  }
+  if (options.batch_size_per_rank > kMaxBatchSize / world_size_) {
+    throw InvalidArgumentError("batch_size_per_rank " + std::to_string(options.batch_size_per_rank) + " times " +
+                               std::to_string(world_size_) + " ranks is more than 2**62 samples per batch");
+  }
+  if (options.batch_size_per_rank > 0) options_.batch_size = options.batch_size_per_rank * world_size_;
+  config_ = Config::LoadFile(options.config_path);
+  if (options.staging_threads > 0) {
+    config_.storage_classes.at(0).threads = options.staging_threads;
+    config_.storage_classes.at(0).threads_auto = false;
+  }
+  // An impossible chain is refused here, before anything is read.
+  if (!options.transforms.empty()) pipeline_ = std::make_unique<TransformPipeline>(options.transforms);
+}
+
+void Job::OpenDataset() {
+  const JobOptions& options = options_;
+  // The config's "checkpoint" is the index cache: on or off, and where.
+  ScanOptions scan = options.scan;
+  if (!config_.checkpoint) scan.use_cache = false;
+  if (scan.cache_dir.empty()) scan.cache_dir = JoinPath(config_.checkpoint_path, "index");
+  scan.interrupt = options.interrupt;
+  scan.keep_damaged = scan.keep_damaged || options.skip_bad_samples;
+  source_ = OpenSource(env_, options.dataset_path, options.source, scan);
+  // on_error="skip": a shard cut short gave what it had; every sample it
+  // lost is counted and named, as a bad sample is, and each damage is a
+  // warning (Warnings()).
+  for (const auto& lost : source_->damaged_samples()) {
+    skipped_.fetch_add(1);
+    skipped_files_.push_back(lost);
+  }
+  arrays_ = source_->format() == SampleFormat::kArray;
+  if (arrays_ && pipeline_) {
+    throw InvalidArgumentError("'" + options.dataset_path + "' holds arrays (" + source_->sample_array()->ToString() +
+                               ", a " + source_->kind() + " source), and transforms decode images: leave "
+                               "transforms=None to receive each batch as one [B, ...] array");
+  }
+  // Every read of the dataset's storage from here on has a deadline.
+  reader_ = std::make_shared<SourceReader>(source_, shared_env_,
+                                           options.read_timeout_s > 0 ? options.read_timeout_s : options.timeout_s);
+  fingerprint_ = source_->Fingerprint();
+  if (options.resume) {
+    JobState mine = Settings();
+    mine.seed = options.has_seed ? options.seed : options.resume->seed;
+    const std::string why = ResumeMismatch(*options.resume, mine, options.dataset_path);
+    if (!why.empty()) throw InvalidArgumentError(why);
+  }
+}
+
+// threads = "auto": this process's CPUs, split between the ranks that share
+// them. Without transforms the workers mostly wait for reads, and 4 of them
+// overlap a slow store's latency on any machine.
+void Job::SizeStagingThreads() {
+  StorageClassConfig& staging = config_.storage_classes.at(0);
+  if (!staging.threads_auto) return;
+  staging.threads = ThreadsPerRank(staging.threads, ranks_sharing_cpus_);
+  if (pipeline_) staging.threads = std::max(1, staging.threads - options_.spare_cores);
+  if (!pipeline_) staging.threads = std::max(staging.threads, 4);
+}
+
+void Job::PlanAccess() {
+  const JobOptions& options = options_;
   PlanOptions plan;
   plan.num_samples = source_->size();
-  plan.batch_size = options_.batch_size;
+  plan.batch_size = options.batch_size;
   plan.epochs = options.epochs;
   plan.seed = seed_;
   plan.drop_last = options.drop_last;
@@ -299,17 +328,13 @@ Job::Job(const JobOptions& options)
   }
   SetPosition(plan_->start().epoch, plan_->StartBatch());
   ShareCapacities();
-
   batch_start_.assign(static_cast<size_t>(plan_->BatchesPerEpoch() + 1), 0);
-  int64_t largest_batch = 0;
   for (int64_t b = 0; b < plan_->BatchesPerEpoch(); ++b) {
-    const int64_t size = plan_->LocalBatchSize(rank(), b);
-    batch_start_[static_cast<size_t>(b + 1)] = batch_start_[static_cast<size_t>(b)] + size;
-    largest_batch = std::max(largest_batch, size);
+    batch_start_[static_cast<size_t>(b + 1)] = batch_start_[static_cast<size_t>(b)] + plan_->LocalBatchSize(rank(), b);
   }
-  startup_.Lap("access_plan");
+}
 
-  const StorageClassConfig& staging = config_.storage_classes.at(0);
+void Job::PlanBatchMemory() {
   if (pipeline_) {
     sample_shape_ = pipeline_->output().fixed ? pipeline_->output() : FirstImageShape();
     sample_bytes_ = sample_shape_.bytes();
@@ -318,35 +343,41 @@ Job::Job(const JobOptions& options)
     label_bytes_ = source_->label_array() != nullptr ? source_->label_array()->bytes() : 0;
   }
   memory_at_start_ = ReadMemoryLimit();
-  if (rows()) {
-    // A batch that cannot fit in the memory this process may still take is
-    // refused now, naming the sample size, the limit and the batch size that
-    // fits, rather than a bad_alloc at the first batch or the kernel's OOM kill.
-    BatchMemoryNeed need;
-    need.sample = source_->Describe(0);
-    need.row_kind = arrays_ ? "an array " + source_->sample_array()->ToString() +
-                                  (label_bytes_ > 0 ? " with its label array" : "")
-                            : "a transformed image " + sample_shape_.ToString();
-    need.row_bytes = sample_bytes_ + label_bytes_;
-    need.read_bytes = arrays_ ? sample_bytes_ + label_bytes_ : 0;  // a file's own size is checked as it is read
-    need.batch = std::max<int64_t>(largest_batch, 1);
-    need.world_size = world_size();
-    need.per_rank = options.batch_size_per_rank > 0;
-    if (const std::string why = BatchMemoryError(need, memory_at_start_); !why.empty()) throw AllocationError(why);
-    // One buffer per batch: its samples' rows, then (arrays) their label
-    // arrays from a 64-byte aligned offset. Enough free buffers for the
-    // batches the workers fill at once.
-    const int64_t rows_bytes = sample_bytes_ * std::max<int64_t>(largest_batch, 1);
-    labels_offset_ = (rows_bytes + 63) / 64 * 64;
-    pool_ = std::make_unique<BatchPool>(label_bytes_ > 0 ? labels_offset_ + label_bytes_ * largest_batch : rows_bytes,
-                                        staging.threads + 4, options.batch_allocator);
+  if (!rows()) return;
+  int64_t largest_batch = 1;
+  for (size_t b = 0; b + 1 < batch_start_.size(); ++b) {
+    largest_batch = std::max(largest_batch, batch_start_[b + 1] - batch_start_[b]);
   }
-  startup_.Lap("batch_memory");
+  // A batch that cannot fit in the memory this process may still take is
+  // refused now, naming the sample size, the limit and the batch size that
+  // fits, rather than a bad_alloc at the first batch or the kernel's OOM kill.
+  BatchMemoryNeed need;
+  need.sample = source_->Describe(0);
+  need.row_kind = arrays_ ? "an array " + source_->sample_array()->ToString() +
+                                (label_bytes_ > 0 ? " with its label array" : "")
+                          : "a transformed image " + sample_shape_.ToString();
+  need.row_bytes = sample_bytes_ + label_bytes_;
+  need.read_bytes = arrays_ ? sample_bytes_ + label_bytes_ : 0;  // a file's own size is checked as it is read
+  need.batch = largest_batch;
+  need.world_size = world_size();
+  need.per_rank = options_.batch_size_per_rank > 0;
+  if (const std::string why = BatchMemoryError(need, memory_at_start_); !why.empty()) throw AllocationError(why);
+  // One buffer per batch: its samples' rows, then (arrays) their label
+  // arrays from a 64-byte aligned offset. Enough free buffers for the
+  // batches the workers fill at once.
+  const int64_t rows_bytes = sample_bytes_ * largest_batch;
+  labels_offset_ = (rows_bytes + 63) / 64 * 64;
+  pool_ = std::make_unique<BatchPool>(label_bytes_ > 0 ? labels_offset_ + label_bytes_ * largest_batch : rows_bytes,
+                                      config_.storage_classes.at(0).threads + 4, options_.batch_allocator);
+}
+
+void Job::StartStorageClasses() {
   // One client slot per staging worker, and one for the consumer (it reads
   // the samples that replace skipped ones).
   cache_ = std::make_unique<CacheHierarchy>(config_, *plan_, rank(), *source_,
-                                            options.local_env != nullptr ? options.local_env : Env::Default(),
-                                            comm_.get(), staging.threads + 1, reader_, options.interrupt, &startup_);
+                                            options_.local_env != nullptr ? options_.local_env : Env::Default(),
+                                            comm_.get(), config_.storage_classes.at(0).threads + 1, reader_,
+                                            options_.interrupt, &startup_);
   cache_->Start();
   // What the classes really hold is what this job keeps of the process's budgets.
   const std::vector<ClassStatus> statuses = cache_->Status();
@@ -357,11 +388,13 @@ Job::Job(const JobOptions& options)
                     static_cast<double>(statuses.at(j - 1).planned_bytes) / (1024.0 * 1024.0));
     }
   }
-  startup_.Lap("cache_start");
+}
 
+void Job::StartStaging() {
+  const StorageClassConfig& staging = config_.storage_classes.at(0);
   // MB in configs are MiB (docs/config.md).
   const auto capacity = static_cast<int64_t>(staging.capacity_mb * 1024 * 1024);
-  staging_ = std::make_unique<StagingBuffer>(capacity, ItemOf(options.epochs, 0));
+  staging_ = std::make_unique<StagingBuffer>(capacity, ItemOf(options_.epochs, 0));
   staging_->SkipTo(plan_->StartItem(rank()));  // a resumed job reads only what is left
   if (const double percent = PercentOf(staging); percent > 0) {
     budget_->JoinStaging(percent, staging.capacity_mb * 100 / percent,
@@ -380,11 +413,6 @@ Job::Job(const JobOptions& options)
                                 " in the config's first storage class)");
     }
   }
-  // The job's threads call MPI: they stop before MPI is finalised, however
-  // the process exits. Registered last: a constructor that throws never
-  // leaves a stop function behind (its members stop their own threads).
-  if (comm_) mpi_user_ = Communicator::RegisterUser([this] { Close(); });
-  startup_.Lap("staging");
 }
 
 void Job::ReportStartupFailure(const CapturedError& error, double timeout_s) {

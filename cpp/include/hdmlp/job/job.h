@@ -278,6 +278,27 @@ class Job {
   void Close();
 
  private:
+  // The constructor's steps, in order (each a phase of StartupPhases()).
+  // The launcher's view, the batch size, the config and the transform chain.
+  void LoadConfigAndChain();
+  // The source (scanned or from the index cache), its reader, and a resume
+  // state checked against it.
+  void OpenDataset();
+  // Every rank's view of the job must agree; throws the same error on every rank.
+  void CheckRanksAgree(const CapturedError& local_error);
+  // threads = "auto": the staging workers' share of this rank's CPUs.
+  void SizeStagingThreads();
+  // The access plan, this rank's batches in it, and the classes' capacities.
+  void PlanAccess();
+  // Sizes the storage classes for this rank and this process's live jobs.
+  void ShareCapacities();
+  // The output shape and the batch pool (rows only), refused when a batch cannot fit.
+  void PlanBatchMemory();
+  // The cache hierarchy: its classes, placement, exchange and threads.
+  void StartStorageClasses();
+  // The staging buffer and its workers.
+  void StartStaging();
+
   void WorkerLoop(int slot);
   // Transforms `bytes` of `sample` into its row; false when the batch was
   // already handed out or dropped (nothing written).
@@ -316,10 +337,6 @@ class Job {
   bool PadWithRepeat(int64_t from);
   void RecordSkip(const std::string& message);
   [[noreturn]] void ThrowAndTellPeers(const CapturedError& error);
-  // Every rank's view of the job must agree; throws the same error on every rank.
-  void CheckRanksAgree(const CapturedError& local_error);
-  // Sizes the storage classes for this rank and this process's live jobs.
-  void ShareCapacities();
   void CheckNotForked(const char* what) const;
   int64_t ItemOf(int epoch, int64_t j) const { return static_cast<int64_t>(epoch) * epoch_size_ + j; }
   // The settings a state must match, and records the consumer's position.
