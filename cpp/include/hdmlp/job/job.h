@@ -45,16 +45,11 @@
 // With skip_bad_samples, a sample the pipeline rejects (a corrupt, truncated,
 // empty, unsupported or oversized image, or one of another size) is left
 // out instead and counted. Every rank still takes BatchesPerEpoch() steps,
-// none empty: a bad sample's row is filled by the last sample of this rank's
-// epoch not yet delivered, as long as every later batch of the epoch keeps
-// at least one sample (so only the epoch's last batch gets shorter, down to
-// one sample); after that, a batch with a bad sample is delivered shorter.
-// A batch none of whose samples is good, and that no later sample can fill,
-// gets one good sample of this rank's epoch again (the last one delivered,
-// else a later one), as DistributedSampler pads, counted in
-// padded_samples(); only when the rank's whole epoch holds no good sample
-// does it raise InvalidArgumentError naming the rank, epoch and files (the
-// other ranks are told). Every other sample is still delivered exactly
+// none empty: holes are filled from the end of the rank's epoch, and a
+// batch left with no good sample repeats one (padded_samples()), by the
+// rules of job/batch_assembly.h; only a rank's epoch with no good sample
+// raises InvalidArgumentError naming the rank, epoch and files (the other
+// ranks are told). Every other sample is still delivered exactly
 // once. Storage errors (missing file, failing reads) are raised in both
 // modes.
 //
