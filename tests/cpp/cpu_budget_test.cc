@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "hdmlp/config/config.h"
+#include "hdmlp/env/cgroup.h"
 #include "hdmlp/errors.h"
 #include "test_util.h"
 
@@ -84,6 +85,25 @@ TEST(CpuBudgetTest, CgroupPathOfAnotherNamespaceFallsBackToTheMountPoint) {
   WriteFile(root / "sys/fs/cgroup/cpu/cpu.cfs_quota_us", "200000\n");
   WriteFile(root / "sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
   EXPECT_EQ(ReadCpuBudget(root.path()).UsableCpus(), 2);
+}
+
+// The walk the memory limit (env/memory_limit.h) shares with the CPU quota:
+// each hierarchy that holds the controller, from the process's cgroup up.
+TEST(CpuBudgetTest, CgroupLevelsFollowOneControllerUpToEachMount) {
+  TempDir root;
+  FakeProc(root, "0-3", "5:memory:/job/step\n4:cpu,cpuacct:/other\n0::/slice/task\n", std::string(kV2Mount) + kV1CpuMount);
+  WriteFile(root / "sys/fs/cgroup/slice/task/memory.max", "1000\n");
+  WriteFile(root / "sys/fs/cgroup/memory/job/step/memory.limit_in_bytes", "1000\n");
+  const std::string top = root.path() + "/sys/fs/cgroup";
+  std::vector<std::string> dirs;
+  for (const CgroupLevel& level : CgroupLevels("memory", root.path())) {
+    dirs.push_back((level.v2 ? "v2 " : "v1 ") + level.dir.substr(top.size()));
+  }
+  EXPECT_EQ(dirs, (std::vector<std::string>{"v2 /slice/task", "v2 /slice", "v2 ", "v1 /memory/job/step",
+                                            "v1 /memory/job", "v1 /memory"}));
+  // Without a v1 line for the controller only the v2 hierarchy counts.
+  FakeProc(root, "0-3", "0::/slice/task\n", std::string(kV2Mount) + kV1CpuMount);
+  EXPECT_EQ(CgroupLevels("memory", root.path()).size(), 3u);
 }
 
 TEST(CpuBudgetTest, MissingOrBrokenFilesMeanNoLimit) {

@@ -7,10 +7,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <sstream>
 #include <utility>
 
+#include "hdmlp/env/cgroup.h"
 #include "hdmlp/env/text_file.h"
 #include "hdmlp/errors.h"
 
@@ -73,48 +73,6 @@ std::vector<int> StatusCpus(const std::string& root) {
   return {0};
 }
 
-struct CgroupMount {
-  std::string root;         // the mount's root within the cgroup hierarchy (mountinfo field 4)
-  std::string mount_point;  // where it is mounted (field 5)
-};
-
-// From /proc/self/mountinfo: the cgroup v2 mount (key "") and the cgroup v1
-// mount that holds the cpu controller (key "cpu").
-std::vector<std::pair<std::string, CgroupMount>> CgroupMounts(const std::string& root) {
-  std::vector<std::pair<std::string, CgroupMount>> mounts;
-  std::string text;
-  if (!ReadTextFile(root + "/proc/self/mountinfo", &text)) return mounts;
-  for (const std::string& line : Split(text, '\n')) {
-    // id parent major:minor root mount-point options [optional...] - fstype source super-options
-    std::istringstream in(line);
-    std::vector<std::string> f;
-    for (std::string w; in >> w;) f.push_back(w);
-    const auto dash = std::find(f.begin(), f.end(), "-");
-    if (f.size() < 5 || dash == f.end() || f.end() - dash < 4) continue;
-    const std::string& fstype = dash[1];
-    const CgroupMount m{f[3], f[4]};
-    if (fstype == "cgroup2") {
-      mounts.emplace_back("", m);
-    } else if (fstype == "cgroup") {
-      for (const std::string& option : Split(dash[3], ',')) {
-        if (option == "cpu") mounts.emplace_back("cpu", m);
-      }
-    }
-  }
-  return mounts;
-}
-
-// The directory of this process's cgroup under a mount: the path from
-// /proc/self/cgroup made relative to the mount's root. A path that is not
-// visible (another cgroup namespace) falls back to the mount point itself.
-std::string CgroupDirectory(const std::string& root, const CgroupMount& m, const std::string& path) {
-  std::string rel = path;
-  if (m.root != "/" && rel.rfind(m.root, 0) == 0) rel = rel.substr(m.root.size());
-  const std::string dir = root + m.mount_point + (rel == "/" ? "" : rel);
-  std::error_code ec;
-  return std::filesystem::is_directory(dir, ec) ? dir : root + m.mount_point;
-}
-
 // The quota in CPUs set in one cgroup directory, or 0 for none.
 double QuotaIn(const std::string& dir, bool v2, std::string* source) {
   std::string text;
@@ -156,37 +114,10 @@ CpuBudget ReadCpuBudget(const std::string& root) {
   CpuBudget b;
   b.cpus = root.empty() ? AffinityCpus() : StatusCpus(root);
   if (b.cpus.empty()) b.cpus = {0};
-  std::string cgroups;
-  ReadTextFile(root + "/proc/self/cgroup", &cgroups);
-  // "0::/path" (v2) and "N:cpu,cpuacct:/path" (v1).
-  std::string v2_path, v1_path;
-  bool has_v2 = false, has_v1 = false;
-  for (const std::string& line : Split(cgroups, '\n')) {
-    const size_t a = line.find(':'), z = a == std::string::npos ? a : line.find(':', a + 1);
-    if (z == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, z - a - 1), path = Trim(line.substr(z + 1));
-    if (line.substr(0, a) == "0" && controllers.empty()) {
-      v2_path = path, has_v2 = true;
-    } else {
-      for (const std::string& c : Split(controllers, ',')) {
-        if (c == "cpu") v1_path = path, has_v1 = true;
-      }
-    }
-  }
-  for (const auto& [controller, mount] : CgroupMounts(root)) {
-    const bool v2 = controller.empty();
-    if ((v2 && !has_v2) || (!v2 && !has_v1)) continue;
-    // From the process's cgroup up to the mount: every level's limit applies.
-    const std::string top = root + mount.mount_point;
-    for (std::string dir = CgroupDirectory(root, mount, v2 ? v2_path : v1_path);;) {
-      std::string source;
-      const double q = QuotaIn(dir, v2, &source);
-      if (q > 0 && (b.quota_cpus == 0 || q < b.quota_cpus)) b.quota_cpus = q, b.quota_source = source;
-      if (dir.size() <= top.size()) break;
-      const size_t slash = dir.rfind('/');
-      if (slash == std::string::npos || slash < top.size()) break;
-      dir = dir.substr(0, std::max(slash, top.size()));
-    }
+  for (const CgroupLevel& level : CgroupLevels("cpu", root)) {
+    std::string source;
+    const double q = QuotaIn(level.dir, level.v2, &source);
+    if (q > 0 && (b.quota_cpus == 0 || q < b.quota_cpus)) b.quota_cpus = q, b.quota_source = source;
   }
   return b;
 }

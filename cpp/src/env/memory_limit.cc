@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <sstream>
 #include <vector>
 
+#include "hdmlp/env/cgroup.h"
 #include "hdmlp/env/text_file.h"
 
 namespace hdmlp {
@@ -48,73 +48,23 @@ int64_t StatField(const std::string& path, const std::string& key) {
   return -1;
 }
 
-struct Mount {
-  std::string root, point;
-};
-
-// The cgroup v2 mount, or the v1 one with the memory controller.
-bool MemoryMount(bool v2, Mount* out) {
-  std::string text;
-  if (!ReadTextFile("/proc/self/mountinfo", &text)) return false;
-  std::istringstream lines(text);
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream in(line);
-    std::vector<std::string> f;
-    for (std::string w; in >> w;) f.push_back(w);
-    const auto dash = std::find(f.begin(), f.end(), "-");
-    if (f.size() < 5 || dash == f.end() || f.end() - dash < 4) continue;
-    const std::string& fstype = dash[1];
-    if (v2 && fstype == "cgroup2") {
-      *out = {f[3], f[4]};
-      return true;
-    }
-    if (!v2 && fstype == "cgroup" && ("," + dash[3] + ",").find(",memory,") != std::string::npos) {
-      *out = {f[3], f[4]};
-      return true;
-    }
-  }
-  return false;
-}
-
 // The tightest headroom along this process's cgroup path, v2 then v1.
 void CgroupLimit(MemoryLimit* best) {
-  std::string cgroups;
-  if (!ReadTextFile("/proc/self/cgroup", &cgroups)) return;
-  std::istringstream lines(cgroups);
-  std::string line;
-  while (std::getline(lines, line)) {
-    const size_t a = line.find(':'), z = a == std::string::npos ? a : line.find(':', a + 1);
-    if (z == std::string::npos) continue;
-    const std::string controllers = "," + line.substr(a + 1, z - a - 1) + ",";
-    const bool v2 = line.substr(0, a) == "0" && controllers == ",,";
-    if (!v2 && controllers.find(",memory,") == std::string::npos) continue;
-    Mount mount;
-    if (!MemoryMount(v2, &mount)) continue;
-    std::string rel = line.substr(z + 1);
-    if (mount.root != "/" && rel.compare(0, mount.root.size(), mount.root) == 0) rel = rel.substr(mount.root.size());
-    std::string dir = mount.point + (rel == "/" ? "" : rel);
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) dir = mount.point;
-    for (;;) {
-      const int64_t limit = CgroupNumber(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
-      if (limit >= 0) {
-        int64_t usage = CgroupNumber(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
-        // The working set: the page cache the kernel can drop first is not in the way.
-        const int64_t inactive = StatField(dir + "/memory.stat", v2 ? "inactive_file" : "total_inactive_file");
-        if (usage >= 0 && inactive > 0) usage = std::max<int64_t>(0, usage - inactive);
-        if (usage < 0) usage = 0;
-        const int64_t headroom = std::max<int64_t>(0, limit - usage);
-        if (best->available < 0 || headroom < best->available) {
-          best->available = headroom, best->limit = limit, best->used = usage;
-          best->what = "the memory limit of cgroup '" + dir + "' (" + (v2 ? "memory.max" : "memory.limit_in_bytes") + ")";
-          best->raise = "ask for more memory for the job (Slurm: --mem or --mem-per-cpu; a container's --memory)";
-        }
-      }
-      if (dir.size() <= mount.point.size()) break;
-      const size_t slash = dir.rfind('/');
-      if (slash == std::string::npos || slash < mount.point.size()) break;
-      dir = dir.substr(0, std::max(slash, mount.point.size()));
+  for (const CgroupLevel& level : CgroupLevels("memory")) {
+    const std::string& dir = level.dir;
+    const bool v2 = level.v2;
+    const int64_t limit = CgroupNumber(dir + (v2 ? "/memory.max" : "/memory.limit_in_bytes"));
+    if (limit < 0) continue;
+    int64_t usage = CgroupNumber(dir + (v2 ? "/memory.current" : "/memory.usage_in_bytes"));
+    // The working set: the page cache the kernel can drop first is not in the way.
+    const int64_t inactive = StatField(dir + "/memory.stat", v2 ? "inactive_file" : "total_inactive_file");
+    if (usage >= 0 && inactive > 0) usage = std::max<int64_t>(0, usage - inactive);
+    if (usage < 0) usage = 0;
+    const int64_t headroom = std::max<int64_t>(0, limit - usage);
+    if (best->available < 0 || headroom < best->available) {
+      best->available = headroom, best->limit = limit, best->used = usage;
+      best->what = "the memory limit of cgroup '" + dir + "' (" + (v2 ? "memory.max" : "memory.limit_in_bytes") + ")";
+      best->raise = "ask for more memory for the job (Slurm: --mem or --mem-per-cpu; a container's --memory)";
     }
   }
 }

@@ -188,58 +188,9 @@ Job::Job(const JobOptions& options)
   CapturedError local_error;
   std::exception_ptr local_exception;
   try {
-    if (comm_ && options.launcher_world_size > 0 &&
-        (options.launcher_rank != rank_ || options.launcher_world_size != world_size_)) {
-      throw InvalidArgumentError("MPI says this process is rank " + std::to_string(rank_) + " of " +
-                                 std::to_string(world_size_) + ", but according to " + options.launcher_name +
-                                 " it is rank " + std::to_string(options.launcher_rank) + " of " +
-                                 std::to_string(options.launcher_world_size) +
-                                 ": start the job with one launcher (mpirun/srun, or torchrun without MPI), or "
-                                 "give torch.distributed MPI's rank and world size");
-    }
-    if (options.batch_size_per_rank > kMaxBatchSize / world_size_) {
-      throw InvalidArgumentError("batch_size_per_rank " + std::to_string(options.batch_size_per_rank) + " times " +
-                                 std::to_string(world_size_) + " ranks is more than 2**62 samples per batch");
-    }
-    if (options.batch_size_per_rank > 0) options_.batch_size = options.batch_size_per_rank * world_size_;
-    config_ = Config::LoadFile(options.config_path);
-    if (options.staging_threads > 0) {
-      config_.storage_classes.at(0).threads = options.staging_threads;
-      config_.storage_classes.at(0).threads_auto = false;
-    }
-    // An impossible chain is refused here, before anything is read.
-    if (!options.transforms.empty()) pipeline_ = std::make_unique<TransformPipeline>(options.transforms);
+    LoadConfigAndChain();
     startup_.Lap("config");
-    // The config's "checkpoint" is the index cache: on or off, and where.
-    ScanOptions scan = options.scan;
-    if (!config_.checkpoint) scan.use_cache = false;
-    if (scan.cache_dir.empty()) scan.cache_dir = JoinPath(config_.checkpoint_path, "index");
-    scan.interrupt = options.interrupt;
-    scan.keep_damaged = scan.keep_damaged || options.skip_bad_samples;
-    source_ = OpenSource(env_, options.dataset_path, options.source, scan);
-    // on_error="skip": a shard cut short gave what it had; every sample it
-    // lost is counted and named, as a bad sample is, and each damage is a
-    // warning (Warnings()).
-    for (const auto& lost : source_->damaged_samples()) {
-      skipped_.fetch_add(1);
-      skipped_files_.push_back(lost);
-    }
-    arrays_ = source_->format() == SampleFormat::kArray;
-    if (arrays_ && pipeline_) {
-      throw InvalidArgumentError("'" + options.dataset_path + "' holds arrays (" + source_->sample_array()->ToString() +
-                                 ", a " + source_->kind() + " source), and transforms decode images: leave "
-                                 "transforms=None to receive each batch as one [B, ...] array");
-    }
-    // Every read of the dataset's storage from here on has a deadline.
-    reader_ = std::make_shared<SourceReader>(source_, shared_env_,
-                                             options.read_timeout_s > 0 ? options.read_timeout_s : options.timeout_s);
-    fingerprint_ = source_->Fingerprint();
-    if (options.resume) {
-      JobState mine = Settings();
-      mine.seed = options.has_seed ? options.seed : options.resume->seed;
-      const std::string why = ResumeMismatch(*options.resume, mine, options.dataset_path);
-      if (!why.empty()) throw InvalidArgumentError(why);
-    }
+    OpenDataset();
     startup_.Lap("scan");
   } catch (const std::exception&) {
     if (!ranks_talk) throw;
@@ -261,19 +212,97 @@ Job::Job(const JobOptions& options)
   // The ranks gathered what they needed: the hook may hold the caller's
   // objects (a Python function), which are not ours to keep.
   options_.gather = nullptr;
-  // threads = "auto": this process's CPUs, split between the ranks that share
-  // them. Without transforms the workers mostly wait for reads, and 4 of them
-  // overlap a slow store's latency on any machine.
-  if (StorageClassConfig& staging = config_.storage_classes.at(0); staging.threads_auto) {
-    staging.threads = ThreadsPerRank(staging.threads, ranks_sharing_cpus_);
-    if (pipeline_) staging.threads = std::max(1, staging.threads - options.spare_cores);
-    if (!pipeline_) staging.threads = std::max(staging.threads, 4);
-  }
+  SizeStagingThreads();
   startup_.Lap("startup_check");
+  PlanAccess();
+  startup_.Lap("access_plan");
+  PlanBatchMemory();
+  startup_.Lap("batch_memory");
+  StartStorageClasses();
+  startup_.Lap("cache_start");
+  StartStaging();
+  // The job's threads call MPI: they stop before MPI is finalised, however
+  // the process exits. Registered last: a constructor that throws never
+  // leaves a stop function behind (its members stop their own threads).
+  if (comm_) mpi_user_ = Communicator::RegisterUser([this] { Close(); });
+  startup_.Lap("staging");
+}
 
+void Job::LoadConfigAndChain() {
+  const JobOptions& options = options_;
+  if (comm_ && options.launcher_world_size > 0 &&
+      (options.launcher_rank != rank_ || options.launcher_world_size != world_size_)) {
+    throw InvalidArgumentError("MPI says this process is rank " + std::to_string(rank_) + " of " +
+                               std::to_string(world_size_) + ", but according to " + options.launcher_name +
+                               " it is rank " + std::to_string(options.launcher_rank) + " of " +
+                               std::to_string(options.launcher_world_size) +
+                               ": start the job with one launcher (mpirun/srun, or torchrun without MPI), or "
+                               "give torch.distributed MPI's rank and world size");
+  }
+  if (options.batch_size_per_rank > kMaxBatchSize / world_size_) {
+    throw InvalidArgumentError("batch_size_per_rank " + std::to_string(options.batch_size_per_rank) + " times " +
+                               std::to_string(world_size_) + " ranks is more than 2**62 samples per batch");
+  }
+  if (options.batch_size_per_rank > 0) options_.batch_size = options.batch_size_per_rank * world_size_;
+  config_ = Config::LoadFile(options.config_path);
+  if (options.staging_threads > 0) {
+    config_.storage_classes.at(0).threads = options.staging_threads;
+    config_.storage_classes.at(0).threads_auto = false;
+  }
+  // An impossible chain is refused here, before anything is read.
+  if (!options.transforms.empty()) pipeline_ = std::make_unique<TransformPipeline>(options.transforms);
+}
+
+void Job::OpenDataset() {
+  const JobOptions& options = options_;
+  // The config's "checkpoint" is the index cache: on or off, and where.
+  ScanOptions scan = options.scan;
+  if (!config_.checkpoint) scan.use_cache = false;
+  if (scan.cache_dir.empty()) scan.cache_dir = JoinPath(config_.checkpoint_path, "index");
+  scan.interrupt = options.interrupt;
+  scan.keep_damaged = scan.keep_damaged || options.skip_bad_samples;
+  source_ = OpenSource(env_, options.dataset_path, options.source, scan);
+  // on_error="skip": a shard cut short gave what it had; every sample it
+  // lost is counted and named, as a bad sample is, and each damage is a
+  // warning (Warnings()).
+  for (const auto& lost : source_->damaged_samples()) {
+    skipped_.fetch_add(1);
+    skipped_files_.push_back(lost);
+  }
+  arrays_ = source_->format() == SampleFormat::kArray;
+  if (arrays_ && pipeline_) {
+    throw InvalidArgumentError("'" + options.dataset_path + "' holds arrays (" + source_->sample_array()->ToString() +
+                               ", a " + source_->kind() + " source), and transforms decode images: leave "
+                               "transforms=None to receive each batch as one [B, ...] array");
+  }
+  // Every read of the dataset's storage from here on has a deadline.
+  reader_ = std::make_shared<SourceReader>(source_, shared_env_,
+                                           options.read_timeout_s > 0 ? options.read_timeout_s : options.timeout_s);
+  fingerprint_ = source_->Fingerprint();
+  if (options.resume) {
+    JobState mine = Settings();
+    mine.seed = options.has_seed ? options.seed : options.resume->seed;
+    const std::string why = ResumeMismatch(*options.resume, mine, options.dataset_path);
+    if (!why.empty()) throw InvalidArgumentError(why);
+  }
+}
+
+// threads = "auto": this process's CPUs, split between the ranks that share
+// them. Without transforms the workers mostly wait for reads, and 4 of them
+// overlap a slow store's latency on any machine.
+void Job::SizeStagingThreads() {
+  StorageClassConfig& staging = config_.storage_classes.at(0);
+  if (!staging.threads_auto) return;
+  staging.threads = ThreadsPerRank(staging.threads, ranks_sharing_cpus_);
+  if (pipeline_) staging.threads = std::max(1, staging.threads - options_.spare_cores);
+  if (!pipeline_) staging.threads = std::max(staging.threads, 4);
+}
+
+void Job::PlanAccess() {
+  const JobOptions& options = options_;
   PlanOptions plan;
   plan.num_samples = source_->size();
-  plan.batch_size = options_.batch_size;
+  plan.batch_size = options.batch_size;
   plan.epochs = options.epochs;
   plan.seed = seed_;
   plan.drop_last = options.drop_last;
@@ -299,17 +328,9 @@ Job::Job(const JobOptions& options)
   }
   SetPosition(plan_->start().epoch, plan_->StartBatch());
   ShareCapacities();
+}
 
-  batch_start_.assign(static_cast<size_t>(plan_->BatchesPerEpoch() + 1), 0);
-  int64_t largest_batch = 0;
-  for (int64_t b = 0; b < plan_->BatchesPerEpoch(); ++b) {
-    const int64_t size = plan_->LocalBatchSize(rank(), b);
-    batch_start_[static_cast<size_t>(b + 1)] = batch_start_[static_cast<size_t>(b)] + size;
-    largest_batch = std::max(largest_batch, size);
-  }
-  startup_.Lap("access_plan");
-
-  const StorageClassConfig& staging = config_.storage_classes.at(0);
+void Job::PlanBatchMemory() {
   if (pipeline_) {
     sample_shape_ = pipeline_->output().fixed ? pipeline_->output() : FirstImageShape();
     sample_bytes_ = sample_shape_.bytes();
@@ -318,35 +339,41 @@ Job::Job(const JobOptions& options)
     label_bytes_ = source_->label_array() != nullptr ? source_->label_array()->bytes() : 0;
   }
   memory_at_start_ = ReadMemoryLimit();
-  if (rows()) {
-    // A batch that cannot fit in the memory this process may still take is
-    // refused now, naming the sample size, the limit and the batch size that
-    // fits, rather than a bad_alloc at the first batch or the kernel's OOM kill.
-    BatchMemoryNeed need;
-    need.sample = source_->Describe(0);
-    need.row_kind = arrays_ ? "an array " + source_->sample_array()->ToString() +
-                                  (label_bytes_ > 0 ? " with its label array" : "")
-                            : "a transformed image " + sample_shape_.ToString();
-    need.row_bytes = sample_bytes_ + label_bytes_;
-    need.read_bytes = arrays_ ? sample_bytes_ + label_bytes_ : 0;  // a file's own size is checked as it is read
-    need.batch = std::max<int64_t>(largest_batch, 1);
-    need.world_size = world_size();
-    need.per_rank = options.batch_size_per_rank > 0;
-    if (const std::string why = BatchMemoryError(need, memory_at_start_); !why.empty()) throw AllocationError(why);
-    // One buffer per batch: its samples' rows, then (arrays) their label
-    // arrays from a 64-byte aligned offset. Enough free buffers for the
-    // batches the workers fill at once.
-    const int64_t rows_bytes = sample_bytes_ * std::max<int64_t>(largest_batch, 1);
-    labels_offset_ = (rows_bytes + 63) / 64 * 64;
-    pool_ = std::make_unique<BatchPool>(label_bytes_ > 0 ? labels_offset_ + label_bytes_ * largest_batch : rows_bytes,
-                                        staging.threads + 4, options.batch_allocator);
+  if (!rows()) return;
+  int64_t largest_batch = 1;
+  for (int64_t b = 0; b < plan_->BatchesPerEpoch(); ++b) {
+    largest_batch = std::max(largest_batch, plan_->LocalBatchSize(rank(), b));
   }
-  startup_.Lap("batch_memory");
+  // A batch that cannot fit in the memory this process may still take is
+  // refused now, naming the sample size, the limit and the batch size that
+  // fits, rather than a bad_alloc at the first batch or the kernel's OOM kill.
+  BatchMemoryNeed need;
+  need.sample = source_->Describe(0);
+  need.row_kind = arrays_ ? "an array " + source_->sample_array()->ToString() +
+                                (label_bytes_ > 0 ? " with its label array" : "")
+                          : "a transformed image " + sample_shape_.ToString();
+  need.row_bytes = sample_bytes_ + label_bytes_;
+  need.read_bytes = arrays_ ? sample_bytes_ + label_bytes_ : 0;  // a file's own size is checked as it is read
+  need.batch = largest_batch;
+  need.world_size = world_size();
+  need.per_rank = options_.batch_size_per_rank > 0;
+  if (const std::string why = BatchMemoryError(need, memory_at_start_); !why.empty()) throw AllocationError(why);
+  // One buffer per batch: its samples' rows, then (arrays) their label
+  // arrays from a 64-byte aligned offset. Enough free buffers for the
+  // batches the workers fill at once.
+  const int64_t rows_bytes = sample_bytes_ * largest_batch;
+  labels_offset_ = (rows_bytes + 63) / 64 * 64;
+  pool_ = std::make_unique<BatchPool>(label_bytes_ > 0 ? labels_offset_ + label_bytes_ * largest_batch : rows_bytes,
+                                      config_.storage_classes.at(0).threads + 4, options_.batch_allocator);
+}
+
+void Job::StartStorageClasses() {
   // One client slot per staging worker, and one for the consumer (it reads
   // the samples that replace skipped ones).
   cache_ = std::make_unique<CacheHierarchy>(config_, *plan_, rank(), *source_,
-                                            options.local_env != nullptr ? options.local_env : Env::Default(),
-                                            comm_.get(), staging.threads + 1, reader_, options.interrupt, &startup_);
+                                            options_.local_env != nullptr ? options_.local_env : Env::Default(),
+                                            comm_.get(), config_.storage_classes.at(0).threads + 1, reader_,
+                                            options_.interrupt, &startup_);
   cache_->Start();
   // What the classes really hold is what this job keeps of the process's budgets.
   const std::vector<ClassStatus> statuses = cache_->Status();
@@ -357,16 +384,19 @@ Job::Job(const JobOptions& options)
                     static_cast<double>(statuses.at(j - 1).planned_bytes) / (1024.0 * 1024.0));
     }
   }
-  startup_.Lap("cache_start");
+}
 
+void Job::StartStaging() {
+  const StorageClassConfig& staging = config_.storage_classes.at(0);
   // MB in configs are MiB (docs/config.md).
   const auto capacity = static_cast<int64_t>(staging.capacity_mb * 1024 * 1024);
-  staging_ = std::make_unique<StagingBuffer>(capacity, ItemOf(options.epochs, 0));
+  staging_ = std::make_unique<StagingBuffer>(capacity, ItemOf(options_.epochs, 0));
   staging_->SkipTo(plan_->StartItem(rank()));  // a resumed job reads only what is left
   if (const double percent = PercentOf(staging); percent > 0) {
     budget_->JoinStaging(percent, staging.capacity_mb * 100 / percent,
                          [this](int64_t bytes) { staging_->SetCapacity(bytes); });
   }
+  StartAssembly();
   workers_.reserve(static_cast<size_t>(staging.threads));
   for (int t = 0; t < staging.threads; ++t) {
     try {
@@ -380,11 +410,34 @@ Job::Job(const JobOptions& options)
                                 " in the config's first storage class)");
     }
   }
-  // The job's threads call MPI: they stop before MPI is finalised, however
-  // the process exits. Registered last: a constructor that throws never
-  // leaves a stop function behind (its members stop their own threads).
-  if (comm_) mpi_user_ = Communicator::RegisterUser([this] { Close(); });
-  startup_.Lap("staging");
+}
+
+void Job::StartAssembly() {
+  BatchAssembly::Layout layout;
+  layout.rank = rank();
+  layout.epoch_size = epoch_size_;
+  layout.batch_start.assign(static_cast<size_t>(plan_->BatchesPerEpoch() + 1), 0);
+  for (int64_t b = 0; b < plan_->BatchesPerEpoch(); ++b) {
+    const auto at = static_cast<size_t>(b);
+    layout.batch_start[at + 1] = layout.batch_start[at] + plan_->LocalBatchSize(rank(), b);
+  }
+  layout.rows = rows();
+  layout.row_bytes = sample_bytes_;
+  layout.label_bytes = label_bytes_;
+  layout.labels_offset = labels_offset_;
+  layout.skip_bad_samples = options_.skip_bad_samples;
+  layout.prototype.sample_shape = sample_shape_;
+  if (arrays_) {
+    layout.prototype.array = source_->sample_array();
+    layout.prototype.label_array = source_->label_array();
+  }
+  BatchAssembly::Hooks hooks;
+  hooks.batch_memory = [this](int epoch, int64_t batch) { return BatchMemory(epoch, batch); };
+  hooks.read_into_row = [this](int epoch, int64_t sample, uint8_t* memory, int64_t row) {
+    ReadIntoRow(epoch, sample, memory, row);
+  };
+  hooks.record_skip = [this](const std::string& why) { RecordSkip(why); };
+  assembly_ = std::make_unique<BatchAssembly>(std::move(layout), staging_.get(), &source_->labels(), std::move(hooks));
 }
 
 void Job::ReportStartupFailure(const CapturedError& error, double timeout_s) {
@@ -547,11 +600,6 @@ OutputShape Job::FirstImageShape() {
                              first_error.message());
 }
 
-int64_t Job::BatchOfPosition(int64_t j) const {
-  const auto it = std::upper_bound(batch_start_.begin(), batch_start_.end(), j);
-  return static_cast<int64_t>(it - batch_start_.begin()) - 1;
-}
-
 std::shared_ptr<uint8_t> Job::BatchMemory(int epoch, int64_t batch) {
   const int64_t key = static_cast<int64_t>(epoch) * plan_->BatchesPerEpoch() + batch;
   std::lock_guard<std::mutex> lock(assembly_mu_);
@@ -588,13 +636,13 @@ void Job::DropBatchesBelow(int epoch, int64_t batch) {
 }
 
 bool Job::TransformIntoBatch(int epoch, int64_t j, int64_t sample, SampleView bytes) {
-  const int64_t batch = BatchOfPosition(j);
+  const int64_t batch = assembly_->BatchOfPosition(j);
   // Holding the memory keeps it from being reused while this row is written,
   // even if the consumer hands the batch out meanwhile (then the row is
   // outside what it hands out: only moved samples are).
   std::shared_ptr<uint8_t> memory = BatchMemory(epoch, batch);
   if (!memory) return false;
-  TransformInto(epoch, sample, bytes, memory.get(), j - batch_start_[static_cast<size_t>(batch)]);
+  TransformInto(epoch, sample, bytes, memory.get(), j - assembly_->BatchBegin(batch));
   return true;
 }
 
@@ -662,12 +710,9 @@ void Job::WorkerLoop(int slot) {
     const int64_t sample = sample_of(item);
     try {
       CheckSampleFits(sample);
-      if (rows()) {
-        const int64_t moved_from = moved_from_item_.load(std::memory_order_relaxed);
-        if (item >= moved_from && item / epoch_size_ == moved_from / epoch_size_) {
-          staging_->Complete(item, SampleBuffer(), 0);  // already delivered in another row
-          continue;
-        }
+      if (rows() && assembly_->MovedAway(item)) {
+        staging_->Complete(item, SampleBuffer(), 0);  // already delivered in another row
+        continue;
       }
       if (rows()) {
         SampleBuffer storage;  // holds the bytes unless the RAM class lends them
@@ -707,22 +752,14 @@ void Job::BeginEpoch(int epoch) {
                                std::to_string(start.epoch) + " (global batch " + std::to_string(plan_->StartBatch()) +
                                "); epochs run in order");
   }
-  if (epoch_ >= 0 && !pending_.ids.empty()) metrics_.AddDelivered(epoch_, 0, pending_stall_);
+  if (epoch_ >= 0 && assembly_->partial()) metrics_.AddDelivered(epoch_, 0, assembly_->stall());
   epoch_ = epoch;
   metrics_.BeginConsumerEpoch(epoch);
-  epoch_order_ = plan_->Epoch(rank(), epoch);
   // The epoch the job resumed in goes on at its next global batch.
-  batch_ = epoch == start.epoch ? plan_->StartBatch() : 0;
-  next_j_ = batch_start_[static_cast<size_t>(batch_)];
-  epoch_end_ = epoch_size_;
-  last_good_sample_ = -1;
-  moved_from_item_.store(INT64_MAX);
-  pending_ = Batch();
-  pending_bad_.clear();
-  pending_stall_ = 0;
-  if (rows()) DropBatchesBelow(epoch, batch_);
-  staging_->SkipTo(ItemOf(epoch, next_j_));
-  SetPosition(epoch, batch_);
+  const int64_t batch = epoch == start.epoch ? plan_->StartBatch() : 0;
+  if (rows()) DropBatchesBelow(epoch, batch);
+  assembly_->BeginEpoch(epoch, plan_->Epoch(rank(), epoch), batch);
+  SetPosition(epoch, batch);
 }
 
 JobState Job::Settings() const {
@@ -800,54 +837,16 @@ std::vector<std::string> Job::SkippedFiles() const {
   return skipped_files_;
 }
 
-bool Job::FillFromEpochEnd(int64_t min_position) {
-  while (epoch_end_ - 1 >= min_position) {
-    const int64_t t = --epoch_end_;
-    moved_from_item_.store(ItemOf(epoch_, t));
-    const int64_t sample = epoch_order_->At(t);
-    try {
-      CheckSampleFits(sample);
-      const SampleBuffer bytes = ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
-      const auto row = static_cast<int64_t>(pending_.ids.size());
-      TransformInto(epoch_, sample, SampleView(bytes), pending_.images.get(), row);
-      pending_.ids.push_back(sample);
-      pending_.labels.push_back(source_->labels()[static_cast<size_t>(sample)]);
-      return true;
-    } catch (const AllocationError&) {
-      const std::string why = AllocationFailure(sample);
-      RecordSkip(why);
-      pending_bad_.push_back(why);
-    } catch (const InvalidArgumentError& e) {
-      RecordSkip(e.what());  // bad too: try the one before it
-      pending_bad_.push_back(e.what());
-    } catch (const std::bad_alloc&) {
-      const std::string why = AllocationFailure(sample);
-      RecordSkip(why);
-      pending_bad_.push_back(why);
-    }
+void Job::ReadIntoRow(int epoch, int64_t sample, uint8_t* memory, int64_t row) {
+  try {
+    CheckSampleFits(sample);
+    const SampleBuffer bytes = ReadSample(epoch, sample, /*slot=*/static_cast<int>(workers_.size()));
+    TransformInto(epoch, sample, SampleView(bytes), memory, row);
+  } catch (const AllocationError&) {
+    throw AllocationError(AllocationFailure(sample));
+  } catch (const std::bad_alloc&) {
+    throw AllocationError(AllocationFailure(sample));
   }
-  return false;
-}
-
-bool Job::PadWithRepeat(int64_t from) {
-  std::vector<int64_t> candidates;
-  if (last_good_sample_ >= 0) candidates.push_back(last_good_sample_);
-  for (int64_t t = from; t < epoch_end_; ++t) candidates.push_back(epoch_order_->At(t));
-  for (const int64_t sample : candidates) {
-    try {
-      CheckSampleFits(sample);
-      const SampleBuffer bytes = ReadSample(epoch_, sample, /*slot=*/static_cast<int>(workers_.size()));
-      TransformInto(epoch_, sample, SampleView(bytes), pending_.images.get(), 0);
-      pending_.ids.push_back(sample);
-      pending_.labels.push_back(source_->labels()[static_cast<size_t>(sample)]);
-      padded_.fetch_add(1);
-      return true;
-    } catch (const InvalidArgumentError&) {
-      // Bad too: it is skipped (and counted) when its own turn comes.
-    } catch (const std::bad_alloc&) {
-    }
-  }
-  return false;
 }
 
 SampleBuffer Job::ReadOnConsumer(int64_t sample) {
@@ -871,14 +870,15 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
   CheckNotForked("read a batch");
   if (closed_) throw ClosedError("the job is closed");
   if (epoch_ < 0) throw InvalidArgumentError("no epoch has been started: call BeginEpoch first");
+  BatchAssembly::Progress progress;
   // This call's time apart from waiting for samples: batch assembly (on every exit).
   struct AssemblyTimer {
     JobMetrics& metrics;
     int epoch;
+    const double& waited;
     Clock::time_point start = Clock::now();
-    double waited = 0;
     ~AssemblyTimer() { metrics.AddAssembly(epoch, SecondsSince(start) - waited); }
-  } assembly{metrics_, epoch_};
+  } assembly{metrics_, epoch_, progress.waited};
   const std::string peer_error = cache_->PeerAbortMessage();
   if (!peer_error.empty()) {
     // Passed on as it is, so that a rank that needs nothing from a lost peer stops too rather than
@@ -886,129 +886,14 @@ Job::Next Job::NextBatch(Batch* out, std::chrono::milliseconds max_wait) {
     cache_->AbortPeers(peer_error);
     throw IOError(peer_error + " (reported to rank " + std::to_string(rank()) + ")");
   }
-  const int64_t batches = plan_->BatchesPerEpoch();
-  if (batch_ >= batches) return Next::kEndOfEpoch;
-
-  const int64_t start = batch_start_[static_cast<size_t>(batch_)];
-  const int64_t nominal = batch_start_[static_cast<size_t>(batch_ + 1)] - start;
-  // skip_bad_samples: a hole takes a sample from the epoch's end only while
-  // every later batch keeps at least one (so every rank takes every step).
-  const int64_t last_batch_start = batch_start_[static_cast<size_t>(batches - 1)];
-  if (pending_.ids.empty() && pending_.samples.empty() && !pending_.images) {
-    pending_.epoch = epoch_;
-    pending_.index = batch_;
-    pending_.ids.reserve(static_cast<size_t>(nominal));
-    pending_.labels.reserve(static_cast<size_t>(nominal));
-    if (rows()) {
-      pending_.images = BatchMemory(epoch_, batch_);
-      pending_.sample_shape = sample_shape_;
-      if (arrays_) {
-        pending_.array = source_->sample_array();
-        pending_.label_array = source_->label_array();
-        if (label_bytes_ > 0) pending_.label_arrays = std::shared_ptr<uint8_t>(pending_.images, pending_.images.get() + labels_offset_);
-      }
-    } else {
-      pending_.samples.reserve(static_cast<size_t>(nominal));
-    }
-  }
-  const auto deadline = Clock::now() + max_wait;
-  // The last batch ends early when its last samples were moved into holes.
-  if (const int64_t last = std::min(start + nominal, epoch_end_) - 1; last > next_j_) {
-    // One wakeup for the batch, not one per sample (staging_buffer.h).
-    const auto wait_start = Clock::now();
-    staging_->WaitFor(ItemOf(epoch_, last), deadline);
-    const double waited = SecondsSince(wait_start);
-    pending_stall_ += waited;
-    assembly.waited += waited;
-  }
-  while (next_j_ < std::min(start + nominal, epoch_end_)) {
-    const int64_t j = next_j_;
-    SampleBuffer bytes;
-    CapturedError error;
-    const auto wait_start = Clock::now();
-    const auto result = staging_->Take(ItemOf(epoch_, j), deadline, &bytes, &error);
-    const double waited = SecondsSince(wait_start);
-    pending_stall_ += waited;
-    assembly.waited += waited;
-    switch (result) {
-      case StagingBuffer::TakeResult::kTimeout:
-        return Next::kTimeout;
-      case StagingBuffer::TakeResult::kClosed:
-        throw ClosedError("the job was closed while waiting for a batch");
-      case StagingBuffer::TakeResult::kFailed: {
-        if (rows() && options_.skip_bad_samples && error.IsInvalidArgument()) {
-          RecordSkip(error.message());
-          pending_bad_.push_back(error.message());
-          FillFromEpochEnd(start == last_batch_start ? j + 1 : last_batch_start + 1);
-          ++next_j_;
-          continue;
-        }
-        // Skip the rest of the batch so the next call starts a whole batch.
-        const int64_t batch_end = start + nominal;
-        next_j_ = batch_end;
-        staging_->SkipTo(ItemOf(epoch_, batch_end));
-        ++batch_;
-        SetPosition(epoch_, batch_);
-        metrics_.AddDelivered(epoch_, 0, pending_stall_);
-        if (rows()) DropBatchesBelow(epoch_, batch_);
-        pending_ = Batch();
-        pending_bad_.clear();
-        pending_stall_ = 0;
-        ThrowAndTellPeers(error);
-      }
-      case StagingBuffer::TakeResult::kReady:
-        break;
-    }
-    const int64_t sample = epoch_order_->At(j);
-    if (rows()) {
-      // Rows left by holes nothing could fill close up: the batch's rows
-      // are its first ids.size() rows (and so are its label arrays').
-      const int64_t row = j - start, to = static_cast<int64_t>(pending_.ids.size());
-      if (row != to) {
-        std::memmove(pending_.images.get() + to * sample_bytes_, pending_.images.get() + row * sample_bytes_,
-                     static_cast<size_t>(sample_bytes_));
-        if (label_bytes_ > 0) {
-          uint8_t* labels = pending_.images.get() + labels_offset_;
-          std::memmove(labels + to * label_bytes_, labels + row * label_bytes_, static_cast<size_t>(label_bytes_));
-        }
-      }
-    }
-    pending_.ids.push_back(sample);
-    pending_.labels.push_back(source_->labels()[static_cast<size_t>(sample)]);
-    if (!rows()) pending_.samples.push_back(std::move(bytes));
-    ++next_j_;
-  }
-  // Every sample of this batch was bad, and taking one from a later batch
-  // would have emptied that one: an empty step would desynchronise the
-  // ranks' collectives, so a good sample of the epoch is delivered again.
-  if (pending_.ids.empty() && rows() && options_.skip_bad_samples) PadWithRepeat(start + nominal);
-  const int64_t size = static_cast<int64_t>(pending_.ids.size());
-  if (size > 0) last_good_sample_ = pending_.ids.back();
-  metrics_.AddDelivered(epoch_, size, pending_stall_);
-  ++batch_;
-  SetPosition(epoch_, batch_);
-  if (rows()) DropBatchesBelow(epoch_, batch_);  // the memory now belongs to *out alone
-  pending_stall_ = 0;
-  if (size == 0) {
-    // Not one sample of this rank's epoch is good: nothing can fill a step.
-    std::string files;
-    for (const auto& why : pending_bad_) files += (files.empty() ? "" : "; ") + why;
-    const std::string message =
-        "rank " + std::to_string(rank()) + ": every sample of batch " + std::to_string(batch_ - 1) + " of epoch " +
-        std::to_string(epoch_) + " is bad, and this rank's epoch has no good sample to repeat in its place "
-        "(on_error=\"skip\" keeps every step non-empty so that the ranks stay in step): " +
-        files + "; remove or fix these files";
-    pending_ = Batch();
-    pending_bad_.clear();
-    try {
-      throw InvalidArgumentError(message);
-    } catch (...) {
-      ThrowAndTellPeers(CapturedError::FromCurrentException());
-    }
-  }
-  *out = std::move(pending_);
-  pending_ = Batch();
-  pending_bad_.clear();
+  const BatchAssembly::Step step = assembly_->Next(out, Clock::now() + max_wait, &progress);
+  if (step == BatchAssembly::Step::kEndOfEpoch) return Next::kEndOfEpoch;
+  if (step == BatchAssembly::Step::kTimeout) return Next::kTimeout;
+  const bool delivered = step == BatchAssembly::Step::kBatch;
+  metrics_.AddDelivered(epoch_, delivered ? static_cast<int64_t>(out->ids.size()) : 0, progress.batch_stall);
+  SetPosition(epoch_, assembly_->next_batch());
+  if (rows()) DropBatchesBelow(epoch_, assembly_->next_batch());  // the memory now belongs to *out alone
+  if (!delivered) ThrowAndTellPeers(progress.error);
   return Next::kBatch;
 }
 

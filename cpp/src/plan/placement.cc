@@ -323,9 +323,18 @@ int Placement::ClassOf(int64_t sample) const {
   return index_classes_[static_cast<size_t>(it - index_samples_.begin())];
 }
 
-Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int64_t>& sizes,
-                        const std::vector<int64_t>& capacities_bytes, const PlanningOptions& options) {
-  CheckRank(plan, rank);
+namespace {
+
+// A sample's ordering key, (first read << count bits) | (E - count), and
+// its index into the placement's sorted samples.
+struct KeyedSample {
+  uint64_t key;
+  uint64_t idx;
+};
+
+// The checked total of classes 1..J's capacities (saturating at 2^63 - 1).
+int64_t TotalCapacity(const AccessPlan& plan, const std::vector<int64_t>& sizes,
+                      const std::vector<int64_t>& capacities_bytes) {
   const int64_t num_samples = plan.options().num_samples;
   if (static_cast<int64_t>(sizes.size()) != num_samples) {
     throw InvalidArgumentError("sizes has " + std::to_string(sizes.size()) + " entries but the dataset has " +
@@ -337,9 +346,8 @@ Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int6
   if (capacities_bytes.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
     throw InvalidArgumentError("too many storage classes");
   }
-  const size_t classes = capacities_bytes.size();
   int64_t total_capacity = 0;
-  for (size_t j = 1; j < classes; ++j) {
+  for (size_t j = 1; j < capacities_bytes.size(); ++j) {
     if (capacities_bytes[j] < 0) {
       throw InvalidArgumentError("capacity of storage class " + std::to_string(j) + " is negative (" +
                                  std::to_string(capacities_bytes[j]) + " bytes)");
@@ -348,7 +356,59 @@ Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int6
                          ? std::numeric_limits<int64_t>::max()
                          : total_capacity + capacities_bytes[j];
   }
+  return total_capacity;
+}
 
+// samples[] and sizes[] are read at random: prefetched this far ahead.
+constexpr size_t kAhead = 16;
+
+// First fit in frequency order: cls[idx] = the class of samples[idx] (0:
+// none), and placement->class_bytes; returns the samples placed per class.
+// A class that is exactly full leaves the scan, and the walk ends once
+// every class has.
+std::vector<size_t> FirstFit(const std::vector<KeyedSample>& by_freq, const std::vector<int64_t>& samples,
+                             const std::vector<int64_t>& sizes, const std::vector<int64_t>& capacities_bytes,
+                             std::vector<int32_t>* cls, Placement* placement) {
+  const size_t classes = capacities_bytes.size();
+  std::vector<int64_t> remaining(capacities_bytes);
+  std::vector<size_t> open;  // classes with capacity left, in order
+  for (size_t j = 1; j < classes; ++j) {
+    if (remaining[j] > 0) open.push_back(j);
+  }
+  std::vector<size_t> per_class(classes, 0);
+  for (size_t i = 0; i < by_freq.size() && !open.empty(); ++i) {
+    if (i + 2 * kAhead < by_freq.size()) __builtin_prefetch(&samples[by_freq[i + 2 * kAhead].idx]);
+    if (i + kAhead < by_freq.size()) {
+      __builtin_prefetch(&sizes[static_cast<size_t>(samples[by_freq[i + kAhead].idx])]);
+    }
+    const size_t idx = by_freq[i].idx;
+    const int64_t sample = samples[idx];
+    const int64_t size = sizes[static_cast<size_t>(sample)];
+    if (size < 0) {
+      throw InvalidArgumentError("sample " + std::to_string(sample) + " has a negative size (" +
+                                 std::to_string(size) + " bytes)");
+    }
+    for (size_t k = 0; k < open.size(); ++k) {
+      const size_t j = open[k];
+      if (size > remaining[j]) continue;
+      remaining[j] -= size;
+      placement->class_bytes[j] += size;
+      (*cls)[idx] = static_cast<int32_t>(j);
+      ++per_class[j];
+      if (remaining[j] == 0) open.erase(open.begin() + static_cast<std::ptrdiff_t>(k));
+      break;
+    }
+  }
+  return per_class;
+}
+
+}  // namespace
+
+Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int64_t>& sizes,
+                        const std::vector<int64_t>& capacities_bytes, const PlanningOptions& options) {
+  CheckRank(plan, rank);
+  const int64_t total_capacity = TotalCapacity(plan, sizes, capacities_bytes);
+  const size_t classes = capacities_bytes.size();
   Placement placement;
   placement.class_samples.assign(classes, {});
   placement.class_bytes.assign(classes, 0);
@@ -378,12 +438,8 @@ Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int6
   if (first_bits + count_bits > 64) {
     throw InvalidArgumentError("the job is too large to plan: epochs^2 * samples per epoch must be below 2^64");
   }
-  struct Rec {
-    uint64_t key;
-    uint64_t idx;
-  };
   const size_t distinct = uses.size();
-  std::vector<Rec> by_first(distinct), scratch;
+  std::vector<KeyedSample> by_first(distinct), scratch;
   std::vector<int64_t> samples(distinct);  // all that is left of uses: 8 bytes a sample, not 24
   for (size_t i = 0; i < distinct; ++i) {
     by_first[i] = {(static_cast<uint64_t>(uses[i].first_item) << count_bits) |
@@ -392,12 +448,12 @@ Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int6
     samples[i] = uses[i].sample;
   }
   std::vector<SampleUse>().swap(uses);
-  RadixSort(by_first, scratch, first_bits, [count_bits](const Rec& r) { return r.key >> count_bits; });
-  if (count_bits <= 8) std::vector<Rec>().swap(scratch);  // one pass: scatters straight into by_freq
-  std::vector<Rec> by_freq;
+  RadixSort(by_first, scratch, first_bits, [count_bits](const KeyedSample& r) { return r.key >> count_bits; });
+  if (count_bits <= 8) std::vector<KeyedSample>().swap(scratch);  // one pass: scatters straight into by_freq
+  std::vector<KeyedSample> by_freq;
   const uint64_t count_mask = (uint64_t{1} << count_bits) - 1;
-  RadixSortInto(by_first, by_freq, scratch, count_bits, [count_mask](const Rec& r) { return r.key & count_mask; });
-  std::vector<Rec>().swap(scratch);
+  RadixSortInto(by_first, by_freq, scratch, count_bits, [count_mask](const KeyedSample& r) { return r.key & count_mask; });
+  std::vector<KeyedSample>().swap(scratch);
   if (options.first_epoch_first) {
     // The samples this rank reads first of all ranks: its reads of the start
     // epoch (what is left of it), and after a start inside an epoch, those
@@ -405,7 +461,7 @@ Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int6
     const int64_t epoch_size = plan.RankEpochSize(rank);
     const auto first_end = static_cast<uint64_t>((static_cast<int64_t>(plan.start().epoch) + 1) * epoch_size);
     const bool mid_epoch = plan.start().position > 0;
-    std::stable_partition(by_freq.begin(), by_freq.end(), [&](const Rec& r) {
+    std::stable_partition(by_freq.begin(), by_freq.end(), [&](const KeyedSample& r) {
       const uint64_t first = r.key >> count_bits;
       if (first < first_end) return true;
       return mid_epoch && first < first_end + static_cast<uint64_t>(epoch_size) &&
@@ -413,56 +469,26 @@ Placement PlanPlacement(const AccessPlan& plan, int rank, const std::vector<int6
     });
   }
 
-  // First fit in frequency order. A class that is exactly full leaves the
-  // scan, and the walk ends once every class has.
   std::vector<int32_t> cls(distinct, 0);
-  std::vector<int64_t> remaining(capacities_bytes);
-  std::vector<size_t> open;  // classes with capacity left, in order
-  for (size_t j = 1; j < classes; ++j) {
-    if (remaining[j] > 0) open.push_back(j);
-  }
-  // samples[] and sizes[] are read at random: prefetch both well ahead.
-  constexpr size_t kAhead = 16;
-  int64_t placed = 0;
-  std::vector<size_t> per_class(classes, 0);
-  for (size_t i = 0; i < by_freq.size() && !open.empty(); ++i) {
-    if (i + 2 * kAhead < by_freq.size()) __builtin_prefetch(&samples[by_freq[i + 2 * kAhead].idx]);
-    if (i + kAhead < by_freq.size()) {
-      __builtin_prefetch(&sizes[static_cast<size_t>(samples[by_freq[i + kAhead].idx])]);
-    }
-    const size_t idx = by_freq[i].idx;
-    const int64_t sample = samples[idx];
-    const int64_t size = sizes[static_cast<size_t>(sample)];
-    if (size < 0) {
-      throw InvalidArgumentError("sample " + std::to_string(sample) + " has a negative size (" +
-                                 std::to_string(size) + " bytes)");
-    }
-    for (size_t k = 0; k < open.size(); ++k) {
-      const size_t j = open[k];
-      if (size > remaining[j]) continue;
-      remaining[j] -= size;
-      placement.class_bytes[j] += size;
-      cls[idx] = static_cast<int32_t>(j);
-      ++placed;
-      ++per_class[j];
-      if (remaining[j] == 0) open.erase(open.begin() + static_cast<std::ptrdiff_t>(k));
-      break;
-    }
-  }
-  std::vector<Rec>().swap(by_freq);
+  const std::vector<size_t> per_class = FirstFit(by_freq, samples, sizes, capacities_bytes, &cls, &placement);
+  std::vector<KeyedSample>().swap(by_freq);
 
   // Each class in order of first read, the order its prefetchers fill it.
-  for (size_t j = 1; j < classes; ++j) placement.class_samples[j].reserve(per_class[j]);
+  size_t placed = 0;
+  for (size_t j = 1; j < classes; ++j) {
+    placement.class_samples[j].reserve(per_class[j]);
+    placed += per_class[j];
+  }
   for (size_t i = 0; i < by_first.size(); ++i) {
     if (i + kAhead < by_first.size()) __builtin_prefetch(&cls[by_first[i + kAhead].idx]);
     const size_t idx = by_first[i].idx;
     if (cls[idx] != 0) placement.class_samples[static_cast<size_t>(cls[idx])].push_back(samples[idx]);
   }
-  std::vector<Rec>().swap(by_first);
+  std::vector<KeyedSample>().swap(by_first);
 
   // The ClassOf index: samples is sorted, so a scan gives it sorted.
-  placement.index_samples_.reserve(static_cast<size_t>(placed));
-  placement.index_classes_.reserve(static_cast<size_t>(placed));
+  placement.index_samples_.reserve(placed);
+  placement.index_classes_.reserve(placed);
   for (size_t i = 0; i < distinct; ++i) {
     if (cls[i] == 0) continue;
     placement.index_samples_.push_back(samples[i]);

@@ -368,6 +368,49 @@ std::vector<std::pair<int64_t, int64_t>> ChunkRanges(const Hdf5Source::Dataset& 
   return ranges;
 }
 
+// Integer labels [N], each a class index: the classes are "0" to the largest.
+void ReadClassLabels(hid_t dataset, int64_t n, const std::string& name, const std::string& path, SampleIndex* index) {
+  std::vector<int64_t> values(static_cast<size_t>(n));
+  if (H5Dread(dataset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0) {
+    throw InvalidArgumentError("cannot read the labels '" + name + "' of '" + path + "': " + LibraryError());
+  }
+  int64_t max_label = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] < 0 || values[i] > kMaxLabel) {
+      throw InvalidArgumentError("label " + std::to_string(values[i]) + " of sample " + std::to_string(i) + " in '" +
+                                 name + "' of '" + path + "' is not a class index (0 to " + std::to_string(kMaxLabel) +
+                                 "; the classes are \"0\" to the largest label, listed densely)");
+    }
+    max_label = std::max(max_label, values[i]);
+  }
+  index->labels.assign(values.begin(), values.end());
+  for (int64_t c = 0; c <= max_label; ++c) index->classes.push_back(std::to_string(c));
+}
+
+// A sample is one buffer in memory: refused here, naming the dataset,
+// rather than a bare bad_alloc at its first read.
+void CheckSampleBytes(const ArraySpec& sample, const ArraySpec* label, const std::string& name,
+                      const std::string& path) {
+  double sample_bytes = static_cast<double>(sample.element_size);
+  for (int64_t d : sample.shape) sample_bytes *= static_cast<double>(d);
+  if (label != nullptr) {
+    double label_bytes = static_cast<double>(label->element_size);
+    for (int64_t d : label->shape) label_bytes *= static_cast<double>(d);
+    sample_bytes += label_bytes;
+  }
+  if (sample_bytes > static_cast<double>(kMaxSampleBytes)) {
+    throw InvalidArgumentError("dataset '" + name + "' of '" + path + "' has samples of " + sample.ToString() + ", " +
+                               std::to_string(static_cast<int64_t>(sample_bytes)) + " bytes each: more than the " +
+                               std::to_string(kMaxSampleBytes >> 30) +
+                               " GiB a sample may have (each is read whole into memory); is the sample "
+                               "dimension the first?");
+  }
+  if (sample.bytes() == 0) {
+    throw InvalidArgumentError("dataset '" + name + "' of '" + path + "' has empty samples (shape " +
+                               sample.ToString() + ")");
+  }
+}
+
 }  // namespace
 
 // ---- The source ---------------------------------------------------------------
@@ -436,23 +479,7 @@ Hdf5Source::Hdf5Source(Env* env, const std::string& path, const SourceOptions& o
                                      " rows: it needs one label (or label array) per sample");
         }
         if (labels_->dims.size() == 1 && labels_->spec.dtype.find("int") != std::string::npos) {
-          std::vector<int64_t> values(static_cast<size_t>(n));
-          if (H5Dread(labels_->id, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0) {
-            throw InvalidArgumentError("cannot read the labels '" + options.hdf5_labels + "' of '" + path +
-                                       "': " + LibraryError());
-          }
-          int64_t max_label = 0;
-          for (size_t i = 0; i < values.size(); ++i) {
-            if (values[i] < 0 || values[i] > kMaxLabel) {
-              throw InvalidArgumentError("label " + std::to_string(values[i]) + " of sample " + std::to_string(i) +
-                                         " in '" + options.hdf5_labels + "' of '" + path +
-                                         "' is not a class index (0 to " + std::to_string(kMaxLabel) +
-                                         "; the classes are \"0\" to the largest label, listed densely)");
-            }
-            max_label = std::max(max_label, values[i]);
-          }
-          index_.labels.assign(values.begin(), values.end());
-          for (int64_t c = 0; c <= max_label; ++c) index_.classes.push_back(std::to_string(c));
+          ReadClassLabels(labels_->id, n, options.hdf5_labels, path, &index_);
           labels_.reset();
         } else {
           has_label_array_ = true;
@@ -464,26 +491,7 @@ Hdf5Source::Hdf5Source(Env* env, const std::string& path, const SourceOptions& o
       for (int64_t i = 0; i < n; ++i) index_.names.push_back(path + ":" + options.hdf5_samples + "[" + std::to_string(i) + "]");
     }
     if (n == 0) throw InvalidArgumentError("dataset '" + options.hdf5_samples + "' of '" + path + "' holds no sample");
-    // A sample is one buffer in memory: refused here, naming the dataset,
-    // rather than a bare bad_alloc at its first read.
-    double sample_bytes = static_cast<double>(sample_spec_.element_size);
-    for (int64_t d : sample_spec_.shape) sample_bytes *= static_cast<double>(d);
-    if (has_label_array_) {
-      double label_bytes = static_cast<double>(label_spec_.element_size);
-      for (int64_t d : label_spec_.shape) label_bytes *= static_cast<double>(d);
-      sample_bytes += label_bytes;
-    }
-    if (sample_bytes > static_cast<double>(kMaxSampleBytes)) {
-      throw InvalidArgumentError("dataset '" + options.hdf5_samples + "' of '" + path + "' has samples of " +
-                                 sample_spec_.ToString() + ", " + std::to_string(static_cast<int64_t>(sample_bytes)) +
-                                 " bytes each: more than the " + std::to_string(kMaxSampleBytes >> 30) +
-                                 " GiB a sample may have (each is read whole into memory); is the sample "
-                                 "dimension the first?");
-    }
-    if (sample_spec_.bytes() == 0) {
-      throw InvalidArgumentError("dataset '" + options.hdf5_samples + "' of '" + path + "' has empty samples (shape " +
-                                 sample_spec_.ToString() + ")");
-    }
+    CheckSampleBytes(sample_spec_, has_label_array_ ? &label_spec_ : nullptr, options.hdf5_samples, path);
     if (index_.labels.empty()) index_.labels.assign(static_cast<size_t>(n), 0);
     index_.sizes.assign(static_cast<size_t>(n), sample_spec_.bytes() + (has_label_array_ ? label_spec_.bytes() : 0));
     if (folder_) {

@@ -106,6 +106,62 @@ std::string DtypeName(char kind, int64_t size) {
   return "";
 }
 
+// The header's dict: descr, fortran_order and shape into *out; "" or what is wrong.
+std::string ReadHeaderDict(Literal lit, NpyHeader* out) {
+  bool has_descr = false, has_order = false, has_shape = false;
+  if (!lit.Take('{')) return "its header is not a dict literal";
+  while (!lit.Take('}')) {
+    std::string key;
+    if (!lit.String(&key) || !lit.Take(':')) {
+      return "its header is not a dict literal of descr, fortran_order and shape";
+    }
+    if (key == "descr") {
+      if (lit.Peek('[')) return "it holds a structured dtype (descr is a list of fields); hdmlp reads plain arrays";
+      if (!lit.String(&out->descr)) return "its descr is not a string";
+      has_descr = true;
+    } else if (key == "fortran_order") {
+      if (!lit.Bool(&out->fortran_order)) return "its fortran_order is not True or False";
+      has_order = true;
+    } else if (key == "shape") {
+      if (!lit.Tuple(&out->shape)) return "its shape is not a tuple of non-negative integers";
+      has_shape = true;
+    } else {
+      return "its header has an unknown key '" + key + "'";
+    }
+    if (!lit.Take(',') && !lit.Peek('}')) return "its header is not a dict literal (a ',' or '}' is missing)";
+  }
+  if (!lit.AtEnd() || !has_descr || !has_order || !has_shape) {
+    return "its header lacks descr, fortran_order or shape, or has bytes after the dict";
+  }
+  return "";
+}
+
+// The element size, dtype and byte order of out->descr; "" or what is wrong.
+std::string ReadDescr(NpyHeader* out) {
+  const std::string& d = out->descr;
+  if (d.size() >= 2 && d[1] == 'O') return "it holds Python objects (descr '" + d + "'), which only pickle can read";
+  if (d.size() < 3 || (d[0] != '<' && d[0] != '>' && d[0] != '|' && d[0] != '=')) {
+    return "its descr '" + d + "' is not a byte order, a kind and a size";
+  }
+  int64_t size = 0;
+  for (size_t i = 2; i < d.size(); ++i) {
+    if (d[i] < '0' || d[i] > '9' || size > (1 << 20)) {
+      size = -1;
+      break;
+    }
+    size = size * 10 + (d[i] - '0');
+  }
+  const char kind = d[1];
+  if (kind == 'U') size *= 4;  // characters of UCS-4
+  if (size <= 0 || kind == 'O') {
+    return "its descr '" + d + "' has no fixed element size (object arrays hold Python objects)";
+  }
+  out->element_size = size;
+  out->dtype = DtypeName(kind, size);
+  out->byte_swapped = size > 1 && ((d[0] == '>' && LittleEndianMachine()) || (d[0] == '<' && !LittleEndianMachine()));
+  return "";
+}
+
 }  // namespace
 
 std::string NpyHeader::ArrayProblem() const {
@@ -154,89 +210,19 @@ bool ParseNpyHeader(const uint8_t* data, size_t n, NpyHeader* out, std::string* 
     *needed = total;
     return false;
   }
-  Literal lit(reinterpret_cast<const char*>(data + preamble), static_cast<size_t>(length));
-  bool has_descr = false, has_order = false, has_shape = false;
-  if (!lit.Take('{')) {
-    *error = "its header is not a dict literal";
-    return false;
-  }
-  while (!lit.Take('}')) {
-    std::string key;
-    if (!lit.String(&key) || !lit.Take(':')) {
-      *error = "its header is not a dict literal of descr, fortran_order and shape";
-      return false;
-    }
-    if (key == "descr") {
-      if (lit.Peek('[')) {
-        *error = "it holds a structured dtype (descr is a list of fields); hdmlp reads plain arrays";
-        return false;
-      }
-      if (!lit.String(&out->descr)) {
-        *error = "its descr is not a string";
-        return false;
-      }
-      has_descr = true;
-    } else if (key == "fortran_order") {
-      if (!lit.Bool(&out->fortran_order)) {
-        *error = "its fortran_order is not True or False";
-        return false;
-      }
-      has_order = true;
-    } else if (key == "shape") {
-      if (!lit.Tuple(&out->shape)) {
-        *error = "its shape is not a tuple of non-negative integers";
-        return false;
-      }
-      has_shape = true;
-    } else {
-      *error = "its header has an unknown key '" + key + "'";
-      return false;
-    }
-    if (!lit.Take(',') && !lit.Peek('}')) {
-      *error = "its header is not a dict literal (a ',' or '}' is missing)";
-      return false;
-    }
-  }
-  if (!lit.AtEnd() || !has_descr || !has_order || !has_shape) {
-    *error = "its header lacks descr, fortran_order or shape, or has bytes after the dict";
-    return false;
-  }
-  const std::string& d = out->descr;
-  if (d.size() >= 2 && d[1] == 'O') {
-    *error = "it holds Python objects (descr '" + d + "'), which only pickle can read";
-    return false;
-  }
-  if (d.size() < 3 || (d[0] != '<' && d[0] != '>' && d[0] != '|' && d[0] != '=')) {
-    *error = "its descr '" + d + "' is not a byte order, a kind and a size";
-    return false;
-  }
-  int64_t size = 0;
-  for (size_t i = 2; i < d.size(); ++i) {
-    if (d[i] < '0' || d[i] > '9' || size > (1 << 20)) {
-      size = -1;
-      break;
-    }
-    size = size * 10 + (d[i] - '0');
-  }
-  const char kind = d[1];
-  if (kind == 'U') size *= 4;  // characters of UCS-4
-  if (size <= 0 || kind == 'O') {
-    *error = "its descr '" + d + "' has no fixed element size (object arrays hold Python objects)";
-    return false;
-  }
-  out->element_size = size;
-  out->dtype = DtypeName(kind, size);
-  out->byte_swapped = size > 1 && ((d[0] == '>' && LittleEndianMachine()) || (d[0] == '<' && !LittleEndianMachine()));
+  *error = ReadHeaderDict(Literal(reinterpret_cast<const char*>(data + preamble), static_cast<size_t>(length)), out);
+  if (error->empty()) *error = ReadDescr(out);
+  if (!error->empty()) return false;
   int64_t elements = 1;
   for (int64_t dim : out->shape) {
-    if (dim != 0 && elements > std::numeric_limits<int64_t>::max() / dim / size) {
+    if (dim != 0 && elements > std::numeric_limits<int64_t>::max() / dim / out->element_size) {
       *error = "its shape is too large";
       return false;
     }
     elements *= dim;
   }
   out->header_size = static_cast<int64_t>(total);
-  out->data_bytes = elements * size;
+  out->data_bytes = elements * out->element_size;
   return true;
 }
 

@@ -182,23 +182,14 @@ Source::Extent PackSource::ExtentOf(int64_t i) const {
 }
 
 std::vector<SampleBuffer> PackSource::ReadRun(int64_t first, int64_t count) {
-  CheckSample(first);
-  CheckSample(first + count - 1);
-  const Extent a = ExtentOf(first), b = ExtentOf(first + count - 1);
-  if (count == 1 || a.file != b.file || b.offset < a.offset) return Source::ReadRun(first, count);
-  // One read of the span; a sample past a truncated shard's end fails alone.
-  const Shard& shard = shards_[static_cast<size_t>(a.file)];
-  if (b.offset + b.size > shard.size) return Source::ReadRun(first, count);
-  return ReadSpan(ShardFile(static_cast<uint32_t>(a.file)), first, count,
-                  [this](int64_t i, const SampleBuffer& bytes) { CheckCrc(i, bytes); });
+  return ReadExtentRun(
+      first, count, [this](int64_t file) { return shards_[static_cast<size_t>(file)].size; },
+      [this](int64_t file) { return ShardFile(static_cast<uint32_t>(file)); },
+      [this](int64_t i, const SampleBuffer& bytes) { CheckCrc(i, bytes); });
 }
 
 void PackSource::ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) {
-  CheckSample(i);
-  if (offset < 0 || n < 0 || offset + n > index_.sizes[static_cast<size_t>(i)]) {
-    throw InvalidArgumentError("bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
-                               ") are outside " + Describe(i));
-  }
+  CheckRange(i, offset, n);
   ReadChecked(i, offset, n, dst);  // a part cannot be checked against the sample's CRC
 }
 

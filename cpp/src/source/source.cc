@@ -201,12 +201,28 @@ std::vector<SampleBuffer> Source::ReadRun(int64_t first, int64_t count) {
   return out;
 }
 
-std::vector<SampleBuffer> Source::ReadSpan(ReadableFile* file, int64_t first, int64_t count,
-                                           const std::function<void(int64_t, const SampleBuffer&)>& check) {
+void Source::CheckRange(int64_t i, int64_t offset, int64_t n) const {
+  CheckSample(i);
+  if (offset < 0 || n < 0 || offset + n > index_.sizes[static_cast<size_t>(i)]) {
+    throw InvalidArgumentError("bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
+                               ") are outside " + Describe(i));
+  }
+}
+
+std::vector<SampleBuffer> Source::ReadExtentRun(int64_t first, int64_t count,
+                                                const std::function<int64_t(int64_t file)>& file_size,
+                                                const std::function<ReadableFile*(int64_t file)>& open_file,
+                                                const std::function<void(int64_t, const SampleBuffer&)>& check) {
+  CheckSample(first);
+  CheckSample(first + count - 1);
   const Extent a = ExtentOf(first), b = ExtentOf(first + count - 1);
+  // The span holds whatever lies between the samples too (a tar's other members and headers).
+  if (count == 1 || a.file != b.file || b.offset < a.offset || b.offset + b.size > file_size(a.file)) {
+    return Source::ReadRun(first, count);
+  }
   const int64_t span_size = b.offset + b.size - a.offset;
   std::unique_ptr<uint8_t[]> span(new uint8_t[static_cast<size_t>(span_size)]);
-  ReadInPieces(file, a.offset, span_size, span.get());
+  ReadInPieces(open_file(a.file), a.offset, span_size, span.get());
   std::vector<SampleBuffer> out;
   for (int64_t i = first; i < first + count; ++i) {
     const Extent e = ExtentOf(i);

@@ -514,6 +514,113 @@ std::vector<std::string> TarSource::ListShards(Env* env, const std::string& spec
   return paths;
 }
 
+namespace {
+
+// The samples of an index cache that still matches every shard (its path,
+// size and time); false for any other (stale, damaged, another version).
+bool DecodeIndexCache(const std::string& data, const std::vector<std::string>& absolute,
+                      const std::vector<std::string>& paths, const std::vector<TarSource::ShardInfo>& infos,
+                      SampleIndex* index_out, std::vector<TarSource::Entry>* entries_out) {
+  if (data.size() <= sizeof kCacheMagic + 8 || std::memcmp(data.data(), kCacheMagic, sizeof kCacheMagic) != 0) {
+    return false;
+  }
+  uint64_t stored_hash;
+  std::memcpy(&stored_hash, data.data() + data.size() - 8, 8);
+  BinaryReader r(data.data(), data.size() - 8);
+  char magic[8];
+  uint32_t version;
+  uint64_t n;
+  bool ok = stored_hash == HashString(data.substr(0, data.size() - 8)) && r.Raw(magic, 8) && r.U32(&version) &&
+            version == kCacheVersion && r.Count(&n, 24) && n == paths.size();
+  for (uint64_t s = 0; ok && s < n; ++s) {
+    std::string p;
+    int64_t size, mtime;
+    ok = r.Str(&p) && r.I64(&size) && r.I64(&mtime) && p == absolute[s] && size == infos[s].size &&
+         mtime == infos[s].mtime_ns;
+  }
+  SampleIndex index;
+  std::vector<TarSource::Entry> entries;
+  ok = ok && r.Count(&n, 8);
+  index.classes.resize(ok ? n : 0);
+  for (auto& c : index.classes) ok = ok && r.Str(&c);
+  ok = ok && r.Count(&n, 36);
+  if (ok) {
+    entries.resize(n);
+    index.names.resize(n);
+    index.labels.resize(n);
+    index.sizes.resize(n);
+  }
+  for (uint64_t i = 0; ok && i < n; ++i) {
+    ok = r.U32(&entries[i].shard) && r.I64(&entries[i].offset) && r.I64(&index.sizes[i]) &&
+         r.I32(&index.labels[i]) && r.Str(&entries[i].member) && entries[i].shard < paths.size() &&
+         index.labels[i] >= 0 && entries[i].offset >= 0 && index.sizes[i] >= 0;
+    if (ok) index.names[i] = paths[entries[i].shard] + "/" + entries[i].member;
+  }
+  if (!ok || !r.AtEnd() || entries.empty()) return false;
+  *index_out = std::move(index);
+  *entries_out = std::move(entries);
+  return true;
+}
+
+std::string EncodeIndexCache(const std::vector<std::string>& absolute, const std::vector<TarSource::ShardInfo>& infos,
+                             const SampleIndex& index, const std::vector<TarSource::Entry>& entries) {
+  BinaryWriter w;
+  w.Raw(kCacheMagic, sizeof kCacheMagic);
+  w.U32(kCacheVersion);
+  w.U64(absolute.size());
+  for (size_t s = 0; s < absolute.size(); ++s) {
+    w.Str(absolute[s]);
+    w.I64(infos[s].size);
+    w.I64(infos[s].mtime_ns);
+  }
+  w.U64(index.classes.size());
+  for (const auto& c : index.classes) w.Str(c);
+  w.U64(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    w.U32(entries[i].shard);
+    w.I64(entries[i].offset);
+    w.I64(index.sizes[i]);
+    w.I32(index.labels[i]);
+    w.Str(entries[i].member);
+  }
+  w.U64(HashString(w.data()));
+  return w.data();
+}
+
+// The scanned records, shard by shard, as samples: every one with a label
+// member, or none (then all are class 0).
+void IndexRecords(const std::vector<std::vector<Record>>& per_shard, const std::vector<std::string>& paths,
+                  const std::string& spec, const SourceOptions& options, SampleIndex* index,
+                  std::vector<TarSource::Entry>* entries) {
+  bool any_label = false, all_labels = true;
+  int32_t max_label = -1;
+  for (size_t s = 0; s < per_shard.size(); ++s) {
+    for (const auto& rec : per_shard[s]) {
+      any_label = any_label || rec.has_label;
+      if (!rec.has_label && all_labels) {
+        all_labels = false;
+        if (any_label) {
+          throw InvalidArgumentError("sample '" + rec.key + "' in '" + paths[s] + "' has no '" + options.tar_label_ext +
+                                     "' label member, unlike the samples before it; every sample needs one");
+        }
+      }
+      max_label = std::max(max_label, rec.label);
+      entries->push_back({static_cast<uint32_t>(s), rec.offset, rec.member});
+      index->names.push_back(paths[s] + "/" + rec.member);
+      index->labels.push_back(rec.label);
+      index->sizes.push_back(rec.size);
+    }
+  }
+  if (any_label && !all_labels) {
+    throw InvalidArgumentError("some samples of '" + spec + "' have a '" + options.tar_label_ext +
+                               "' label member and some do not; every sample needs one");
+  }
+  if (entries->empty()) throw InvalidArgumentError("'" + spec + "' holds no sample (no tar member named key.ext)");
+  for (int32_t c = 0; c <= std::max(max_label, 0); ++c) index->classes.push_back(std::to_string(c));
+}
+
+}  // namespace
+
 TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& options, const ScanOptions& scan)
     : Source("tar", env, spec) {
   paths_ = ListShards(env, spec);
@@ -538,46 +645,10 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
       data = cache_env->ReadWholeFile(cache_path);
     } catch (const Error&) {
     }
-    if (data.size() > sizeof kCacheMagic + 8 && std::memcmp(data.data(), kCacheMagic, sizeof kCacheMagic) == 0) {
-      uint64_t stored_hash;
-      std::memcpy(&stored_hash, data.data() + data.size() - 8, 8);
-      BinaryReader r(data.data(), data.size() - 8);
-      char magic[8];
-      uint32_t version;
-      uint64_t n;
-      bool ok = stored_hash == HashString(data.substr(0, data.size() - 8)) && r.Raw(magic, 8) && r.U32(&version) &&
-                version == kCacheVersion && r.Count(&n, 24) && n == paths_.size();
-      for (uint64_t s = 0; ok && s < n; ++s) {
-        std::string p;
-        int64_t size, mtime;
-        ok = r.Str(&p) && r.I64(&size) && r.I64(&mtime) && p == absolute[s] && size == infos_[s].size &&
-             mtime == infos_[s].mtime_ns;
-      }
-      SampleIndex index;
-      std::vector<Entry> entries;
-      ok = ok && r.Count(&n, 8);
-      index.classes.resize(ok ? n : 0);
-      for (auto& c : index.classes) ok = ok && r.Str(&c);
-      ok = ok && r.Count(&n, 36);
-      if (ok) {
-        entries.resize(n);
-        index.names.resize(n);
-        index.labels.resize(n);
-        index.sizes.resize(n);
-      }
-      for (uint64_t i = 0; ok && i < n; ++i) {
-        ok = r.U32(&entries[i].shard) && r.I64(&entries[i].offset) && r.I64(&index.sizes[i]) &&
-             r.I32(&index.labels[i]) && r.Str(&entries[i].member) && entries[i].shard < paths_.size() &&
-             index.labels[i] >= 0 && entries[i].offset >= 0 && index.sizes[i] >= 0;
-        if (ok) index.names[i] = paths_[entries[i].shard] + "/" + entries[i].member;
-      }
-      if (ok && r.AtEnd() && !entries.empty()) {
-        index_ = std::move(index);
-        entries_ = std::move(entries);
-        from_cache_ = true;
-        files_.resize(paths_.size());
-        return;
-      }
+    if (DecodeIndexCache(data, absolute, paths_, infos_, &index_, &entries_)) {
+      from_cache_ = true;
+      files_.resize(paths_.size());
+      return;
     }
   }
 
@@ -597,59 +668,16 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
     damage_.push_back(std::move(loss.damage));
     damaged_samples_.insert(damaged_samples_.end(), loss.samples.begin(), loss.samples.end());
   }
-  bool any_label = false, all_labels = true;
-  int32_t max_label = -1;
-  for (size_t s = 0; s < per_shard.size(); ++s) {
-    for (auto& rec : per_shard[s]) {
-      any_label = any_label || rec.has_label;
-      if (!rec.has_label && all_labels) {
-        all_labels = false;
-        if (any_label) {
-          throw InvalidArgumentError("sample '" + rec.key + "' in '" + paths_[s] + "' has no '" + options.tar_label_ext +
-                                     "' label member, unlike the samples before it; every sample needs one");
-        }
-      }
-      max_label = std::max(max_label, rec.label);
-      entries_.push_back({static_cast<uint32_t>(s), rec.offset, rec.member});
-      index_.names.push_back(paths_[s] + "/" + rec.member);
-      index_.labels.push_back(rec.label);
-      index_.sizes.push_back(rec.size);
-    }
-  }
-  if (any_label && !all_labels) {
-    throw InvalidArgumentError("some samples of '" + spec + "' have a '" + options.tar_label_ext +
-                               "' label member and some do not; every sample needs one");
-  }
-  if (entries_.empty()) throw InvalidArgumentError("'" + spec + "' holds no sample (no tar member named key.ext)");
-  for (int32_t c = 0; c <= std::max(max_label, 0); ++c) index_.classes.push_back(std::to_string(c));
+  IndexRecords(per_shard, paths_, spec, options, &index_, &entries_);
   files_.resize(paths_.size());
 
   // A damaged shard's listing is not kept: opened again without
   // keep_damaged it must fail, and with it say again what was lost.
   if (scan.use_cache && !racy && damage_.empty()) {
-    BinaryWriter w;
-    w.Raw(kCacheMagic, sizeof kCacheMagic);
-    w.U32(kCacheVersion);
-    w.U64(paths_.size());
-    for (size_t s = 0; s < paths_.size(); ++s) {
-      w.Str(absolute[s]);
-      w.I64(infos_[s].size);
-      w.I64(infos_[s].mtime_ns);
-    }
-    w.U64(index_.classes.size());
-    for (const auto& c : index_.classes) w.Str(c);
-    w.U64(entries_.size());
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      w.U32(entries_[i].shard);
-      w.I64(entries_[i].offset);
-      w.I64(index_.sizes[i]);
-      w.I32(index_.labels[i]);
-      w.Str(entries_[i].member);
-    }
-    w.U64(HashString(w.data()));
+    const std::string data = EncodeIndexCache(absolute, infos_, index_, entries_);
     try {
       cache_env->CreateDirs(cache_path.substr(0, cache_path.find_last_of('/')));
-      cache_env->WriteFileAtomic(cache_path, w.data().data(), static_cast<int64_t>(w.data().size()));
+      cache_env->WriteFileAtomic(cache_path, data.data(), static_cast<int64_t>(data.size()));
     } catch (const Error&) {
       // An unwritable cache only costs the next start a rescan.
     }
@@ -673,13 +701,9 @@ ReadableFile* TarSource::ShardFile(uint32_t shard) {
 }
 
 void TarSource::ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) {
-  CheckSample(i);
+  CheckRange(i, offset, n);
   const Entry& e = entries_[static_cast<size_t>(i)];
   const int64_t size = index_.sizes[static_cast<size_t>(i)];
-  if (offset < 0 || n < 0 || offset + n > size) {
-    throw InvalidArgumentError("bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) +
-                               ") are outside " + Describe(i));
-  }
   // The size the shard had when it was opened; a later truncation makes
   // ReadExact throw instead.
   const int64_t file_size = infos_[e.shard].size;
@@ -697,14 +721,9 @@ Source::Extent TarSource::ExtentOf(int64_t i) const {
 }
 
 std::vector<SampleBuffer> TarSource::ReadRun(int64_t first, int64_t count) {
-  CheckSample(first);
-  CheckSample(first + count - 1);
-  const Extent a = ExtentOf(first), b = ExtentOf(first + count - 1);
-  // The span holds the other members and headers between the samples too.
-  if (count == 1 || a.file != b.file || b.offset < a.offset || b.offset + b.size > infos_[a.file].size) {
-    return Source::ReadRun(first, count);
-  }
-  return ReadSpan(ShardFile(static_cast<uint32_t>(a.file)), first, count, [](int64_t, const SampleBuffer&) {});
+  return ReadExtentRun(
+      first, count, [this](int64_t file) { return infos_[static_cast<size_t>(file)].size; },
+      [this](int64_t file) { return ShardFile(static_cast<uint32_t>(file)); }, [](int64_t, const SampleBuffer&) {});
 }
 
 SampleBuffer TarSource::Read(int64_t i) {

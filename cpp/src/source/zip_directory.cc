@@ -24,6 +24,61 @@ uint32_t U32(const uint8_t* p) {
 }
 uint64_t U64(const uint8_t* p) { return U32(p) | (static_cast<uint64_t>(U32(p + 4)) << 32); }
 
+// The end-of-central-directory record, found in the file's last bytes: the
+// tail read, its offset in the file, and the record's offset in the tail.
+struct EndRecord {
+  std::vector<uint8_t> tail;
+  int64_t tail_offset = 0;
+  int64_t end = -1;
+};
+
+// The end record is usually the file's last 22 bytes (numpy writes no comment), after a central
+// directory of a few hundred: 1 KiB first, the whole 64 KiB a comment may take only when the end
+// record is not there.
+EndRecord FindEndRecord(ReadableFile* file, int64_t size, const std::string& bad) {
+  EndRecord r;
+  int64_t tail_size = 0;
+  for (const int64_t want : {std::min(size, kEndSize + 1024), std::min(size, kEndSize + kMaxComment)}) {
+    if (want <= tail_size) break;
+    tail_size = want;
+    r.tail.resize(static_cast<size_t>(tail_size));
+    r.tail_offset = size - tail_size;
+    file->ReadExact(r.tail_offset, r.tail.data(), tail_size);
+    for (int64_t i = tail_size - kEndSize; i >= 0; --i) {
+      if (U32(&r.tail[static_cast<size_t>(i)]) == kEndSignature &&
+          i + kEndSize + U16(&r.tail[static_cast<size_t>(i) + 20]) == tail_size) {
+        r.end = i;
+        return r;
+      }
+    }
+  }
+  throw InvalidArgumentError(bad + "no end-of-central-directory record in its last bytes (not a zip/.npz "
+                                   "file, or cut short: copy it again)");
+}
+
+// The Zip64 extra field holds, in order, the values stored as 0xFFFFFFFF.
+void ApplyZip64Extra(const uint8_t* x, size_t extra_len, ZipMember* m) {
+  size_t xpos = 0;
+  while (xpos + 4 <= extra_len) {
+    const uint16_t id = U16(x + xpos), len = U16(x + xpos + 2);
+    if (xpos + 4 + len > extra_len) break;
+    if (id == 0x0001) {
+      size_t f = xpos + 4;
+      const size_t fend = f + len;
+      auto take = [&](int64_t* v) {
+        if (static_cast<uint64_t>(*v) == 0xffffffffu && f + 8 <= fend) {
+          *v = static_cast<int64_t>(U64(x + f));
+          f += 8;
+        }
+      };
+      take(&m->size);
+      take(&m->compressed_size);
+      take(&m->local_header_offset);
+    }
+    xpos += 4 + len;
+  }
+}
+
 }  // namespace
 
 const ZipMember* ZipDirectory::Find(const std::string& name) const {
@@ -42,27 +97,9 @@ ZipDirectory ZipDirectory::Read(ReadableFile* file, int64_t size, const std::str
   // The end record is usually the file's last 22 bytes (numpy writes no comment), after a central
   // directory of a few hundred: 1 KiB first, the whole 64 KiB a comment may take only when the end
   // record is not there.
-  int64_t tail_size = 0, tail_offset = 0, end = -1;
-  std::vector<uint8_t> tail;
-  for (const int64_t want : {std::min(size, kEndSize + 1024), std::min(size, kEndSize + kMaxComment)}) {
-    if (want <= tail_size) break;
-    tail_size = want;
-    tail.resize(static_cast<size_t>(tail_size));
-    tail_offset = size - tail_size;
-    file->ReadExact(tail_offset, tail.data(), tail_size);
-    for (int64_t i = tail_size - kEndSize; i >= 0; --i) {
-      if (U32(&tail[static_cast<size_t>(i)]) == kEndSignature &&
-          i + kEndSize + U16(&tail[static_cast<size_t>(i) + 20]) == tail_size) {
-        end = i;
-        break;
-      }
-    }
-    if (end >= 0) break;
-  }
-  if (end < 0) {
-    throw InvalidArgumentError(bad + "no end-of-central-directory record in its last bytes (not a zip/.npz "
-                                     "file, or cut short: copy it again)");
-  }
+  const EndRecord found = FindEndRecord(file, size, bad);
+  const std::vector<uint8_t>& tail = found.tail;
+  const int64_t tail_offset = found.tail_offset, end = found.end;
   const uint8_t* e = &tail[static_cast<size_t>(end)];
   if (U16(e + 4) != 0 || U16(e + 6) != 0) throw InvalidArgumentError(bad + "it spans several disks");
   uint64_t count = U16(e + 10);
@@ -112,27 +149,7 @@ ZipDirectory ZipDirectory::Read(ReadableFile* file, int64_t size, const std::str
       throw InvalidArgumentError(bad + "its central directory entry " + std::to_string(k) + " runs past its end");
     }
     m.name.assign(reinterpret_cast<const char*>(p + 46), name_len);
-    // The Zip64 extra field holds, in order, the values stored as 0xFFFFFFFF.
-    const uint8_t* x = p + 46 + name_len;
-    size_t xpos = 0;
-    while (xpos + 4 <= extra_len) {
-      const uint16_t id = U16(x + xpos), len = U16(x + xpos + 2);
-      if (xpos + 4 + len > extra_len) break;
-      if (id == 0x0001) {
-        size_t f = xpos + 4;
-        const size_t fend = f + len;
-        auto take = [&](int64_t* v) {
-          if (static_cast<uint64_t>(*v) == 0xffffffffu && f + 8 <= fend) {
-            *v = static_cast<int64_t>(U64(x + f));
-            f += 8;
-          }
-        };
-        take(&m.size);
-        take(&m.compressed_size);
-        take(&m.local_header_offset);
-      }
-      xpos += 4 + len;
-    }
+    ApplyZip64Extra(p + 46 + name_len, extra_len, &m);
     if (m.flags & 0x1) throw InvalidArgumentError(bad + "its member '" + m.name + "' is encrypted");
     if (m.size < 0 || m.compressed_size < 0 || m.local_header_offset < 0 ||
         m.local_header_offset > size - 30) {

@@ -45,16 +45,11 @@
 // With skip_bad_samples, a sample the pipeline rejects (a corrupt, truncated,
 // empty, unsupported or oversized image, or one of another size) is left
 // out instead and counted. Every rank still takes BatchesPerEpoch() steps,
-// none empty: a bad sample's row is filled by the last sample of this rank's
-// epoch not yet delivered, as long as every later batch of the epoch keeps
-// at least one sample (so only the epoch's last batch gets shorter, down to
-// one sample); after that, a batch with a bad sample is delivered shorter.
-// A batch none of whose samples is good, and that no later sample can fill,
-// gets one good sample of this rank's epoch again (the last one delivered,
-// else a later one), as DistributedSampler pads, counted in
-// padded_samples(); only when the rank's whole epoch holds no good sample
-// does it raise InvalidArgumentError naming the rank, epoch and files (the
-// other ranks are told). Every other sample is still delivered exactly
+// none empty: holes are filled from the end of the rank's epoch, and a
+// batch left with no good sample repeats one (padded_samples()), by the
+// rules of job/batch_assembly.h; only a rank's epoch with no good sample
+// raises InvalidArgumentError naming the rank, epoch and files (the other
+// ranks are told). Every other sample is still delivered exactly
 // once. Storage errors (missing file, failing reads) are raised in both
 // modes.
 //
@@ -108,6 +103,7 @@
 #include "hdmlp/config/config.h"
 #include "hdmlp/env/env.h"
 #include "hdmlp/env/memory_limit.h"
+#include "hdmlp/job/batch_assembly.h"
 #include "hdmlp/job/job_state.h"
 #include "hdmlp/job/metrics.h"
 #include "hdmlp/job/process_budget.h"
@@ -170,23 +166,6 @@ struct JobOptions {
   int start_epoch = 0;
 };
 
-struct Batch {
-  int epoch = 0;
-  int64_t index = 0;  // batch number within the epoch
-  std::vector<int64_t> ids;
-  std::vector<int64_t> labels;
-  std::vector<SampleBuffer> samples;  // without transforms: each file's bytes
-  // With transforms: ids.size() samples of sample_shape, one after another
-  // (64-byte aligned with the default allocator), else null.
-  std::shared_ptr<uint8_t> images;
-  OutputShape sample_shape;
-  // Array sources (HDF5): `images` holds ids.size() arrays of *array, and
-  // `label_arrays` (when the source has them) as many arrays of *label_array.
-  const ArraySpec* array = nullptr;
-  std::shared_ptr<uint8_t> label_arrays;
-  const ArraySpec* label_array = nullptr;
-};
-
 class Job {
  public:
   enum class Next { kBatch, kEndOfEpoch, kTimeout };
@@ -216,8 +195,8 @@ class Job {
   // Samples left out by skip_bad_samples, over the job, and their files (each once).
   int64_t skipped_samples() const { return skipped_.load(); }
   // Samples delivered a second time in an epoch to fill a batch that had no
-  // good sample left (skip_bad_samples; see PadWithRepeat).
-  int64_t padded_samples() const { return padded_.load(); }
+  // good sample left (skip_bad_samples; job/batch_assembly.h).
+  int64_t padded_samples() const { return assembly_ ? assembly_->padded() : 0; }
   std::vector<std::string> SkippedFiles() const;
   // Batch buffers allocated so far (reused ones are not counted again).
   int64_t batch_allocations() const { return pool_ ? pool_->allocations() : 0; }
@@ -278,6 +257,28 @@ class Job {
   void Close();
 
  private:
+  // The constructor's steps, in order (each a phase of StartupPhases()).
+  // The launcher's view, the batch size, the config and the transform chain.
+  void LoadConfigAndChain();
+  // The source (scanned or from the index cache), its reader, and a resume
+  // state checked against it.
+  void OpenDataset();
+  // Every rank's view of the job must agree; throws the same error on every rank.
+  void CheckRanksAgree(const CapturedError& local_error);
+  // threads = "auto": the staging workers' share of this rank's CPUs.
+  void SizeStagingThreads();
+  // The access plan, this rank's batches in it, and the classes' capacities.
+  void PlanAccess();
+  // Sizes the storage classes for this rank and this process's live jobs.
+  void ShareCapacities();
+  // The output shape and the batch pool (rows only), refused when a batch cannot fit.
+  void PlanBatchMemory();
+  // The cache hierarchy: its classes, placement, exchange and threads.
+  void StartStorageClasses();
+  // The staging buffer, the batch assembly after it, and its workers.
+  void StartStaging();
+  void StartAssembly();
+
   void WorkerLoop(int slot);
   // Transforms `bytes` of `sample` into its row; false when the batch was
   // already handed out or dropped (nothing written).
@@ -302,24 +303,14 @@ class Job {
   // when that batch is below the assembly floor (handed out or skipped).
   std::shared_ptr<uint8_t> BatchMemory(int epoch, int64_t batch);
   void DropBatchesBelow(int epoch, int64_t batch);
-  int64_t BatchOfPosition(int64_t j) const;
   // The output shape for a chain that is not fixed: the first readable image's.
   OutputShape FirstImageShape();
-  // skip_bad_samples: fills the pending batch's next row with the last
-  // undelivered sample of the epoch, at a position >= min_position; false
-  // when none is left.
-  bool FillFromEpochEnd(int64_t min_position);
-  // skip_bad_samples: a batch left with no good sample gets one good sample
-  // of this rank's epoch again (the last one delivered, else one of the
-  // positions from `from` on), as DistributedSampler pads; false when the
-  // epoch has none.
-  bool PadWithRepeat(int64_t from);
+  // skip_bad_samples: reads and transforms `sample` on the consumer's thread
+  // into row `row` of `memory` (BatchAssembly::Hooks::read_into_row); a
+  // sample too large for memory is an AllocationError naming it.
+  void ReadIntoRow(int epoch, int64_t sample, uint8_t* memory, int64_t row);
   void RecordSkip(const std::string& message);
   [[noreturn]] void ThrowAndTellPeers(const CapturedError& error);
-  // Every rank's view of the job must agree; throws the same error on every rank.
-  void CheckRanksAgree(const CapturedError& local_error);
-  // Sizes the storage classes for this rank and this process's live jobs.
-  void ShareCapacities();
   void CheckNotForked(const char* what) const;
   int64_t ItemOf(int epoch, int64_t j) const { return static_cast<int64_t>(epoch) * epoch_size_ + j; }
   // The settings a state must match, and records the consumer's position.
@@ -363,31 +354,18 @@ class Job {
   bool arrays_ = false;
   int64_t label_bytes_ = 0;    // arrays: each sample's label array
   int64_t labels_offset_ = 0;  // arrays: where the label arrays start in a batch's memory
-  std::vector<int64_t> batch_start_;  // local batch b: epoch positions [batch_start_[b], batch_start_[b+1])
   std::unique_ptr<BatchPool> pool_;
   // The memory this process could still take when the batch memory was planned (CheckSampleFits).
   MemoryLimit memory_at_start_;
   std::mutex assembly_mu_;
   std::map<int64_t, std::shared_ptr<uint8_t>> assembling_;  // by batch key, guarded by assembly_mu_
   int64_t assembly_floor_ = 0;                              // guarded by assembly_mu_
-  // Items from here to the end of their epoch were moved forward into holes
-  // (skip_bad_samples); workers need not transform them. A hint only.
-  std::atomic<int64_t> moved_from_item_{INT64_MAX};
+  std::unique_ptr<BatchAssembly> assembly_;  // the consumer's; workers ask it only MovedAway() and the layout
   std::atomic<int64_t> skipped_{0};
-  std::atomic<int64_t> padded_{0};
   mutable std::mutex skipped_mu_;
   std::vector<std::string> skipped_files_;
 
-  // Consumer state.
-  int epoch_ = -1;
-  std::optional<EpochOrder> epoch_order_;  // the current epoch's order
-  int64_t batch_ = 0;          // next batch in the epoch
-  int64_t next_j_ = 0;         // next sample of the epoch
-  int64_t epoch_end_ = 0;      // positions from here on were moved into holes
-  int64_t last_good_sample_ = -1;  // the epoch's last sample delivered, for PadWithRepeat
-  Batch pending_;              // the batch being assembled across timeouts
-  std::vector<std::string> pending_bad_;  // skip_bad_samples: why each of its samples was left out
-  double pending_stall_ = 0;
+  int epoch_ = -1;  // the consumer's epoch
   // The position State() reports: written by the consumer, read by anyone.
   mutable std::mutex position_mu_;
   int position_epoch_ = 0;      // guarded by position_mu_

@@ -193,13 +193,20 @@ class Source {
   std::unique_ptr<ReadableFile> Open(const std::string& path);
   // Throws InvalidArgumentError when i is outside [0, size()).
   void CheckSample(int64_t i) const;
-  // ReadRun's one read for samples that share `file` (packs, tar shards):
-  // the bytes from first's start to last's end (ExtentOf), cut into the
-  // samples, each passed to `check` (which throws for a bad one). The caller
-  // has checked that they lie in order in that file; InvalidArgumentError
-  // if they do not.
-  std::vector<SampleBuffer> ReadSpan(ReadableFile* file, int64_t first, int64_t count,
-                                     const std::function<void(int64_t, const SampleBuffer&)>& check);
+  // Packs and tar shards, whose samples lie in numbered files (ExtentOf),
+  // read them alike:
+  // - ReadRange's check: bytes [offset, offset + n) lie inside sample i
+  //   (InvalidArgumentError naming it otherwise).
+  void CheckRange(int64_t i, int64_t offset, int64_t n) const;
+  // - ReadRun: when the samples lie in order in one file that holds all of
+  //   them (file_size(file) bytes when the source opened), one read of the
+  //   bytes from the first's start to the last's end, cut into the samples,
+  //   each passed to `check` (which throws for a bad one); else sample by
+  //   sample (a sample past a truncated file's end then fails alone).
+  std::vector<SampleBuffer> ReadExtentRun(int64_t first, int64_t count,
+                                          const std::function<int64_t(int64_t file)>& file_size,
+                                          const std::function<ReadableFile*(int64_t file)>& open_file,
+                                          const std::function<void(int64_t, const SampleBuffer&)>& check);
 
   std::string kind_;
   Env* env_;
