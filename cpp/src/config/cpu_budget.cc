@@ -17,14 +17,6 @@
 namespace hdmlp {
 namespace {
 
-std::vector<std::string> Split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(text);
-  while (std::getline(in, part, sep)) parts.push_back(part);
-  return parts;
-}
-
 std::string Trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t\n");
   if (b == std::string::npos) return "";
@@ -66,7 +58,7 @@ std::vector<int> AffinityCpus() {
 std::vector<int> StatusCpus(const std::string& root) {
   std::string status;
   if (ReadTextFile(root + "/proc/self/status", &status)) {
-    for (const std::string& line : Split(status, '\n')) {
+    for (const std::string& line : SplitText(status, '\n')) {
       if (line.rfind("Cpus_allowed_list:", 0) == 0) return ParseCpuList(Trim(line.substr(18)));
     }
   }
@@ -129,7 +121,7 @@ std::vector<int> ParseCpuList(const std::string& text) {
   };
   const std::string trimmed = Trim(text);
   if (trimmed.empty()) throw bad("it is empty");
-  for (const std::string& part : Split(trimmed, ',')) {
+  for (const std::string& part : SplitText(trimmed, ',')) {
     const size_t dash = part.find('-');
     long long lo = 0, hi = 0;
     if (!ParseNonNegative(part.substr(0, dash), &lo) ||

@@ -9,16 +9,8 @@
 namespace hdmlp {
 namespace {
 
-std::vector<std::string> Split(const std::string& text, char sep) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(text);
-  while (std::getline(in, part, sep)) parts.push_back(part);
-  return parts;
-}
-
 bool Has(const std::string& list, const std::string& controller) {
-  const std::vector<std::string> names = Split(list, ',');
+  const std::vector<std::string> names = SplitText(list, ',');
   return std::find(names.begin(), names.end(), controller) != names.end();
 }
 
@@ -32,7 +24,7 @@ CgroupPaths ReadCgroupPaths(const std::string& controller, const std::string& ro
   CgroupPaths paths;
   std::string text;
   if (!ReadTextFile(root + "/proc/self/cgroup", &text)) return paths;
-  for (const std::string& line : Split(text, '\n')) {
+  for (const std::string& line : SplitText(text, '\n')) {
     const size_t a = line.find(':'), z = a == std::string::npos ? a : line.find(':', a + 1);
     if (z == std::string::npos) continue;
     const std::string controllers = line.substr(a + 1, z - a - 1);
@@ -55,7 +47,7 @@ std::vector<CgroupLevel> CgroupLevels(const std::string& controller, const std::
   const CgroupPaths paths = ReadCgroupPaths(controller, root);
   std::string text;
   if (!(paths.has_v2 || paths.has_v1) || !ReadTextFile(root + "/proc/self/mountinfo", &text)) return levels;
-  for (const std::string& line : Split(text, '\n')) {
+  for (const std::string& line : SplitText(text, '\n')) {
     // id parent major:minor root mount-point options [optional...] - fstype source super-options
     std::istringstream in(line);
     std::vector<std::string> f;

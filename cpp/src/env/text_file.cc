@@ -14,4 +14,12 @@ bool ReadTextFile(const std::string& path, std::string* out) {
   return true;
 }
 
+std::vector<std::string> SplitText(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(text);
+  while (std::getline(in, part, sep)) parts.push_back(part);
+  return parts;
+}
+
 }  // namespace hdmlp
