@@ -13,7 +13,6 @@
 
 #include "hdmlp/env/start_thread.h"
 #include "hdmlp/errors.h"
-#include "hdmlp/util/thread_name.h"
 
 namespace hdmlp {
 namespace {
@@ -90,7 +89,6 @@ DeadlineReader::DeadlineReader(double timeout_s, int max_threads)
 DeadlineReader::~DeadlineReader() { Close(0); }
 
 void DeadlineReader::PoolLoop(std::shared_ptr<State> state, std::shared_ptr<bool> exited) {
-  NameThisThread("hdmlp-read");
   State& st = *state;
   std::unique_lock<std::mutex> lock(st.mu);
   for (;;) {

@@ -17,7 +17,6 @@
 #include "hdmlp/job/memory_check.h"
 #include "hdmlp/job/process_budget.h"
 #include "hdmlp/transforms/raw_image.h"
-#include "hdmlp/util/thread_name.h"
 
 namespace hdmlp {
 namespace {

@@ -1,7 +1,5 @@
 #include "hdmlp/transport/peer_transport.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <chrono>
 
@@ -129,7 +127,6 @@ bool PeerTransport::NextRequest(FabricMessage* message) {
 }
 
 void PeerTransport::ServeLoop() {
-  pthread_setname_np(pthread_self(), "hdmlp-serve");  // for top -H and perf: which threads poll
   Fabric* fabric = comm_->fabric();
   const FabricHandle comm = comm_->handle();
   FabricMessage message;
