@@ -307,6 +307,12 @@ class EmulatedCluster(Service):
             raise ValueError(f"launcher must be 'mpirun' or 'slurm', got {launcher!r}")
         self.launcher, self.slurm_mode = launcher, slurm_mode
         self.rank_env = dict(rank_env or {})
+        if nodes * ranks_per_node > len(os.sched_getaffinity(0)):
+            # A rank of a real node waits in MPI (a barrier) on a core of its own; here the ranks share
+            # this machine's cores, and one that busy-polls takes them from those still working. Open MPI
+            # yields when it knows a node is oversubscribed, which the hostfile's slots hide from it. A
+            # busy-polling barrier cost DLIO's runs a third of their AU at 12 ranks (docs/dlio.md).
+            self.rank_env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
         self.slurm = None  # benchmarks.lab.cluster.slurm.Slurm when launcher == "slurm"
 
     # -- names ------------------------------------------------------------------
