@@ -15,14 +15,14 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hdmlp import _core
 from hdmlp import state as _state
 from hdmlp.argument_checks import MAX_WAIT_SECONDS, int_in, path_argument, wait_seconds
 from hdmlp.plan import SCHEMES, MAX_BATCH_SIZE, MAX_EPOCHS
 
-_SOURCES = ("folder", "pack", "hdf5", "tar", "tfrecord", "npy")
-_SOURCE_OPTIONS = ("hdf5_samples", "hdf5_labels", "tar_sample_ext", "tar_label_ext", "tfrecord_label",
-                   "tfrecord_labels_file", "tfrecord_sample", "tfrecord_index", "npy_as", "npz_member",
-                   "npz_label_member")
+# The core's tables (source.h): a new format or option is known here without a line of its own.
+_SOURCES = tuple(_core.source_kinds())
+_SOURCE_OPTIONS = tuple(_core.source_option_names())
 
 # `epochs` left out (an error) is not `epochs=None` (an unbounded job).
 REQUIRED: Any = type("_Required", (), {"__repr__": lambda self: "<required>"})()

@@ -36,6 +36,8 @@ py::object SpecTuple(const ArraySpec* spec) {
 }  // namespace
 
 void BindSource(py::module_& m) {
+  m.def("source_kinds", &SourceKinds, "The dataset formats hdmlp reads, by their source= names.");
+  m.def("source_option_names", &SourceOptionNames, "The keys of source_options.");
   py::class_<Source>(m, "Source")
       .def(py::init([](const std::string& path, const std::string& kind,
                        const std::map<std::string, std::string>& options, bool use_index_cache, int threads) {

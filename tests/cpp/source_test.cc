@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "hdmlp/errors.h"
@@ -70,6 +71,50 @@ TEST(SourceTest, PicksTheFormatFromThePath) {
     }
   }
   EXPECT_THROW(OpenSource(Env::Default(), dir / "missing", {}, scan), NotFoundError);
+}
+
+TEST(SourceTest, EachNamedKindOpensItsOwnClass) {
+  TempDir dir;
+  testing::WriteFile(dir / "folder/cat/a.jpg", "a");
+  testing::WritePack(dir / "pack", {{"cat/a.jpg", 0, "a"}}, {"cat"}, 1 << 20);
+  testing::WriteFile(dir / "one.tar", testing::MakeTar({{"k.jpg", "x"}}));
+  ScanOptions scan;
+  scan.use_cache = false;
+  const std::vector<std::string> kinds = SourceKinds();
+  EXPECT_EQ(kinds, (std::vector<std::string>{"folder", "pack", "hdf5", "tar", "tfrecord", "npy"}));
+  for (const auto& [kind, path] : std::vector<std::pair<std::string, std::string>>{
+           {"folder", dir / "folder"}, {"pack", dir / "pack"}, {"tar", dir / "one.tar"}}) {
+    SourceOptions options;
+    options.kind = kind;
+    EXPECT_EQ(OpenSource(Env::Default(), path, options, scan)->kind(), kind);
+  }
+  // Named, a kind is opened as that class even where the path says otherwise: an image folder is no tar.
+  SourceOptions as_tar;
+  as_tar.kind = "tar";
+  EXPECT_THROW(OpenSource(Env::Default(), dir / "folder", as_tar, scan), Error);
+}
+
+TEST(SourceTest, EachOptionKeySetsItsField) {
+  for (const std::string& key : SourceOptionNames()) {
+    SourceOptions options;
+    const std::string value = key == "npy_as" ? "bytes" : "v-" + key;
+    SetSourceOption(&options, key, value);
+    const std::vector<std::string> fields = {
+        options.hdf5_samples,    options.hdf5_labels,          options.tar_sample_ext,  options.tar_label_ext,
+        options.tfrecord_label,  options.tfrecord_labels_file, options.tfrecord_sample, options.tfrecord_index,
+        options.npy_as,          options.npz_member,           options.npz_label_member};
+    EXPECT_EQ(std::count(fields.begin(), fields.end(), value), 1) << key;
+  }
+  EXPECT_EQ(SourceOptionNames().size(), 11u);
+  SourceOptions options;
+  try {
+    SetSourceOption(&options, "hdf5_sample", "x");
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown source option 'hdf5_sample': the options are hdf5_samples, "),
+              std::string::npos) << e.what();
+  }
+  EXPECT_THROW(SetSourceOption(&options, "npy_as", "list"), InvalidArgumentError);
 }
 
 TEST(SourceTest, ReadInPiecesReadsTheSameBytesAsOneRead) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <thread>
+#include <type_traits>
 
 #include "hdmlp/env/start_thread.h"
 #include "hdmlp/errors.h"
@@ -116,40 +117,73 @@ std::string Detect(Env* env, const std::string& path) {
   return "folder";  // an empty folder: the image folder's scan says what is missing
 }
 
+// Opens a source of class S with the arguments its constructor takes.
+template <class S>
+std::unique_ptr<Source> Open(Env* env, const std::string& path, const SourceOptions& options,
+                             const ScanOptions& scan) {
+  if constexpr (std::is_constructible_v<S, Env*, const std::string&, const SourceOptions&, const ScanOptions&>) {
+    return std::make_unique<S>(env, path, options, scan);
+  } else if constexpr (std::is_constructible_v<S, Env*, const std::string&, const ScanOptions&>) {
+    return std::make_unique<S>(env, path, scan);
+  } else {
+    return std::make_unique<S>(env, path);
+  }
+}
+
+// One line per format: its name (SourceOptions::kind, Python's source=) and its class.
+struct SourceEntry {
+  const char* kind;
+  std::unique_ptr<Source> (*open)(Env*, const std::string&, const SourceOptions&, const ScanOptions&);
+};
+constexpr SourceEntry kSources[] = {
+    {"folder", &Open<ImageFolderSource>}, {"pack", &Open<PackSource>}, {"hdf5", &Open<Hdf5Source>},
+    {"tar", &Open<TarSource>},           {"tfrecord", &Open<TFRecordSource>}, {"npy", &Open<NpySource>},
+};
+
+// One line per option: its key (the field's name) and the field.
+struct SourceOptionEntry {
+  const char* key;
+  std::string SourceOptions::*field;
+};
+constexpr SourceOptionEntry kSourceOptions[] = {
+    {"hdf5_samples", &SourceOptions::hdf5_samples},
+    {"hdf5_labels", &SourceOptions::hdf5_labels},
+    {"tar_sample_ext", &SourceOptions::tar_sample_ext},
+    {"tar_label_ext", &SourceOptions::tar_label_ext},
+    {"tfrecord_label", &SourceOptions::tfrecord_label},
+    {"tfrecord_labels_file", &SourceOptions::tfrecord_labels_file},
+    {"tfrecord_sample", &SourceOptions::tfrecord_sample},
+    {"tfrecord_index", &SourceOptions::tfrecord_index},
+    {"npy_as", &SourceOptions::npy_as},
+    {"npz_member", &SourceOptions::npz_member},
+    {"npz_label_member", &SourceOptions::npz_label_member},
+};
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
 }  // namespace
 
+std::vector<std::string> SourceOptionNames() {
+  std::vector<std::string> names;
+  for (const auto& entry : kSourceOptions) names.emplace_back(entry.key);
+  return names;
+}
+
 void SetSourceOption(SourceOptions* options, const std::string& key, const std::string& value) {
-  if (key == "hdf5_samples") {
-    options->hdf5_samples = value;
-  } else if (key == "hdf5_labels") {
-    options->hdf5_labels = value;
-  } else if (key == "tar_sample_ext") {
-    options->tar_sample_ext = value;
-  } else if (key == "tar_label_ext") {
-    options->tar_label_ext = value;
-  } else if (key == "tfrecord_label") {
-    options->tfrecord_label = value;
-  } else if (key == "tfrecord_labels_file") {
-    options->tfrecord_labels_file = value;
-  } else if (key == "tfrecord_sample") {
-    options->tfrecord_sample = value;
-  } else if (key == "tfrecord_index") {
-    options->tfrecord_index = value;
-  } else if (key == "npy_as") {
-    if (value != "array" && value != "bytes") {
-      throw InvalidArgumentError("source option npy_as is '" + value + "': it is \"array\" or \"bytes\"");
-    }
-    options->npy_as = value;
-  } else if (key == "npz_member") {
-    options->npz_member = value;
-  } else if (key == "npz_label_member") {
-    options->npz_label_member = value;
-  } else {
-    throw InvalidArgumentError("unknown source option '" + key +
-                               "': the options are hdf5_samples, hdf5_labels, tar_sample_ext, tar_label_ext, "
-                               "tfrecord_label, tfrecord_labels_file, tfrecord_sample, tfrecord_index, npy_as, "
-                               "npz_member and npz_label_member");
+  if (key == "npy_as" && value != "array" && value != "bytes") {
+    throw InvalidArgumentError("source option npy_as is '" + value + "': it is \"array\" or \"bytes\"");
   }
+  for (const auto& entry : kSourceOptions) {
+    if (key == entry.key) {
+      options->*entry.field = value;
+      return;
+    }
+  }
+  throw InvalidArgumentError("unknown source option '" + key + "': the options are " + JoinNames(SourceOptionNames()));
 }
 
 int64_t ArraySpec::elements() const {
@@ -304,13 +338,16 @@ std::unique_ptr<Source> OpenSource(Env* env, const std::string& path, const Sour
                                kSupported);
     }
   }
-  if (kind == "folder") return std::make_unique<ImageFolderSource>(env, path, scan);
-  if (kind == "pack") return std::make_unique<PackSource>(env, path);
-  if (kind == "hdf5") return std::make_unique<Hdf5Source>(env, path, options, scan);
-  if (kind == "tar") return std::make_unique<TarSource>(env, path, options, scan);
-  if (kind == "tfrecord") return std::make_unique<TFRecordSource>(env, path, options, scan);
-  if (kind == "npy") return std::make_unique<NpySource>(env, path, options, scan);
+  for (const auto& entry : kSources) {
+    if (kind == entry.kind) return entry.open(env, path, options, scan);
+  }
   throw InvalidArgumentError("unknown source \"" + kind + "\" for '" + path + "': " + kSupported);
+}
+
+std::vector<std::string> SourceKinds() {
+  std::vector<std::string> kinds;
+  for (const auto& entry : kSources) kinds.emplace_back(entry.kind);
+  return kinds;
 }
 
 std::vector<std::string> ExpandBraces(const std::string& pattern) {

@@ -8,7 +8,7 @@
 // the simulator see only a Source: a sample count, each sample's size (exact,
 // or a hint where the format cannot know it without reading), label and
 // name, the class names, a fingerprint, and Read(i). Adding a format is one
-// class and its tests.
+// class, its tests and one line in OpenSource's table (SourceKinds below).
 //
 // A sample is one of three formats (SampleFormat):
 //   kEncoded   an encoded image file's bytes (JPEG, PNG, ...), as stored;
@@ -89,6 +89,9 @@ struct SourceOptions {
 // "hdf5_samples", "tar_label_ext", "tfrecord_label", "npy_as", ...) of
 // *options; an unknown key throws InvalidArgumentError listing the known ones.
 void SetSourceOption(SourceOptions* options, const std::string& key, const std::string& value);
+
+// The keys SetSourceOption knows, in its table's order.
+std::vector<std::string> SourceOptionNames();
 
 // What a sample was when the source was indexed, for detecting a change
 // (size and modification time of its file where it has its own file; the
@@ -226,6 +229,13 @@ class Source {
 // missing path) that lists what is supported.
 std::unique_ptr<Source> OpenSource(Env* env, const std::string& path, const SourceOptions& options = {},
                                    const ScanOptions& scan = {});
+
+// The formats OpenSource knows by name (options.kind), in its table's order.
+// Adding a format is one Source class in source/ plus one line in that table
+// (source.cc's kSources); finding it from a path alone is one more test in
+// its Detect, and each option of its own a field of SourceOptions plus one
+// line in kSourceOptions.
+std::vector<std::string> SourceKinds();
 
 // Reads n bytes at offset of `file` into dst as up to `pieces` reads of at
 // least 512 KiB each, at once on their own threads: a store where a request
