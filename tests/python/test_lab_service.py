@@ -79,3 +79,16 @@ def test_wait_for_says_what_exited_with_the_end_of_its_log(tmp_path):
     with pytest.raises(RuntimeError, match="the mount did not come up within 0.1 s"):
         Service.wait_for(lambda: False, "the mount", timeout=0.1)
     Service.wait_for(lambda: True, "ready at once", timeout=1)
+
+
+def test_cluster_ranks_yield_in_mpi_waits_only_when_they_outnumber_the_cores(tmp_path, monkeypatch):
+    """Emulated ranks beyond this machine's cores yield while they wait in MPI (a busy-polling barrier
+    would take the cores from the ranks still working); a run with a core per rank keeps Open MPI's
+    default, and a caller's own setting wins."""
+    from benchmarks.lab.cluster.emulation import EmulatedCluster
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    crowded = EmulatedCluster(3, 2, str(tmp_path))
+    assert crowded.rank_env["OMPI_MCA_mpi_yield_when_idle"] == "1"
+    assert "OMPI_MCA_mpi_yield_when_idle" not in EmulatedCluster(2, 1, str(tmp_path)).rank_env
+    own = EmulatedCluster(3, 2, str(tmp_path), rank_env={"OMPI_MCA_mpi_yield_when_idle": "0"})
+    assert own.rank_env["OMPI_MCA_mpi_yield_when_idle"] == "0"
