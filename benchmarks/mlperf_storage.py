@@ -179,6 +179,28 @@ def per_epoch_au(ranks: list[dict], epochs: int) -> list[float | None]:
     return out
 
 
+def step_times(ranks: list[dict], epochs: int, batch_size: int) -> list[dict | None]:
+    """Per epoch, where a step's time went beyond its computation, in seconds per step (mean over the
+    ranks), over the steps DLIO's AU counts (all but the first): ``load`` (waiting for the loader's
+    next batch), ``overshoot`` (the computation's sleep and DLIO's bookkeeping beyond the computation
+    time) and ``wait`` (the rest: the barrier that ends every step, waiting for the slowest rank)."""
+    out = []
+    for e in range(1, epochs + 1):
+        rows = []
+        for r in ranks:
+            ep = r.get(str(e), {})
+            load, proc, compute = (ep.get(k, {}).get("block1") or [] for k in ("load", "proc", "compute"))
+            rate = ep.get("throughput", {}).get("block1")
+            if len(proc) < 2 or len(load) != len(proc) or len(compute) != len(proc) or not rate:
+                continue
+            wall = len(compute) * batch_size / rate - proc[0]  # DLIO's AU denominator
+            steps = len(proc) - 1
+            rows.append({"load": sum(load[1:]) / steps, "overshoot": (sum(proc[1:]) - sum(load[1:]) - sum(compute[1:])) / steps,
+                         "wait": (wall - sum(proc[1:])) / steps})
+        out.append({k: sum(row[k] for row in rows) / len(rows) for k in ("load", "overshoot", "wait")} if rows else None)
+    return out
+
+
 def run_dlio(cluster, settings: dict, loader: str, args, label: str) -> dict:
     """One DLIO run across the cluster: DLIO's report, per-epoch AU, PFS bytes, hdmlp's counts."""
     out = os.path.join(cluster.work, f"{label}")
@@ -210,6 +232,7 @@ def run_dlio(cluster, settings: dict, loader: str, args, label: str) -> dict:
     report = dlio_env.parse_report(text)
     ranks = rank_outputs(out)
     epoch_au = per_epoch_au(ranks, settings["epochs"])
+    steps = step_times(ranks, settings["epochs"], settings["batch_size"])
     hdmlp_metrics = []
     for path in sorted(glob.glob(os.path.join(out, "hdmlp_metrics_rank*.json"))):
         with open(path) as f:
@@ -224,7 +247,8 @@ def run_dlio(cluster, settings: dict, loader: str, args, label: str) -> dict:
               "au_percent": report.get("au_percent"), "au_percent_stdev": report.get("au_percent_stdev"),
               "throughput_samples_per_s": report.get("throughput_samples_per_s"),
               "io_mb_per_s": report.get("io_mb_per_s"),
-              "epoch_au_percent": epoch_au, "rank0_epochs": report["epochs"], "hdmlp": hdmlp_metrics}
+              "epoch_au_percent": epoch_au, "step_times": steps, "rank0_epochs": report["epochs"],
+              "hdmlp": hdmlp_metrics}
     later = [a for a in epoch_au[1:] if a is not None]
     result["au_after_first_percent"] = sum(later) / len(later) if later else None
     if proc.returncode != 0 or result["au_percent"] is None:
@@ -327,6 +351,18 @@ def markdown(result: dict) -> str:
                      f"{' / '.join(str(e.get('seconds')) for e in r['rank0_epochs'])} | "
                      f"{r['rank0_epochs'][0].get('steps') if r['rank0_epochs'] else '-'} | {stall} | "
                      f"{r['pfs_bytes_x_dataset']:.3f} | {fmt(load.get('other_cores'))} | {r['seconds']} |")
+    lines += ["", "## Where a step's time went beyond its computation", "",
+              "Milliseconds per step, mean over the ranks, over the steps DLIO's AU counts (all but each epoch's "
+              "first), per epoch: waiting for the loader's next batch / the computation's sleep and DLIO's "
+              "bookkeeping beyond the computation time / the rest (the barrier that ends every step: waiting "
+              "for the slowest rank).", "",
+              "| loader | accel./node | computation per step (ms) | loading | sleep overshoot | barrier |",
+              "|---|---|---|---|---|---|"]
+    for r in result["runs"]:
+        per_epoch = r.get("step_times") or []
+        cell = lambda key: " / ".join("-" if t is None else f"{t[key] * 1000:.0f}" for t in per_epoch) or "-"  # noqa: E731
+        lines.append(f"| {r['loader']} | {r['ranks_per_node']} | {s['computation_time'] * 1000:.0f} | {cell('load')} | "
+                     f"{cell('overshoot')} | {cell('wait')} |")
     lines += ["", "## DLIO's own summary of every run", ""]
     for r in result["runs"]:
         lines += [f"{r['loader']}, {r['ranks_per_node']} accelerator(s) per node:", "", "```",

@@ -231,3 +231,21 @@ def test_cpu_per_image_gives_threads_that_ended_to_their_kind():
     after = {me: ("python", 1.25), 13: ("hdmlp-fill-1", 0.5)}  # the workers ended with the last epoch
     groups = split_by_thread(before, after, process_seconds=3.25)
     assert groups == pytest.approx({"python thread": 0.25, "RAM class fill": 0.0, "staging workers": 3.0})
+
+
+def test_mlperf_storage_splits_a_steps_time_beyond_its_computation():
+    """DLIO's per-rank output (load and proc per step, its throughput) gives, over the steps its AU counts,
+    the loader's wait, the sleep's overshoot and the barrier; an epoch without them is None."""
+    from benchmarks import mlperf_storage
+    batch, compute = 7, 1.0
+    load, proc = [0.4, 0.02, 0.04], [1.5, 1.05, 1.07]
+    wall = sum(proc) + 0.2  # 0.1 s of barrier after each of the two counted steps (and the first's own)
+    rank = {"1": {"load": {"block1": load}, "proc": {"block1": proc}, "compute": {"block1": [compute] * 3},
+                  "throughput": {"block1": 3 * batch / wall}}}
+    fast = json.loads(json.dumps(rank))
+    fast["1"]["load"]["block1"] = [0.4, 0.0, 0.0]
+    epochs = mlperf_storage.step_times([rank, fast], 2, batch)
+    assert epochs[1] is None
+    assert epochs[0]["load"] == pytest.approx((0.03 + 0.0) / 2)
+    assert epochs[0]["overshoot"] == pytest.approx((0.03 + 0.06) / 2)
+    assert epochs[0]["wait"] == pytest.approx(0.1)
