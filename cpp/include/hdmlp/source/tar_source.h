@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "hdmlp/source/file_list.h"
 #include "hdmlp/source/image_folder.h"
 #include "hdmlp/source/source.h"
 
@@ -67,7 +68,6 @@ class TarSource : public Source {
   Extent ExtentOf(int64_t i) const override;
   std::vector<SampleBuffer> ReadRun(int64_t first, int64_t count) override;
 
-  const std::vector<std::string>& shard_paths() const { return paths_; }
   // The shards as given, expanded (a list, a brace pattern or a folder).
   static std::vector<std::string> ListShards(Env* env, const std::string& spec);
 
@@ -76,16 +76,12 @@ class TarSource : public Source {
     int64_t offset = 0;  // of the sample member's data
     std::string member;  // the sample member's name in the tar
   };
-  struct ShardInfo {
-    int64_t size = 0;
-    int64_t mtime_ns = 0;
-  };
 
  private:
   ReadableFile* ShardFile(uint32_t shard);
 
   std::vector<std::string> paths_;
-  std::vector<ShardInfo> infos_;
+  std::vector<ListedFile> shards_;  // each as it was when listed
   std::vector<Entry> entries_;
   std::vector<std::unique_ptr<ReadableFile>> files_;  // guarded by mu_
   std::mutex mu_;

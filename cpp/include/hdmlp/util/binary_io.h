@@ -54,6 +54,7 @@ class BinaryReader {
     return true;
   }
   bool AtEnd() const { return pos_ == end_; }
+  size_t position() const { return pos_; }
 
  private:
   const char* data_;
