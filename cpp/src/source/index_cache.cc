@@ -14,12 +14,6 @@ constexpr char kMagic[8] = {'H', 'D', 'M', 'L', 'P', 'I', 'D', 'X'};
 // 2: every file's modification time follows its size.
 constexpr uint32_t kVersion = 2;
 
-uint64_t HashBytes(const char* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ULL;
-  return Mix64(h);
-}
-
 uint64_t ExtensionsHash() {
   std::string all;
   for (const auto& e : kImageExtensions) all += e + ";";

@@ -14,11 +14,7 @@ namespace {
 constexpr char kMagic[8] = {'H', 'D', 'M', 'L', 'P', 'L', 'S', 'T'};
 constexpr uint32_t kVersion = 1;
 
-uint64_t Hash(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a, finished with Mix64
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return Mix64(h);
-}
+uint64_t Hash(const std::string& s) { return HashBytes(s.data(), s.size()); }
 
 }  // namespace
 
