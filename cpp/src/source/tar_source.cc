@@ -451,7 +451,7 @@ std::vector<std::string> TarSource::ListShards(Env* env, const std::string& spec
     if (!info.exists) throw NotFoundError("tar shard '" + spec + "' does not exist");
     if (info.is_dir) {
       for (const auto& e : env->ListDir(spec)) {
-        if (!e.is_dir && e.name.size() > 4 && Lower(e.name.substr(e.name.size() - 4)) == ".tar") {
+        if (!e.is_dir && HasExtension(e.name, {".tar"})) {
           paths.push_back(JoinPath(spec, e.name));
         }
       }
