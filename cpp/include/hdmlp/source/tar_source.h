@@ -10,11 +10,11 @@
 // The index (for each sample its shard, the offset and size of its sample
 // member, its label) is made once by walking the tar headers (ustar, GNU
 // long names and pax path records; one small read per member, shards in
-// parallel) and kept in the user cache directory (<cache>/tar/), keyed by
-// the shards' absolute paths and the options; it is used again only while
-// every shard has the size and modification time it had. Nothing is
-// unpacked: a sample is one pread of its member's bytes, and each shard is
-// opened once and kept open (O(shards) opens).
+// parallel) and kept in the user cache directory (<cache>/index/tar-*.idx,
+// listing_cache.h), keyed by the shards' absolute paths and the options; it
+// is used again only while every shard has the size and modification time it
+// had. Nothing is unpacked: a sample is one pread of its member's bytes, and
+// each shard is opened once and kept open (O(shards) opens).
 //
 // Options (SourceOptions): tar_sample_ext, the member holding the sample
 // ("" picks the first member with an image extension; "jpg;png" tries each
