@@ -563,7 +563,9 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
     const FileInfo info = env->Stat(path);
     shards_.push_back({path, Absolute(path), info.size, info.mtime_ns});
   }
-  // The cache: valid while every shard has its recorded size and time.
+  // The cache: valid while every shard has its recorded size and time (not
+  // kept for a shard modified just before it was listed).
+  const bool recent = RecentlyModified(shards_);
   const ListingCache cache(scan, "tar", options.tar_sample_ext + ";" + options.tar_label_ext, shards_);
   std::string payload;
   if (cache.Load(&payload) && DecodeIndexCache(payload, paths_, &index_, &entries_)) {
@@ -595,7 +597,7 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
 
   // A damaged shard's listing is not kept: opened again without
   // keep_damaged it must fail, and with it say again what was lost.
-  if (damage_.empty()) cache.Store(EncodeIndexCache(index_, entries_));
+  if (damage_.empty() && !recent) cache.Store(EncodeIndexCache(index_, entries_));
 }
 
 std::string TarSource::Describe(int64_t i) const {
