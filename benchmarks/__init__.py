@@ -1,7 +1,7 @@
 """hdmlp's benchmarks: ``python -m benchmarks <scenario>`` (see benchmarks/README.md).
 
-The older scripts in this folder (raw_bytes.py, prefetch.py, mpi_scaling.py,
-index_scan.py) still run on their own as ``python benchmarks/<script>.py``.
+The older scripts in this folder (raw_bytes.py, prefetch.py, index_scan.py)
+still run on their own as ``python benchmarks/<script>.py``.
 """
 import glob as _glob
 import os as _os

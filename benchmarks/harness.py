@@ -36,10 +36,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
@@ -101,20 +99,7 @@ def kind_of(system: str) -> str:
     return "raw" if "raw" in system else "transforms"
 
 
-# -- the machine and the dataset ---------------------------------------------
-
-def machine() -> dict:
-    cpu = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
-    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return {"cores": os.cpu_count(), "cpu": cpu, "memory_gib": round(mem_gb, 1),
-            "kernel": platform.release(), "python": platform.python_version(),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
-
+# -- the dataset -------------------------------------------------------------
 
 def dataset_files(root: str) -> list[str]:
     out = []
@@ -381,7 +366,8 @@ def describe_setup(result: dict) -> list[str]:
     # Older results had only this (sampled when the report was made); newer ones have "load".
     load = f" (shared: 1-min load average {m['load_average_1min']} at the start)" \
         if "load_average_1min" in m and "load" not in result else ""
-    lines = [f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, Linux {m['kernel']}; "
+    cores = m.get("cores_online", m.get("cores"))  # "cores": results before lab/machine.py's facts
+    lines = [f"Machine: {cores} cores ({m['cpu']}), {m['memory_gib']} GiB, Linux {m['kernel']}; "
              f"{m['date']}{load}.",
              f"Dataset: {d['images']} generated ImageNet-like JPEGs in {d['classes']} classes, "
              f"{d['bytes'] / 1e6:.0f} MB ({d['bytes'] / d['images'] / 1e3:.0f} KB per file on average); "
@@ -546,7 +532,7 @@ def run_scenario(scenario: Scenario, args, log=print) -> dict | None:
     result = {
         "scenario": dataclasses.asdict(scenario) | {"store": store_kind},
         "command": "python -m benchmarks " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
-        "machine": machine(),
+        "machine": machine_mod.machine_facts(),
         "dataset": {"path": root, "images": len(files), "bytes": total,
                     "classes": len([d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))]),
                     "generator": None if args.data else f"hdmlp.datasets.make_image_folder(seed={args.data_seed})"},

@@ -63,11 +63,6 @@ def photos(folder: pathlib.Path, n: int):
     return paths
 
 
-def file_hashes(root: pathlib.Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and not p.name.startswith(".")}
-
-
 MPI_SCRIPT = r"""
 import hashlib, json, sys
 import hdmlp

@@ -70,19 +70,6 @@ def ensure_tools(install: bool = True, log=print) -> None:
             os.remove(policy)
 
 
-def _pids_of(pattern: str, netns: str) -> list[int]:
-    out = system_tools.run(["ip", "netns", "pids", netns], check=False).stdout.split()
-    found = []
-    for pid in out:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if pattern.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
-
-
 class Slurm:
     """Slurm's daemons on an emulated cluster, and the commands that start ranks through them."""
 
@@ -336,10 +323,3 @@ PartitionName=emu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         output = open(out, errors="replace").read() if os.path.exists(out) else ""
         return {"returncode": proc.returncode, "job_id": int(m.group(1)) if m else None, "output": output,
                 "stderr": proc.stderr, "seconds": time.perf_counter() - t}
-
-    def daemons_alive(self) -> dict[str, int]:
-        """How many of each daemon run now (for tests of the teardown)."""
-        c = self.cluster
-        counts = {"slurmctld": len(_pids_of("slurmctld", self.netns)), "munged": len(_pids_of("munged", self.netns))}
-        counts["slurmd"] = sum(len(_pids_of("slurmd", c.netns(k))) for k in range(1, c.nodes + 1))
-        return counts

@@ -1,6 +1,5 @@
 #include "hdmlp/cache/storage_class.h"
 
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -89,12 +88,6 @@ constexpr const char* kLockFile = ".lock";
 // Folders without a lock file (made by an older hdmlp, or by a job that
 // crashed while making one) are removed once they are this old.
 constexpr int64_t kUnlockedFolderAgeNs = int64_t{3600} * 1000000000;
-
-int64_t NowRealtimeNs() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 bool StartsWith(const std::string& s, const char* prefix) {
   return s.compare(0, std::strlen(prefix), prefix) == 0;

@@ -5,6 +5,7 @@
 #include <stdio.h>  // renameat2
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -295,6 +296,12 @@ class PosixEnv : public Env {
 };
 
 }  // namespace
+
+int64_t NowRealtimeNs() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 const char* FileKindName(FileKind kind) {
   switch (kind) {

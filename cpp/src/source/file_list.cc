@@ -2,7 +2,6 @@
 
 #include <limits.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include <algorithm>
 
@@ -68,9 +67,7 @@ std::vector<ListedFile> ListDatasetFiles(Env* env, const std::string& spec, cons
 }
 
 bool RecentlyModified(const std::vector<ListedFile>& files) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  const int64_t now = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  const int64_t now = NowRealtimeNs();
   for (const auto& f : files) {
     if (f.mtime_ns > now - 2'000'000'000LL) return true;
   }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/source/file_list.h"
 #include "hdmlp/source/regular_file.h"
 
 namespace hdmlp {
@@ -329,13 +330,6 @@ std::string ShapeString(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
-bool EndsWithH5(const std::string& name) {
-  std::string lower = name;
-  for (char& c : lower) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return (lower.size() > 3 && lower.compare(lower.size() - 3, 3, ".h5") == 0) ||
-         (lower.size() > 5 && lower.compare(lower.size() - 5, 5, ".hdf5") == 0);
-}
-
 // The file ranges of the allocated chunks that hold row `row` (the lock
 // must be held); empty when there are too many to be worth it.
 std::vector<std::pair<int64_t, int64_t>> ChunkRanges(const Hdf5Source::Dataset& d, int64_t row) {
@@ -423,7 +417,7 @@ Hdf5Source::Hdf5Source(Env* env, const std::string& path, const SourceOptions& o
   folder_ = info.is_dir;
   if (folder_) {
     for (const auto& e : env->ListDir(path)) {
-      if (!e.is_dir && EndsWithH5(e.name)) files_.push_back(e.name);
+      if (!e.is_dir && HasExtension(e.name, {".h5", ".hdf5"})) files_.push_back(e.name);
     }
     std::sort(files_.begin(), files_.end());
     if (files_.empty()) throw NotFoundError("folder '" + path + "' holds no .h5 or .hdf5 file");

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/util/binary_io.h"
 #include "hdmlp/util/random.h"
 
 namespace hdmlp {
@@ -13,62 +14,11 @@ constexpr char kMagic[8] = {'H', 'D', 'M', 'L', 'P', 'I', 'D', 'X'};
 // 2: every file's modification time follows its size.
 constexpr uint32_t kVersion = 2;
 
-uint64_t HashBytes(const char* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ULL;
-  return Mix64(h);
-}
-
 uint64_t ExtensionsHash() {
   std::string all;
   for (const auto& e : kImageExtensions) all += e + ";";
   return HashBytes(all.data(), all.size());
 }
-
-class Writer {
- public:
-  void U64(uint64_t v) { Raw(&v, sizeof v); }
-  void I64(int64_t v) { Raw(&v, sizeof v); }
-  void I32(int32_t v) { Raw(&v, sizeof v); }
-  void Str(const std::string& s) {
-    U64(s.size());
-    out_.append(s);
-  }
-  void Raw(const void* p, size_t n) { out_.append(static_cast<const char*>(p), n); }
-  std::string& data() { return out_; }
-
- private:
-  std::string out_;
-};
-
-// Every read is bounds-checked: a corrupt file makes Load return false.
-class Reader {
- public:
-  Reader(const std::string& data, size_t end) : data_(data), end_(end) {}
-  bool U64(uint64_t* v) { return Raw(v, sizeof *v); }
-  bool I64(int64_t* v) { return Raw(v, sizeof *v); }
-  bool I32(int32_t* v) { return Raw(v, sizeof *v); }
-  bool Str(std::string* s) {
-    uint64_t n;
-    if (!U64(&n) || n > end_ - pos_) return false;
-    s->assign(data_, pos_, n);
-    pos_ += n;
-    return true;
-  }
-  bool Count(uint64_t* n, size_t min_item_bytes) { return U64(n) && *n <= (end_ - pos_) / min_item_bytes; }
-  bool Raw(void* p, size_t n) {
-    if (n > end_ - pos_) return false;
-    std::memcpy(p, data_.data() + pos_, n);
-    pos_ += n;
-    return true;
-  }
-  bool AtEnd() const { return pos_ == end_; }
-
- private:
-  const std::string& data_;
-  size_t end_;
-  size_t pos_ = 0;
-};
 
 }  // namespace
 
@@ -110,12 +60,12 @@ bool IndexCache::Decode(const std::string& data, const std::string& absolute_roo
   std::memcpy(&stored_checksum, data.data() + data.size() - 8, 8);
   if (stored_checksum != HashBytes(data.data(), data.size() - 8)) return false;
 
-  Reader r(data, data.size() - 8);
+  BinaryReader r(data.data(), data.size() - 8);
   char magic[8];
   uint32_t version;
   uint64_t extensions, n;
   std::string root;
-  if (!r.Raw(magic, 8) || !r.Raw(&version, 4) || version != kVersion) return false;
+  if (!r.Raw(magic, 8) || !r.U32(&version) || version != kVersion) return false;
   if (!r.U64(&extensions) || extensions != ExtensionsHash()) return false;
   if (!r.Str(&root) || root != absolute_root) return false;
 
@@ -154,9 +104,9 @@ bool IndexCache::Decode(const std::string& data, const std::string& absolute_roo
 
 std::string IndexCache::Encode(const std::string& absolute_root, const ImageFolderIndex& index,
                                const std::vector<ScannedDirectory>& directories) {
-  Writer w;
+  BinaryWriter w;
   w.Raw(kMagic, sizeof kMagic);
-  w.Raw(&kVersion, 4);
+  w.U32(kVersion);
   w.U64(ExtensionsHash());
   w.Str(absolute_root);
   w.U64(directories.size());
@@ -174,7 +124,7 @@ std::string IndexCache::Encode(const std::string& absolute_root, const ImageFold
     w.I64(i < index.mtimes_ns.size() ? index.mtimes_ns[i] : 0);
   }
   w.U64(HashBytes(w.data().data(), w.data().size()));
-  return std::move(w.data());
+  return w.data();
 }
 
 void IndexCache::Store(const std::string& absolute_root, const ImageFolderIndex& index,

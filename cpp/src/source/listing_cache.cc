@@ -14,11 +14,7 @@ namespace {
 constexpr char kMagic[8] = {'H', 'D', 'M', 'L', 'P', 'L', 'S', 'T'};
 constexpr uint32_t kVersion = 1;
 
-uint64_t Hash(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a, finished with Mix64
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return Mix64(h);
-}
+uint64_t Hash(const std::string& s) { return HashBytes(s.data(), s.size()); }
 
 }  // namespace
 
@@ -49,7 +45,10 @@ std::string ListingCache::Header() const {
   return w.data();
 }
 
-bool ListingCache::Load(std::string* payload) const {
+bool ListingCache::Load(std::string* payload) const { return Read(true, payload); }
+
+// An entry of these files (exact: with their sizes and times now) whose checksum holds.
+bool ListingCache::Read(bool exact, std::string* payload) const {
   if (!enabled_) return false;
   std::string data;
   try {
@@ -57,12 +56,25 @@ bool ListingCache::Load(std::string* payload) const {
   } catch (const Error&) {
     return false;
   }
-  const std::string header = Header();
-  if (data.size() < header.size() + 8 || data.compare(0, header.size(), header) != 0) return false;
+  if (data.size() < 8) return false;
   uint64_t stored;
   std::memcpy(&stored, data.data() + data.size() - 8, 8);
   if (stored != Hash(data.substr(0, data.size() - 8))) return false;
-  payload->assign(data, header.size(), data.size() - 8 - header.size());
+  BinaryReader r(data.data(), data.size() - 8);
+  char magic[sizeof kMagic];
+  uint32_t version;
+  std::string kind;
+  uint64_t n;
+  bool ok = r.Raw(magic, sizeof magic) && std::memcmp(magic, kMagic, sizeof kMagic) == 0 && r.U32(&version) &&
+            version == kVersion && r.Str(&kind) && kind == kind_ && r.U64(&n) && n == files_.size();
+  for (size_t i = 0; ok && i < files_.size(); ++i) {
+    std::string absolute;
+    int64_t size, mtime_ns;
+    ok = r.Str(&absolute) && r.I64(&size) && r.I64(&mtime_ns) && absolute == files_[i].absolute &&
+         (!exact || (size == files_[i].size && mtime_ns == files_[i].mtime_ns));
+  }
+  if (!ok) return false;
+  payload->assign(data, r.position(), data.size() - 8 - r.position());
   return true;
 }
 

@@ -2,7 +2,6 @@
 
 #include <limits.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,15 +11,13 @@
 
 #include "hdmlp/config/config.h"
 #include "hdmlp/errors.h"
+#include "hdmlp/source/listing_cache.h"
 #include "hdmlp/util/binary_io.h"
 #include "hdmlp/util/parallel_for.h"
-#include "hdmlp/util/random.h"
 
 namespace hdmlp {
 namespace {
 
-constexpr char kCacheMagic[8] = {'H', 'D', 'M', 'L', 'P', 'T', 'A', 'R'};
-constexpr uint32_t kCacheVersion = 2;  // 2: shards cut short are refused, not indexed
 constexpr int64_t kBlock = 512;
 constexpr int64_t kWindow = 64 * 1024;  // header reads fetch this much, so small members come along
 constexpr int64_t kMaxLabelBytes = 64;
@@ -36,18 +33,6 @@ std::string Absolute(const std::string& path) {
   char buf[PATH_MAX];
   if (::realpath(path.c_str(), buf) != nullptr) return buf;
   return path;
-}
-
-uint64_t HashString(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return Mix64(h);
-}
-
-int64_t NowRealtimeNs() {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
 // One indexed sample of a shard.
@@ -389,37 +374,13 @@ class ShardScanner {
   bool has_label_ = false;
 };
 
-std::string CachePath(const ScanOptions& scan, const std::vector<std::string>& absolute, const SourceOptions& o) {
-  std::string all = "tar;" + o.tar_sample_ext + ";" + o.tar_label_ext + ";";
-  for (const auto& p : absolute) all += p + "\n";
-  char name[48];
-  std::snprintf(name, sizeof name, "tar-%016llx.idx", static_cast<unsigned long long>(HashString(all)));
-  return JoinPath(scan.cache_dir.empty() ? JoinPath(UserCacheDir(), "index") : scan.cache_dir, name);
-}
-
-// The sample members the index cache `data` lists for the shard at `absolute`,
-// in order, whatever size and time it recorded: the shard as a job last
-// indexed it whole (a damaged listing is never kept). nullopt without one.
-std::optional<std::vector<std::string>> LastListing(const std::string& data, const std::string& absolute) {
-  if (data.size() <= sizeof kCacheMagic + 8 || std::memcmp(data.data(), kCacheMagic, sizeof kCacheMagic) != 0) {
-    return std::nullopt;
-  }
-  uint64_t stored_hash;
-  std::memcpy(&stored_hash, data.data() + data.size() - 8, 8);
-  if (stored_hash != HashString(data.substr(0, data.size() - 8))) return std::nullopt;
-  BinaryReader r(data.data(), data.size() - 8);
-  char magic[8];
-  uint32_t version;
+// The sample members that the index cache's `payload` (ListingCache::LoadLast) lists
+// for `shard`, in order: the shard as a job last indexed it whole (a damaged
+// listing is never kept). nullopt without one.
+std::optional<std::vector<std::string>> LastListing(const std::string& payload, uint32_t shard) {
+  BinaryReader r(payload.data(), payload.size());
   uint64_t n;
-  if (!r.Raw(magic, 8) || !r.U32(&version) || version != kCacheVersion || !r.Count(&n, 24)) return std::nullopt;
-  int64_t shard = -1;
-  for (uint64_t s = 0; s < n; ++s) {
-    std::string p;
-    int64_t size, mtime;
-    if (!r.Str(&p) || !r.I64(&size) || !r.I64(&mtime)) return std::nullopt;
-    if (p == absolute) shard = static_cast<int64_t>(s);
-  }
-  if (shard < 0 || !r.Count(&n, 8)) return std::nullopt;
+  if (!r.Count(&n, 8)) return std::nullopt;
   for (uint64_t c = 0; c < n; ++c) {
     std::string name;
     if (!r.Str(&name)) return std::nullopt;
@@ -432,7 +393,7 @@ std::optional<std::vector<std::string>> LastListing(const std::string& data, con
     int32_t label;
     std::string member;
     if (!r.U32(&s) || !r.I64(&offset) || !r.I64(&size) || !r.I32(&label) || !r.Str(&member)) return std::nullopt;
-    if (static_cast<int64_t>(s) == shard) members.push_back(std::move(member));
+    if (s == shard) members.push_back(std::move(member));
   }
   return members;
 }
@@ -490,7 +451,7 @@ std::vector<std::string> TarSource::ListShards(Env* env, const std::string& spec
     if (!info.exists) throw NotFoundError("tar shard '" + spec + "' does not exist");
     if (info.is_dir) {
       for (const auto& e : env->ListDir(spec)) {
-        if (!e.is_dir && e.name.size() > 4 && Lower(e.name.substr(e.name.size() - 4)) == ".tar") {
+        if (!e.is_dir && HasExtension(e.name, {".tar"})) {
           paths.push_back(JoinPath(spec, e.name));
         }
       }
@@ -516,31 +477,15 @@ std::vector<std::string> TarSource::ListShards(Env* env, const std::string& spec
 
 namespace {
 
-// The samples of an index cache that still matches every shard (its path,
-// size and time); false for any other (stale, damaged, another version).
-bool DecodeIndexCache(const std::string& data, const std::vector<std::string>& absolute,
-                      const std::vector<std::string>& paths, const std::vector<TarSource::ShardInfo>& infos,
-                      SampleIndex* index_out, std::vector<TarSource::Entry>* entries_out) {
-  if (data.size() <= sizeof kCacheMagic + 8 || std::memcmp(data.data(), kCacheMagic, sizeof kCacheMagic) != 0) {
-    return false;
-  }
-  uint64_t stored_hash;
-  std::memcpy(&stored_hash, data.data() + data.size() - 8, 8);
-  BinaryReader r(data.data(), data.size() - 8);
-  char magic[8];
-  uint32_t version;
+// The samples of an index cache's `payload` (ListingCache::Load, which checks
+// every shard's path, size and time); false for a damaged one.
+bool DecodeIndexCache(const std::string& payload, const std::vector<std::string>& paths, SampleIndex* index_out,
+                      std::vector<TarSource::Entry>* entries_out) {
+  BinaryReader r(payload.data(), payload.size());
   uint64_t n;
-  bool ok = stored_hash == HashString(data.substr(0, data.size() - 8)) && r.Raw(magic, 8) && r.U32(&version) &&
-            version == kCacheVersion && r.Count(&n, 24) && n == paths.size();
-  for (uint64_t s = 0; ok && s < n; ++s) {
-    std::string p;
-    int64_t size, mtime;
-    ok = r.Str(&p) && r.I64(&size) && r.I64(&mtime) && p == absolute[s] && size == infos[s].size &&
-         mtime == infos[s].mtime_ns;
-  }
   SampleIndex index;
   std::vector<TarSource::Entry> entries;
-  ok = ok && r.Count(&n, 8);
+  bool ok = r.Count(&n, 8);
   index.classes.resize(ok ? n : 0);
   for (auto& c : index.classes) ok = ok && r.Str(&c);
   ok = ok && r.Count(&n, 36);
@@ -562,17 +507,8 @@ bool DecodeIndexCache(const std::string& data, const std::vector<std::string>& a
   return true;
 }
 
-std::string EncodeIndexCache(const std::vector<std::string>& absolute, const std::vector<TarSource::ShardInfo>& infos,
-                             const SampleIndex& index, const std::vector<TarSource::Entry>& entries) {
+std::string EncodeIndexCache(const SampleIndex& index, const std::vector<TarSource::Entry>& entries) {
   BinaryWriter w;
-  w.Raw(kCacheMagic, sizeof kCacheMagic);
-  w.U32(kCacheVersion);
-  w.U64(absolute.size());
-  for (size_t s = 0; s < absolute.size(); ++s) {
-    w.Str(absolute[s]);
-    w.I64(infos[s].size);
-    w.I64(infos[s].mtime_ns);
-  }
   w.U64(index.classes.size());
   for (const auto& c : index.classes) w.Str(c);
   w.U64(entries.size());
@@ -583,7 +519,6 @@ std::string EncodeIndexCache(const std::vector<std::string>& absolute, const std
     w.I32(index.labels[i]);
     w.Str(entries[i].member);
   }
-  w.U64(HashString(w.data()));
   return w.data();
 }
 
@@ -624,32 +559,19 @@ void IndexRecords(const std::vector<std::vector<Record>>& per_shard, const std::
 TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& options, const ScanOptions& scan)
     : Source("tar", env, spec) {
   paths_ = ListShards(env, spec);
-  std::vector<std::string> absolute;
-  infos_.resize(paths_.size());
-  bool racy = false;
-  const int64_t now = NowRealtimeNs();
-  for (size_t s = 0; s < paths_.size(); ++s) {
-    absolute.push_back(Absolute(paths_[s]));
-    const FileInfo info = env->Stat(paths_[s]);
-    infos_[s] = {info.size, info.mtime_ns};
-    racy = racy || info.mtime_ns > now - 2'000'000'000LL;
+  for (const auto& path : paths_) {
+    const FileInfo info = env->Stat(path);
+    shards_.push_back({path, Absolute(path), info.size, info.mtime_ns});
   }
-  Env* cache_env = scan.cache_env != nullptr ? scan.cache_env : Env::Default();
-  const std::string cache_path = CachePath(scan, absolute, options);
-
-  // The cache: valid while every shard has its recorded size and time.
-  std::string stale_cache;  // kept: a damaged shard's last whole listing names what the damage lost
-  if (scan.use_cache) {
-    std::string& data = stale_cache;
-    try {
-      data = cache_env->ReadWholeFile(cache_path);
-    } catch (const Error&) {
-    }
-    if (DecodeIndexCache(data, absolute, paths_, infos_, &index_, &entries_)) {
-      from_cache_ = true;
-      files_.resize(paths_.size());
-      return;
-    }
+  // The cache: valid while every shard has its recorded size and time (not
+  // kept for a shard modified just before it was listed).
+  const bool recent = RecentlyModified(shards_);
+  const ListingCache cache(scan, "tar", options.tar_sample_ext + ";" + options.tar_label_ext, shards_);
+  std::string payload;
+  if (cache.Load(&payload) && DecodeIndexCache(payload, paths_, &index_, &entries_)) {
+    from_cache_ = true;
+    files_.resize(paths_.size());
+    return;
   }
 
   int threads = scan.threads > 0 ? scan.threads
@@ -661,10 +583,12 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
     per_shard[static_cast<size_t>(s)] = scanner.Scan(env);
     cuts[static_cast<size_t>(s)] = scanner.cut();
   });
+  // A damaged shard's last whole listing names what the damage lost.
+  const bool last = cache.LoadLast(&payload);
   for (size_t s = 0; s < paths_.size(); ++s) {
     if (!cuts[s].cut) continue;
     CutLoss loss = DescribeCut(paths_[s], cuts[s], per_shard[s],
-                               scan.use_cache ? LastListing(stale_cache, absolute[s]) : std::nullopt);
+                               last ? LastListing(payload, static_cast<uint32_t>(s)) : std::nullopt);
     damage_.push_back(std::move(loss.damage));
     damaged_samples_.insert(damaged_samples_.end(), loss.samples.begin(), loss.samples.end());
   }
@@ -673,15 +597,7 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
 
   // A damaged shard's listing is not kept: opened again without
   // keep_damaged it must fail, and with it say again what was lost.
-  if (scan.use_cache && !racy && damage_.empty()) {
-    const std::string data = EncodeIndexCache(absolute, infos_, index_, entries_);
-    try {
-      cache_env->CreateDirs(cache_path.substr(0, cache_path.find_last_of('/')));
-      cache_env->WriteFileAtomic(cache_path, data.data(), static_cast<int64_t>(data.size()));
-    } catch (const Error&) {
-      // An unwritable cache only costs the next start a rescan.
-    }
-  }
+  if (damage_.empty() && !recent) cache.Store(EncodeIndexCache(index_, entries_));
 }
 
 std::string TarSource::Describe(int64_t i) const {
@@ -691,7 +607,7 @@ std::string TarSource::Describe(int64_t i) const {
 }
 
 SampleIdentity TarSource::Identity(int64_t i) const {
-  return {index_.sizes[static_cast<size_t>(i)], infos_[entries_[static_cast<size_t>(i)].shard].mtime_ns};
+  return {index_.sizes[static_cast<size_t>(i)], shards_[entries_[static_cast<size_t>(i)].shard].mtime_ns};
 }
 
 ReadableFile* TarSource::ShardFile(uint32_t shard) {
@@ -706,7 +622,7 @@ void TarSource::ReadRange(int64_t i, int64_t offset, int64_t n, uint8_t* dst) {
   const int64_t size = index_.sizes[static_cast<size_t>(i)];
   // The size the shard had when it was opened; a later truncation makes
   // ReadExact throw instead.
-  const int64_t file_size = infos_[e.shard].size;
+  const int64_t file_size = shards_[e.shard].size;
   if (e.offset + size > file_size) {
     throw InvalidArgumentError(Describe(i) + " is cut short: it needs " + std::to_string(size) + " bytes, the file ends " +
                                std::to_string(std::max<int64_t>(file_size - e.offset, 0)) +
@@ -722,7 +638,7 @@ Source::Extent TarSource::ExtentOf(int64_t i) const {
 
 std::vector<SampleBuffer> TarSource::ReadRun(int64_t first, int64_t count) {
   return ReadExtentRun(
-      first, count, [this](int64_t file) { return infos_[static_cast<size_t>(file)].size; },
+      first, count, [this](int64_t file) { return shards_[static_cast<size_t>(file)].size; },
       [this](int64_t file) { return ShardFile(static_cast<uint32_t>(file)); }, [](int64_t, const SampleBuffer&) {});
 }
 

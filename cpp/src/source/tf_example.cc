@@ -10,7 +10,6 @@ class Wire {
  public:
   Wire(const uint8_t* data, size_t begin, size_t end) : data_(data), pos_(begin), end_(end) {}
   bool AtEnd() const { return pos_ >= end_; }
-  size_t pos() const { return pos_; }
 
   bool Varint(uint64_t* v) {
     uint64_t result = 0;

@@ -26,6 +26,7 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "hdmlp/env/env.h"
 #include "hdmlp/errors.h"
 #include "hdmlp/util/parallel_for.h"
 #include "hdmlp/util/random.h"
@@ -108,40 +109,11 @@ bool IsManifestTempName(const std::string& name) {
 
 // ---------------------------------------------------------------- files
 
-std::string Join(const std::string& a, const std::string& b) {
-  if (a.empty() || a.back() == '/') return a + b;
-  return a + "/" + b;
-}
-
-std::string ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) throw NotFoundError("photo '" + path + "' does not exist");
-    throw IOError("cannot open photo '" + path + "': " + ErrnoText(err));
-  }
-  std::string bytes;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw IOError("cannot read photo '" + path + "': " + ErrnoText(err));
-    }
-    if (n == 0) break;
-    bytes.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return bytes;
-}
-
 // Written under a temporary name in the same folder and renamed, so the final
 // name only ever holds a complete file, even if the process dies mid-write.
 void WriteFileAtomically(const std::string& dir, const std::string& name, const void* data, size_t size) {
-  const std::string path = Join(dir, name);
-  const std::string tmp = Join(dir, TempName(name));
+  const std::string path = JoinPath(dir, name);
+  const std::string tmp = JoinPath(dir, TempName(name));
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IOError("cannot create '" + tmp + "': " + ErrnoText(errno));
   const char* p = static_cast<const char*>(data);
@@ -177,7 +149,7 @@ void WriteFileAtomically(const std::string& dir, const std::string& name, const 
 class RootLock {
  public:
   explicit RootLock(const std::string& root) {
-    const std::string path = Join(root, kLockName);
+    const std::string path = JoinPath(root, kLockName);
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) throw IOError("image folder root '" + root + "' is not writable: " + ErrnoText(errno));
     while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
@@ -227,7 +199,7 @@ class PhotoSet {
     for (const auto& path : paths) {
       auto photo = std::make_unique<Photo>();
       photo->path = path;
-      photo->bytes = ReadWholeFile(path);
+      photo->bytes = Env::Default()->ReadWholeFile(path);
       photo->hash = HashBytes(photo->bytes);
       photos_.push_back(std::move(photo));
     }
@@ -462,7 +434,7 @@ struct Manifest {
 // is regenerating files.
 Manifest ReadManifest(const std::string& root) {
   Manifest manifest;
-  std::ifstream in(Join(root, kGeneratedManifestName), std::ios::binary);
+  std::ifstream in(JoinPath(root, kGeneratedManifestName), std::ios::binary);
   if (!in) return manifest;
   std::string line;
   std::vector<std::string> head;
@@ -511,7 +483,7 @@ Survey TakeSurvey(const std::string& root, const std::string& key, const std::st
   bool all = true;
   for (size_t i = 0; i < names.size(); ++i) {
     struct stat st;
-    const std::string path = Join(root, names[i]);
+    const std::string path = JoinPath(root, names[i]);
     bool ok = ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
     if (ok) {
       const auto listed = manifest.sizes.find(names[i]);
@@ -652,7 +624,7 @@ GeneratedFolder GenerateImageFolder(const ImageFolderSpec& spec) {
   RemoveStale(spec.root, survey.had_manifest, kept);
   WriteManifest(spec.root, key, layout, nullptr, nullptr);
   for (int c = 0; c < spec.num_classes; ++c) {
-    const std::string dir = Join(spec.root, GeneratedClassName(c));
+    const std::string dir = JoinPath(spec.root, GeneratedClassName(c));
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
       throw IOError("cannot create class folder '" + dir + "': " + ErrnoText(errno));
     }
@@ -665,7 +637,7 @@ GeneratedFolder GenerateImageFolder(const ImageFolderSpec& spec) {
     const std::vector<uchar> jpeg = EncodeImage(spec, photos, index);
     const std::string& name = names[static_cast<size_t>(index)];
     const size_t slash = name.find('/');
-    WriteFileAtomically(Join(spec.root, name.substr(0, slash)), name.substr(slash + 1), jpeg.data(),
+    WriteFileAtomically(JoinPath(spec.root, name.substr(0, slash)), name.substr(slash + 1), jpeg.data(),
                         jpeg.size());
     survey.sizes[static_cast<size_t>(index)] = static_cast<int64_t>(jpeg.size());
   });

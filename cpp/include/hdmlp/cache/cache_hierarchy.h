@@ -148,8 +148,6 @@ class CacheHierarchy {
   // modification time than the index's (each counted once), and their names.
   int64_t changed_samples() const;
   std::vector<std::string> ChangedFiles() const;
-  // Entries of the peer directory (several ranks), for tests and benchmarks.
-  int64_t peer_directory_entries() const { return directory_.entries(); }
   // The placement exchange at construction (several ranks; zeros alone): the
   // message bytes this rank sent to and received from other ranks over its
   // all-to-all rounds, its messages to itself apart (they stay in memory), the

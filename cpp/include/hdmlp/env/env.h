@@ -43,6 +43,9 @@ struct FileInfo {
   int64_t uid = -1;  // the owner (-1: unknown)
 };
 
+// The system clock now, in nanoseconds since the Unix epoch: the clock of mtime_ns.
+int64_t NowRealtimeNs();
+
 struct DirEntry {
   std::string name;
   bool is_dir = false;  // follows symbolic links, as Python's os.scandir does

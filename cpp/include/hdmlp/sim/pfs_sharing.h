@@ -63,7 +63,6 @@ class PfsSharing {
   // for a stale event (the rates changed after it was scheduled).
   int64_t OnEndEvent(uint32_t group, uint64_t seq, double now);
   uint32_t JobNode(uint32_t job) const { return job / threads_per_node_; }
-  uint32_t JobThread(uint32_t job) const { return job % threads_per_node_; }
 
   std::vector<PfsTracePoint> TakeTrace() { return std::move(trace_); }
 

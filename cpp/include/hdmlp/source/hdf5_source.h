@@ -58,7 +58,6 @@ class Hdf5Source : public Source {
   std::string Describe(int64_t i) const override;
   SampleBuffer Read(int64_t i) override;
 
-  bool folder_layout() const { return folder_; }
   // Reads so far that needed the library (not the direct path).
   int64_t library_reads() const { return library_reads_.load(); }
 

@@ -11,7 +11,8 @@
 // is ignored, never misread. What the index holds is the source's own
 // payload (bytes it encodes and decodes itself).
 //
-// Load returns false (never throws) for a missing, stale or corrupt entry;
+// Load returns false (never throws) for a missing, stale or corrupt entry
+// (LoadLast for a missing or corrupt one);
 // Store ignores a cache directory it cannot write (caching is an
 // optimisation, never a reason to fail a job), and stores nothing while a
 // file was modified in the last two seconds (RecentlyModified).
@@ -30,16 +31,20 @@ namespace hdmlp {
 
 class ListingCache {
  public:
-  // kind: "tfrecord", "npy"; options_key: every option the index depends on.
+  // kind: "tfrecord", "npy", "tar"; options_key: every option the index depends on.
   ListingCache(const ScanOptions& scan, const std::string& kind, const std::string& options_key,
                const std::vector<ListedFile>& files);
 
   bool Load(std::string* payload) const;
+  // The payload as a job last stored it for these files, whatever their sizes and
+  // times are now: what a file held before it was damaged.
+  bool LoadLast(std::string* payload) const { return Read(false, payload); }
   void Store(const std::string& payload) const;
   const std::string& path() const { return path_; }
 
  private:
   std::string Header() const;
+  bool Read(bool exact, std::string* payload) const;
 
   Env* env_;
   bool enabled_;

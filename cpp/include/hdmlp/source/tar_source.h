@@ -10,11 +10,11 @@
 // The index (for each sample its shard, the offset and size of its sample
 // member, its label) is made once by walking the tar headers (ustar, GNU
 // long names and pax path records; one small read per member, shards in
-// parallel) and kept in the user cache directory (<cache>/tar/), keyed by
-// the shards' absolute paths and the options; it is used again only while
-// every shard has the size and modification time it had. Nothing is
-// unpacked: a sample is one pread of its member's bytes, and each shard is
-// opened once and kept open (O(shards) opens).
+// parallel) and kept in the user cache directory (<cache>/index/tar-*.idx,
+// listing_cache.h), keyed by the shards' absolute paths and the options; it
+// is used again only while every shard has the size and modification time it
+// had. Nothing is unpacked: a sample is one pread of its member's bytes, and
+// each shard is opened once and kept open (O(shards) opens).
 //
 // Options (SourceOptions): tar_sample_ext, the member holding the sample
 // ("" picks the first member with an image extension; "jpg;png" tries each
@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "hdmlp/source/file_list.h"
 #include "hdmlp/source/image_folder.h"
 #include "hdmlp/source/source.h"
 
@@ -67,7 +68,6 @@ class TarSource : public Source {
   Extent ExtentOf(int64_t i) const override;
   std::vector<SampleBuffer> ReadRun(int64_t first, int64_t count) override;
 
-  const std::vector<std::string>& shard_paths() const { return paths_; }
   // The shards as given, expanded (a list, a brace pattern or a folder).
   static std::vector<std::string> ListShards(Env* env, const std::string& spec);
 
@@ -76,16 +76,12 @@ class TarSource : public Source {
     int64_t offset = 0;  // of the sample member's data
     std::string member;  // the sample member's name in the tar
   };
-  struct ShardInfo {
-    int64_t size = 0;
-    int64_t mtime_ns = 0;
-  };
 
  private:
   ReadableFile* ShardFile(uint32_t shard);
 
   std::vector<std::string> paths_;
-  std::vector<ShardInfo> infos_;
+  std::vector<ListedFile> shards_;  // each as it was when listed
   std::vector<Entry> entries_;
   std::vector<std::unique_ptr<ReadableFile>> files_;  // guarded by mu_
   std::mutex mu_;

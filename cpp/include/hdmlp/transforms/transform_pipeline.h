@@ -98,7 +98,6 @@ class TransformPipeline {
   // Whether ImgDecode(draft=1) or ImgDecode(fast=1) was asked for.
   bool draft() const { return decode_.draft; }
   bool fast() const { return decode_.fast; }
-  const DecodeOptions& decode_options() const { return decode_; }
 
   // The shape Apply will write for this image, from its header alone (a few
   // microseconds; nothing decoded). Equals output() for a fixed chain.

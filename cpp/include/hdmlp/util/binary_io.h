@@ -1,6 +1,6 @@
 // BinaryWriter / BinaryReader: little-endian records of fixed-size numbers
 // and length-prefixed strings, for the index files the sources keep (a
-// pack's index, the tar index cache).
+// pack's index, the index caches).
 //
 // Every read is bounds-checked and returns false instead of reading past
 // the end, so a truncated or corrupt file is refused, never misread. The
@@ -54,6 +54,7 @@ class BinaryReader {
     return true;
   }
   bool AtEnd() const { return pos_ == end_; }
+  size_t position() const { return pos_; }
 
  private:
   const char* data_;

@@ -9,6 +9,8 @@
 //   Mix64       SplitMix64's finaliser (Steele, Lea, Flood 2014): a bijective
 //               64-bit hash with full avalanche; used to derive keys.
 //   DeriveKey   folds several 64-bit words into one key with Mix64.
+//   HashBytes   FNV-1a finished with Mix64: the key of a byte string (the
+//               index caches' file names and checksums).
 //   Rng         xoshiro256** (Blackman, Vigna 2018) seeded through SplitMix64,
 //               with unbiased bounded integers (Lemire 2019) and 53-bit doubles.
 //
@@ -37,6 +39,12 @@ inline uint64_t DeriveKey(const uint64_t* words, size_t count) {
   return key;
 }
 inline uint64_t DeriveKey(std::initializer_list<uint64_t> words) { return DeriveKey(words.begin(), words.size()); }
+
+inline uint64_t HashBytes(const char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 0x100000001b3ULL;
+  return Mix64(h);
+}
 
 class Rng {
  public:
