@@ -13,6 +13,7 @@
 
 #include "hdmlp/errors.h"
 #include "hdmlp/util/checksum.h"
+#include "hdmlp/util/huge_pages.h"
 
 namespace hdmlp {
 
@@ -44,7 +45,9 @@ class MemoryClass : public StorageClass {
       : StorageClass(name, "memory"), offsets_(sizes.size() + 1, 0) {
     for (size_t i = 0; i < sizes.size(); ++i) offsets_[i + 1] = offsets_[i] + sizes[i];
     // Left uninitialised: the kernel commits pages as samples arrive.
-    arena_.reset(new uint8_t[static_cast<size_t>(std::max<int64_t>(offsets_.back(), 1))]);
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(offsets_.back(), 1));
+    arena_.reset(new uint8_t[bytes]);
+    AdviseHugePages(arena_.get(), bytes);
   }
 
   bool Store(int64_t slot, int64_t, const uint8_t* data, int64_t size) override {

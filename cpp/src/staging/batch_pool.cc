@@ -5,12 +5,16 @@
 #include <cstdlib>
 #include <new>
 
+#include "hdmlp/util/huge_pages.h"
+
 namespace hdmlp {
 namespace {
 
 void* AlignedAllocate(size_t bytes, void*) {
   const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;  // aligned_alloc wants a multiple
-  return std::aligned_alloc(64, rounded);
+  void* memory = std::aligned_alloc(64, rounded);
+  AdviseHugePages(memory, rounded);
+  return memory;
 }
 void AlignedFree(void* memory, void*) { std::free(memory); }
 
