@@ -220,7 +220,7 @@ def run_dlio(cluster, settings: dict, loader: str, args, label: str) -> dict:
         config = os.path.join(cluster.work, f"{label}.cfg")
         write_hdmlp_config(config, args.node_memory_mb, cluster.ranks_per_node, settings)
         env["HDMLP_DLIO_CONFIG"] = config
-        env["HDMLP_DLIO_OPTIONS"] = json.dumps({"timeout_s": 120})
+        env["HDMLP_DLIO_OPTIONS"] = json.dumps({"timeout_s": 120, **json.loads(args.hdmlp_options)})
     before = cluster.pfs.stats()["bytes_served"]
     t = time.perf_counter()
     proc = cluster.run(cmd, env=env, timeout=args.timeout, mpirun_args=["--wdir", out])
@@ -399,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--after-first", action=argparse.BooleanOptionalAction, default=None,
                    help="judge AU over the epochs after the first (default: with --case aggregate)")
     p.add_argument("--loaders", default="dlio,hdmlp")
+    p.add_argument("--hdmlp-options", default="{}",
+                   help="a JSON object of further hdmlp.Job arguments for hdmlp's runs (HDMLP_DLIO_OPTIONS)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds one DLIO run may take")
     p.add_argument("--json", help="default: benchmarks/results/mlperf_storage-<workload>-<case>.json")
     p.add_argument("--markdown", help="default: beside the JSON, .md")
