@@ -13,7 +13,6 @@
 
 #include "hdmlp/errors.h"
 #include "hdmlp/util/checksum.h"
-#include "hdmlp/util/huge_pages.h"
 
 namespace hdmlp {
 
@@ -47,7 +46,6 @@ class MemoryClass : public StorageClass {
     // Left uninitialised: the kernel commits pages as samples arrive.
     const size_t bytes = static_cast<size_t>(std::max<int64_t>(offsets_.back(), 1));
     arena_.reset(new uint8_t[bytes]);
-    AdviseHugePages(arena_.get(), bytes);
   }
 
   bool Store(int64_t slot, int64_t, const uint8_t* data, int64_t size) override {

@@ -2,11 +2,14 @@
 // memory with transparent huge pages (2 MiB on x86-64 and most aarch64
 // kernels) where it may, before the block is first touched.
 //
-// Why: a RAM class's arena and the batch buffers are hundreds of MB written
-// once and read many times. In 4 KiB pages their first touch is one page
-// fault per 4 KiB (most of the job's page faults), and the consumer's reads
-// of a batch miss the TLB every 4 KiB. Linux's default ("madvise") gives huge
-// pages only to memory that asks.
+// Why: the batch buffers (staging/batch_pool.h) are tens of MB, written by
+// the workers and read by the training loop over and over. In 4 KiB pages
+// both miss the TLB every 4 KiB; with huge pages the training chain ran
+// 3-4% faster in steady epochs on 3-4% less CPU. Linux's default
+// ("madvise") gives huge pages only to memory that asks. Not for memory
+// touched once (a RAM class's arena, filled in the first epoch): clearing
+// and compacting 2 MiB pages on its first touch slowed the first epoch by
+// a tenth and gained the later ones nothing more (benchmarks/README.md).
 //
 // A hint only: where the kernel has no transparent huge pages, or refuses,
 // nothing changes. Blocks under 4 MiB are left alone (a huge page there would
