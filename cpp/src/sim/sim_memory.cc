@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <new>
 
+#include "hdmlp/util/huge_pages.h"
+
 namespace hdmlp::sim {
 namespace {
 
@@ -51,9 +53,7 @@ void* SimMemory::Allocate(std::size_t bytes, std::size_t align) {
     const auto aligned = (reinterpret_cast<std::uintptr_t>(base) + kHugePage - 1) & ~(kHugePage - 1);
     next_ = reinterpret_cast<char*>(aligned);
     end_ = next_ + size;
-#ifdef MADV_HUGEPAGE
-    madvise(next_, size, MADV_HUGEPAGE);  // a hint: without transparent huge pages nothing changes
-#endif
+    AdviseHugePages(next_, size);
     at = reinterpret_cast<std::uintptr_t>(next_);
   }
   next_ = reinterpret_cast<char*>(at + bytes);
