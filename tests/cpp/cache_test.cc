@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -376,6 +377,32 @@ TEST(MemoryClassTest, LendsStoredBytesInPlace) {
   EXPECT_EQ(std::vector<uint8_t>(lent, lent + 3), std::vector<uint8_t>(a, a + 3));
   const uint8_t* third = memory->StoredBytes(2);
   EXPECT_EQ(std::vector<uint8_t>(third, third + 5), std::vector<uint8_t>(c, c + 5));
+}
+
+// Storing a sample faults in the 8 MiB stretch of the arena around it in one
+// call (MADV_POPULATE_WRITE), and only that stretch: the next sample to
+// arrive finds its pages there, the rest of the arena stays uncommitted.
+TEST(MemoryClassTest, StoringFaultsInItsStretchOfTheArena) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  auto memory = MakeMemoryClass("memory", {kMiB, 30 * kMiB, kMiB});
+  std::vector<uint8_t> bytes(kMiB, 7);
+  ASSERT_TRUE(memory->Store(0, 10, bytes.data(), kMiB));
+  const long page = sysconf(_SC_PAGESIZE);
+  auto resident_pages = [&](const uint8_t* from, int64_t length) {
+    const auto begin = (reinterpret_cast<uintptr_t>(from) + page - 1) / page * page;
+    std::vector<unsigned char> in_core(static_cast<size_t>(length / page));
+    if (mincore(reinterpret_cast<void*>(begin), in_core.size() * page, in_core.data()) != 0) return int64_t{-1};
+    int64_t n = 0;
+    for (unsigned char c : in_core) n += c & 1;
+    return n;
+  };
+  void* probe = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const bool kernel_can = madvise(probe, page, /*MADV_POPULATE_WRITE=*/23) == 0;
+  munmap(probe, page);
+  if (!kernel_can) GTEST_SKIP() << "this kernel cannot fault pages in ahead (MADV_POPULATE_WRITE is Linux 5.14)";
+  const uint8_t* second = memory->StoredBytes(1);  // planned right after the first, not yet stored
+  EXPECT_EQ(resident_pages(second, 6 * kMiB), 6 * kMiB / page) << "the rest of the first stretch";
+  EXPECT_EQ(resident_pages(second + 10 * kMiB, 16 * kMiB), 0) << "the stretches no sample reached";
 }
 
 TEST(FilesystemClassTest, LendsNothing) {  // its bytes are checked on every read: they are always copied

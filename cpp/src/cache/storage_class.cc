@@ -13,6 +13,7 @@
 
 #include "hdmlp/errors.h"
 #include "hdmlp/util/checksum.h"
+#include "hdmlp/util/huge_pages.h"
 
 namespace hdmlp {
 
@@ -46,10 +47,12 @@ class MemoryClass : public StorageClass {
     // Left uninitialised: the kernel commits pages as samples arrive.
     const size_t bytes = static_cast<size_t>(std::max<int64_t>(offsets_.back(), 1));
     arena_.reset(new uint8_t[bytes]);
+    prefaulted_ = std::vector<std::atomic<bool>>(bytes / kStretch + 1);
   }
 
   bool Store(int64_t slot, int64_t, const uint8_t* data, int64_t size) override {
     if (size != PlannedSize(slot)) return false;  // the file changed since the scan
+    PrefaultStretches(offsets_[static_cast<size_t>(slot)], size);
     std::memcpy(arena_.get() + offsets_[static_cast<size_t>(slot)], data, static_cast<size_t>(size));
     return true;
   }
@@ -67,8 +70,22 @@ class MemoryClass : public StorageClass {
     return offsets_[static_cast<size_t>(slot) + 1] - offsets_[static_cast<size_t>(slot)];
   }
 
+  // Samples arrive in about the order of their slots, so the arena fills from
+  // its start: the first sample stored in each stretch faults the stretch in.
+  void PrefaultStretches(int64_t offset, int64_t size) {
+    for (int64_t s = offset / kStretch; s <= (offset + size) / kStretch; ++s) {
+      bool expected = false;
+      const int64_t begin = s * kStretch;
+      if (begin < offsets_.back() && prefaulted_[static_cast<size_t>(s)].compare_exchange_strong(expected, true)) {
+        PrefaultForWrite(arena_.get() + begin, static_cast<size_t>(std::min(kStretch, offsets_.back() - begin)));
+      }
+    }
+  }
+
+  static constexpr int64_t kStretch = int64_t{8} << 20;
   std::vector<int64_t> offsets_;
   std::unique_ptr<uint8_t[]> arena_;
+  std::vector<std::atomic<bool>> prefaulted_;  // one flag per stretch
 };
 
 std::string HostName() {
