@@ -208,7 +208,10 @@ def cpp_functions(text: str) -> list[tuple[int, str]]:
         start = f.start_line
         while start > 1 and lines[start - 2].lstrip().startswith("template"):
             start -= 1
-        found.append((f.end_line - start + 1, f.unqualified_name))
+        parts = f.name.split("::")  # the name as the declaration writes it (Class::Method out of its class)
+        name = next(n for n in ("::".join(parts[k:]) for k in range(len(parts))) if n in lines[f.start_line - 1]
+                    or n == f.unqualified_name)
+        found.append((f.end_line - start + 1, name))
     return found
 
 
