@@ -1,6 +1,6 @@
 // NameThisThread: gives the calling thread a name that `top -H`, perf and
 // /proc/<pid>/task/<tid>/comm show, so that a job's CPU can be split by the
-// kind of thread that spent it (benchmarks/cpu_per_image.py does).
+// kind of thread that spent it (benchmarks/cpu_gap.py does).
 //
 // NameThread names a thread from the one that started it, so the name is in
 // place as soon as the thread exists, before it has run at all (a thread that
