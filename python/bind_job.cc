@@ -53,19 +53,9 @@ OwnedBuffer FromBatchMemory(std::shared_ptr<uint8_t> memory, const OutputShape& 
                          shape.dims(), n);
 }
 
-// The buffer-protocol format of an array dtype.
-const char* FormatOf(const std::string& dtype) {
-  static const std::map<std::string, const char*> formats = {
-      {"int8", "b"},   {"uint8", "B"},  {"int16", "h"},   {"uint16", "H"},  {"int32", "i"},
-      {"uint32", "I"}, {"int64", "q"},  {"uint64", "Q"},  {"float32", "f"}, {"float64", "d"}};
-  const auto it = formats.find(dtype);
-  if (it == formats.end()) throw InvalidArgumentError("no buffer format for dtype " + dtype);
-  return it->second;
-}
-
 // An array batch: [n, ...] of the source's dtype.
 OwnedBuffer FromArrayMemory(std::shared_ptr<uint8_t> memory, const ArraySpec& spec, int64_t n) {
-  return FromBatchMemory(std::move(memory), spec.element_size, FormatOf(spec.dtype), spec.shape, n);
+  return FromBatchMemory(std::move(memory), spec.element_size, BufferFormatOf(spec.dtype), spec.shape, n);
 }
 
 OwnedBuffer FromSample(SampleBuffer&& sample) {
