@@ -348,7 +348,6 @@ void BindAccessPlan(py::module_& m) {
       .def("batches_per_epoch", &AccessPlan::BatchesPerEpoch)
       .def("rank_epoch_size", &AccessPlan::RankEpochSize, py::arg("rank"))
       .def("local_batch_size", &AccessPlan::LocalBatchSize, py::arg("rank"), py::arg("batch"))
-      .def("nominal_local_batch_size", &AccessPlan::NominalLocalBatchSize, py::arg("rank"))
       .def("global_batch_range",
            [](const AccessPlan& p, int64_t h) {
              if (h < 0 || h >= p.BatchesPerEpoch()) throw py::value_error("batch out of range");
@@ -452,7 +451,6 @@ void BindJobReports(py::class_<PyJob>& job) {
       .def_property_readonly("labels", [](PyJob& j) { return j.job().source().labels(); })
       .def_property_readonly("sizes", [](PyJob& j) { return j.job().source().sizes(); })
       .def_property_readonly("index_from_cache", [](PyJob& j) { return j.job().source().from_cache(); })
-      .def_property_readonly("fingerprint", [](PyJob& j) { return j.job().source().Fingerprint(); })
       .def_property_readonly("source_kind", [](PyJob& j) { return j.job().source().kind(); })
       .def_property_readonly("samples_root", [](PyJob& j) { return FsStr(j.job().source().SamplesRoot()); })
       .def_property_readonly("source_files_opened", [](PyJob& j) { return j.job().source().files_opened(); })
@@ -473,7 +471,6 @@ void BindJobReports(py::class_<PyJob>& job) {
       .def_property_readonly("changed_samples", [](PyJob& j) { return j.job().changed_samples(); })
       .def_property_readonly("changed_files", [](PyJob& j) { return FsStrList(j.job().ChangedFiles()); })
       .def_property_readonly("batch_allocations", [](PyJob& j) { return j.job().batch_allocations(); })
-      .def_property_readonly("batch_allocator", [](PyJob& j) { return std::string(j.job().batch_allocator_name()); })
       .def("metrics", [](PyJob& j) { return MetricsToPython(j.job().Metrics()); })
       .def("class_statuses", [](PyJob& j) { return ClassStatusesToPython(j.job().ClassStatuses()); })
       .def("warnings", [](PyJob& j) { return FsStrList(j.job().Warnings()); })

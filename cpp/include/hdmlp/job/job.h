@@ -199,7 +199,6 @@ class Job {
   std::vector<std::string> SkippedFiles() const;
   // Batch buffers allocated so far (reused ones are not counted again).
   int64_t batch_allocations() const { return pool_ ? pool_->allocations() : 0; }
-  const char* batch_allocator_name() const { return pool_ ? pool_->allocator_name() : "none"; }
 
   // Starts epoch `epoch` (0-based), which must be later than the current one
   // and not before the epoch the job resumed at (where it starts at the
