@@ -83,12 +83,6 @@ bool HasImageExtension(const std::string& file_name) {
   return false;
 }
 
-int64_t ImageFolderIndex::TotalBytes() const {
-  int64_t total = 0;
-  for (int64_t s : sizes) total += s;
-  return total;
-}
-
 uint64_t ImageFolderIndex::Fingerprint() const {
   uint64_t h = DeriveKey({static_cast<uint64_t>(classes.size()), static_cast<uint64_t>(relpaths.size())});
   auto add_string = [&h](const std::string& s) {

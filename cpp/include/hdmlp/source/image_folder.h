@@ -50,7 +50,6 @@ struct ImageFolderIndex {
 
   int64_t size() const { return static_cast<int64_t>(relpaths.size()); }
   std::string Path(int64_t i) const { return JoinPath(root, relpaths[static_cast<size_t>(i)]); }
-  int64_t TotalBytes() const;
   // A hash of classes, paths, labels and sizes: equal on every rank that
   // sees the same dataset.
   uint64_t Fingerprint() const;
