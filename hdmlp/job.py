@@ -443,9 +443,8 @@ class Job:
                                   f"and the training process's spare core)", RuntimeWarning, stacklevel=3)
                 else:
                     self._chain = plan
-                    self._pinned = cuda_host_allocator() if plan.pin_memory else (0, 0)
+                    self._pin_batches(stacklevel=4)
                     self._reopen(self._core.state())
-                    self.pin_memory = self._pinned[0] != 0
             self._chain = dataclasses.replace(self._chain, device=target)
         return target, self._chain.tail
 

@@ -306,8 +306,6 @@ class HDMLPDataLoader:
             batches.close()
 
     def _deliver(self, opened: Any) -> Iterator[tuple[Any, torch.Tensor]]:
-        if opened is None:
-            opened = self.job.open_pass()
         transform = self.dataset.transform
         target_transform = self.dataset.target_transform
         # Where the Python side's time goes, per epoch (Job.metrics()): the call for the
