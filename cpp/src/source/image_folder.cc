@@ -9,6 +9,7 @@
 
 #include "hdmlp/config/config.h"
 #include "hdmlp/errors.h"
+#include "hdmlp/source/file_list.h"
 #include "hdmlp/source/index_cache.h"
 #include "hdmlp/util/parallel_for.h"
 #include "hdmlp/util/random.h"
@@ -23,13 +24,6 @@ namespace {
 // os.walk(followlinks=True) follows symbolic links; a link cycle would recurse
 // forever, so the walk stops at a depth no real dataset reaches.
 constexpr int kMaxWalkDepth = 64;
-
-std::string ToLower(std::string s) {
-  for (char& c : s) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return s;
-}
 
 struct WalkedDirectory {
   std::string relpath;
@@ -76,7 +70,7 @@ std::string AbsolutePath(const std::string& path) {
 }  // namespace
 
 bool HasImageExtension(const std::string& file_name) {
-  const std::string lower = ToLower(file_name);
+  const std::string lower = AsciiLower(file_name);
   for (const auto& ext : kImageExtensions) {
     if (lower.size() >= ext.size() && lower.compare(lower.size() - ext.size(), ext.size(), ext) == 0) return true;
   }
