@@ -121,8 +121,7 @@ ImageFolderIndex ScanImageFolder(Env* env, const std::string& root, const ScanOp
                         "': a dataset is a folder with one sub-folder of images per class");
   }
 
-  int threads = options.threads;
-  if (threads <= 0) threads = static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
+  const int threads = options.ListingThreads();
 
   // Listing is I/O-bound and classes are independent: one task per class.
   // Only the calling thread polls for an interrupt (see interrupt.h).

@@ -323,9 +323,7 @@ NpySource::NpySource(Env* env, const std::string& spec, const SourceOptions& opt
     from_cache_ = loaded;
   }
   if (!loaded) {
-    const int threads =
-        scan.threads > 0 ? scan.threads : static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
-    ParallelFor(static_cast<int64_t>(n), threads, [&](int64_t i) {
+    ParallelFor(static_cast<int64_t>(n), scan.ListingThreads(), [&](int64_t i) {
       scanned[static_cast<size_t>(i)] = FileScanner(files_[static_cast<size_t>(i)], options).Scan(env);
     });
     BinaryWriter w;

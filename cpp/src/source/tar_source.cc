@@ -567,11 +567,9 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
     return;
   }
 
-  int threads = scan.threads > 0 ? scan.threads
-                                 : static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
   std::vector<std::vector<Record>> per_shard(paths_.size());
   std::vector<ShardScanner::CutInfo> cuts(paths_.size());
-  ParallelFor(static_cast<int64_t>(paths_.size()), threads, [&](int64_t s) {
+  ParallelFor(static_cast<int64_t>(paths_.size()), scan.ListingThreads(), [&](int64_t s) {
     ShardScanner scanner(paths_[static_cast<size_t>(s)], options, scan.keep_damaged);
     per_shard[static_cast<size_t>(s)] = scanner.Scan(env);
     cuts[static_cast<size_t>(s)] = scanner.cut();

@@ -391,9 +391,7 @@ TFRecordSource::TFRecordSource(Env* env, const std::string& spec, const SourceOp
     }
   }
   if (!loaded) {
-    const int threads =
-        scan.threads > 0 ? scan.threads : static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
-    ParallelFor(static_cast<int64_t>(n_shards), threads, [&](int64_t s) {
+    ParallelFor(static_cast<int64_t>(n_shards), scan.ListingThreads(), [&](int64_t s) {
       const auto k = static_cast<size_t>(s);
       ShardScanner scanner(shards_[k], options_, scan.keep_damaged);
       if (!index_paths[k].empty()) {
