@@ -389,7 +389,7 @@ class Job:
                            start_method=options.python_start_method, skip=options.on_error == "skip",
                            task_timeout_s=options.timeout_s, per_rank=options.batch_size_per_rank is not None)
 
-    # -- the arguments, as checked (hdmlp.job_arguments.JobOptions), and the chain's plan ----
+    # -- the arguments as checked (job_arguments.JobOptions), the chain's plan, the next pass's epoch ----
     dataset_path = property(lambda self: self._options.dataset_path, doc="The dataset's path.")
     epochs = property(lambda self: self._options.epochs, doc="The epochs the job runs (None: no limit).")
     distr_scheme = property(lambda self: self._options.distr_scheme, doc="How samples are spread over ranks.")
