@@ -1,6 +1,6 @@
 """hdmlp's benchmarks: ``python -m benchmarks <scenario>`` (see benchmarks/README.md).
 
-The older scripts in this folder (raw_bytes.py, prefetch.py, index_scan.py)
+The older scripts in this folder (prefetch.py, index_scan.py, ...)
 still run on their own as ``python benchmarks/<script>.py``.
 """
 import glob as _glob

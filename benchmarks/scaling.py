@@ -1,18 +1,15 @@
-"""Scaling of the training chain: images/s against staging threads and against ranks on one node.
+"""Scaling of the training chain: images/s against staging threads (ranks on one node: ranks_per_node.py).
 
-Two sweeps over the same generated ImageNet-like folder (page cache warm),
-each point a process of its own (benchmarks/transform_pipeline.py's worker),
-the points interleaved over --rounds rounds:
-
-  threads   hdmlp with the training chain (ImgDecode, RandomResizedCrop(224), flip,
-            ToTensor, Normalize) and a config whose staging buffer runs N threads,
-            beside the bare C++ pipeline on N Python threads (no reading, batching or
-            hand-off); N = 1, 2, 4, ... up to twice the usable CPUs (--threads)
-  ranks     hdmlp under mpirun -np R on this node with the default config (threads =
-            "auto": the usable CPUs split between the ranks), global batch 64 (--ranks)
+One sweep over a generated ImageNet-like folder (page cache warm), each point a
+process of its own (benchmarks/transform_pipeline.py's worker), the points
+interleaved over --rounds rounds: hdmlp with the training chain (ImgDecode,
+RandomResizedCrop(224), flip, ToTensor, Normalize) and a config whose staging
+buffer runs N threads, beside the bare C++ pipeline on N Python threads (no
+reading, batching or hand-off); N = 1, 2, 4, ... up to twice the usable CPUs
+(--threads). run_point also starts ranks under mpirun, for ranks_per_node.py.
 
 It reports images/s (steady: the epochs after the first; for ranks the sum over
-the ranks), the speed-up over one thread or rank, images/s per thread, the CPU
+the ranks), the speed-up over one thread, images/s per thread, the CPU
 microseconds per image, and where throughput stops growing (the first point
 beyond which no point adds --knee, default 10%, or more). With it the
 machine's facts: usable and online cores, affinity, cgroup quota, memory,
@@ -112,7 +109,6 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--threads", default=None, help="comma-separated staging thread counts (default: 1, 2, 4, ... "
                                                     "up to twice the usable CPUs)")
-    ap.add_argument("--ranks", default="1,2", help="comma-separated mpirun -np values; '' for none")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--knee", type=float, default=0.10, help="growth below which throughput has stopped growing")
     ap.add_argument("--data", default=None)
@@ -135,7 +131,6 @@ def main() -> None:
             thread_counts.append(n)
             n *= 2
         thread_counts = sorted(set(thread_counts) | {usable})
-    rank_counts = [int(r) for r in args.ranks.split(",") if r]
     root = args.data or os.path.join(hdmlp.user_cache_dir(), "datasets", f"bench-{args.images}-{args.classes}")
     make_image_folder(root, num_images=args.images, num_classes=args.classes, seed=0)
     with hdmlp.Job(root, 1, 1) as probe:
@@ -160,10 +155,6 @@ def main() -> None:
                     key = f"{system} threads={n}"
                     point[key] = run_point(spec, 1, work, recorder, key, args.timeout)
                     report(r, args.rounds, key, point[key])
-            for ranks in rank_counts:
-                key = f"hdmlp ranks={ranks}"
-                point[key] = run_point(dict(base, system="hdmlp"), ranks, work, recorder, key, args.timeout)
-                report(r, args.rounds, key, point[key])
             rounds.append(point)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -186,8 +177,8 @@ def main() -> None:
     result = {"command": "python benchmarks/scaling.py " + " ".join(sys.argv[1:]), "machine": facts, "load": load,
               "args": vars(args), "dataset": {"images": len(paths)},
               "threads": {"hdmlp": series("hdmlp threads", thread_counts), "bare": series("bare threads", thread_counts)},
-              "ranks": series("hdmlp ranks", rank_counts), "rounds": rounds}
-    for s in list(result["threads"].values()) + [result["ranks"]]:
+              "rounds": rounds}
+    for s in result["threads"].values():
         ok = [(p["x"], p["images_per_s"]) for p in s if p["status"] == "ok"]
         for p in s:
             if p["status"] == "ok" and ok:
@@ -195,7 +186,7 @@ def main() -> None:
         if s:
             s.append({"knee": knee(ok, args.knee)})
     machine.publish(result, render(result), args.json, args.markdown,
-                    "Scaling of the training chain: staging threads and ranks", "benchmarks/scaling.py", load)
+                    "Scaling of the training chain: staging threads", "benchmarks/scaling.py", load)
 
 
 def report(r: int, rounds: int, key: str, res: dict) -> None:
@@ -213,11 +204,7 @@ def render(result: dict) -> str:
              f"{a['rounds']} round(s) interleaved, medians.  "]
     lines += [line + "  " for line in machine.report_lines(result["load"])]
     for title, rows, what in (("hdmlp, staging threads", result["threads"]["hdmlp"], "threads"),
-                              ("bare C++ pipeline, threads", result["threads"]["bare"], "threads"),
-                              ("hdmlp, ranks on this node (mpirun; threads = \"auto\" per rank)", result["ranks"],
-                               "ranks")):
-        if not rows:
-            continue
+                              ("bare C++ pipeline, threads", result["threads"]["bare"], "threads")):
         lines += ["", f"**{title}**", "", f"| {what} | images/s | per round | speed-up | per {what[:-1]} | "
                                           "CPU us/image |", "|---:|---:|---|---:|---:|---:|"]
         for p in rows:

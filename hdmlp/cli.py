@@ -17,16 +17,6 @@ from collections.abc import Sequence
 from hdmlp.job import Job, user_cache_dir
 
 
-def _progress(prefix: str, done: int, total: int, started: float, stream=sys.stderr) -> None:
-    if not stream.isatty():
-        return
-    width = 30
-    filled = int(width * done / max(total, 1))
-    rate = done / max(time.perf_counter() - started, 1e-9)
-    stream.write(f"\r{prefix} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {rate:8.0f} img/s")
-    stream.flush()
-
-
 def format_metrics_table(metrics: dict, epoch_seconds: Sequence[float]) -> str:
     """A plain-text table of a job's per-epoch metrics."""
     epochs = metrics["epochs"]
@@ -84,6 +74,8 @@ def _batches_text(samples: int, batch_size: int, batches: int, drop_last: bool) 
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
     from hdmlp.datasets import make_image_folder
 
     data = args.data or os.path.join(user_cache_dir(), "datasets", f"demo-{args.images}-{args.classes}-{args.seed}")
@@ -106,12 +98,11 @@ def _demo(args: argparse.Namespace) -> int:
         for epoch in range(args.epochs):
             started = time.perf_counter()
             done = 0
-            for ids, _labels, _samples in job.epoch_batches(epoch):
-                done += len(ids)
-                _progress(f"epoch {epoch}", done, len(job), started)
+            with tqdm(total=len(job), desc=f"epoch {epoch}", unit="img", disable=not sys.stderr.isatty()) as bar:
+                for ids, _labels, _samples in job.epoch_batches(epoch):
+                    done += len(ids)
+                    bar.update(len(ids))
             epoch_seconds.append(time.perf_counter() - started)
-            if sys.stderr.isatty():
-                sys.stderr.write("\n")
             print(f"epoch {epoch}: {done} samples in {epoch_seconds[-1]:.2f} s "
                   f"({done / max(epoch_seconds[-1], 1e-9):.0f} img/s)")
         metrics = job.metrics()

@@ -81,6 +81,11 @@ def user_cache_dir() -> str:
     return _core.user_cache_dir()
 
 
+def _core_property(name: str, doc: str) -> property:
+    """A read-only Job property that the opened core (``_core.Job``) answers: its attribute ``name``."""
+    return property(lambda self: getattr(self._job, name), doc=doc)
+
+
 _warned_without_peers = False
 
 
@@ -384,7 +389,7 @@ class Job:
                            start_method=options.python_start_method, skip=options.on_error == "skip",
                            task_timeout_s=options.timeout_s, per_rank=options.batch_size_per_rank is not None)
 
-    # -- the arguments, as checked (hdmlp.job_arguments.JobOptions) -----------
+    # -- the arguments as checked (job_arguments.JobOptions), the chain's plan, the next pass's epoch ----
     dataset_path = property(lambda self: self._options.dataset_path, doc="The dataset's path.")
     epochs = property(lambda self: self._options.epochs, doc="The epochs the job runs (None: no limit).")
     distr_scheme = property(lambda self: self._options.distr_scheme, doc="How samples are spread over ranks.")
@@ -398,6 +403,16 @@ class Job:
     read_timeout_s = property(lambda self: self._options.read_timeout_s, doc="How long one read may take.")
     single_process = property(lambda self: self._options.single_process, doc="Rank 0 of 1, whatever a launcher says.")
     device = property(lambda self: self._chain.device, doc="Where batches are delivered (None: host buffers).")
+    planned_epochs = property(lambda self: self._options.epoch_count, doc="The epochs the job plans: ``epochs``, or "
+                              "for ``epochs=None`` the most a job plans (2**31 - 1).")
+    next_epoch = property(lambda self: self._next_epoch, doc="The epoch the next pass (a loader's, or "
+                          ":meth:`epoch_batches` without one) delivers.")
+    worker_specs = property(lambda self: self._chain.specs, doc="The C++ chain the staging workers run, as "
+                            "``(op, args)`` specs (after a device's cut: see :func:`hdmlp.device.plan_hand_off`); "
+                            "empty when they hand over file bytes.")
+    decode_chain = property(lambda self: self._chain.decode_chain, doc="The device's decoding plan "
+                            "(:class:`hdmlp.device.decode.DecodeChain`) for a chain of ``ImgDecode(device=...)``, "
+                            "else None.")
 
     # -- batches on a device (hdmlp.device) ----------------------------------
     def delivery(self, device: Any) -> tuple[Any, Any]:
@@ -428,9 +443,8 @@ class Job:
                                   f"and the training process's spare core)", RuntimeWarning, stacklevel=3)
                 else:
                     self._chain = plan
-                    self._pinned = cuda_host_allocator() if plan.pin_memory else (0, 0)
+                    self._pin_batches(stacklevel=4)
                     self._reopen(self._core.state())
-                    self.pin_memory = self._pinned[0] != 0
             self._chain = dataclasses.replace(self._chain, device=target)
         return target, self._chain.tail
 
@@ -439,35 +453,26 @@ class Job:
         (the feeder takes batches from the job ahead of those it hands out)."""
         self._handed_out = (epoch, batches)
 
-    # -- what the job reads -------------------------------------------------
-    @property
-    def rank(self) -> int:
-        """This process's rank (0 without MPI)."""
-        return self._job.rank
-
-    @property
-    def world_size(self) -> int:
-        """Number of ranks (1 without MPI)."""
-        return self._job.world_size
-
-    @property
-    def seed(self) -> int:
-        """The seed of the access order (drawn when the Job was given None)."""
-        return self._job.seed
-
-    @property
-    def source(self) -> str:
-        """The dataset's format: ``"folder"``, ``"pack"``, ``"hdf5"``, ``"tar"``, ``"tfrecord"`` or ``"npy"``."""
-        return self._job.source_kind
-
-    @property
-    def array_spec(self) -> tuple[list[int], str, tuple[list[int], str] | None] | None:
-        """Array sources: each sample's dims and dtype, and its label array's (or None)."""
-        return self._job.array_spec
-
-    @property
-    def classes(self) -> list[str]:
-        return self._job.classes
+    # -- what the job reads: the opened core's answers (_core.Job) ----------
+    rank = _core_property("rank", "This process's rank (0 without MPI).")
+    world_size = _core_property("world_size", "Number of ranks (1 without MPI).")
+    seed = _core_property("seed", "The seed of the access order (drawn when the Job was given None).")
+    source = _core_property("source_kind", 'The dataset\'s format: ``"folder"``, ``"pack"``, ``"hdf5"``, ``"tar"``, '
+                                           '``"tfrecord"`` or ``"npy"``.')
+    array_spec = _core_property("array_spec", "Array sources: each sample's dims and dtype, and its label array's "
+                                              "(or None).")
+    classes = _core_property("classes", "The class names, as torchvision ImageFolder's ``classes``.")
+    targets = _core_property("labels", "Each sample's class index, as torchvision ImageFolder's ``targets``.")
+    batches_per_epoch = _core_property("batches_per_epoch", "Global batches per epoch: the steps every rank takes.")
+    batch_size_per_rank = _core_property("local_batch_size_nominal", "This rank's share of a full global batch (its "
+                                                                     "local batch but in a merged last step).")
+    rank_epoch_size = _core_property("rank_epoch_size", "Samples this rank reads per epoch.")
+    num_workers = _core_property("staging_threads", "The staging workers.")
+    transport = _core_property("transport", '``"mpi"`` when the ranks serve each other\'s caches, else ``"none"``.')
+    sample_sizes = _core_property("sizes", "Each sample's size in bytes, by sample id, as the dataset was indexed.")
+    batch_allocations = _core_property("batch_allocations", "Batch buffers allocated so far (a released batch's "
+                                                            "memory is reused: this stays small).")
+    index_from_cache = _core_property("index_from_cache", "True when the dataset's scan came from the index cache.")
 
     @property
     def class_to_idx(self) -> dict[str, int]:
@@ -484,10 +489,6 @@ class Job:
         root = self._job.samples_root
         return [(os.path.join(root, rel), label) for rel, label in zip(self._job.relpaths, self._job.labels)]
 
-    @property
-    def targets(self) -> list[int]:
-        return self._job.labels
-
     def __len__(self) -> int:
         """Number of samples in the dataset."""
         return len(self._job.labels)
@@ -499,46 +500,6 @@ class Job:
             return None
         dims, dtype = self._job.sample_shape
         return list(dims), dtype
-
-    @property
-    def batches_per_epoch(self) -> int:
-        """Global batches per epoch: the steps every rank takes."""
-        return self._job.batches_per_epoch
-
-    @property
-    def batch_size_per_rank(self) -> int:
-        """This rank's share of a full global batch (its local batch but in a merged last step)."""
-        return self._job.local_batch_size_nominal
-
-    @property
-    def rank_epoch_size(self) -> int:
-        """Samples this rank reads per epoch."""
-        return self._job.rank_epoch_size
-
-    @property
-    def num_workers(self) -> int:
-        """The staging workers."""
-        return self._job.staging_threads
-
-    @property
-    def transport(self) -> str:
-        """``"mpi"`` when the ranks serve each other's caches, else ``"none"``."""
-        return self._job.transport
-
-    @property
-    def sample_sizes(self) -> list[int]:
-        """Each sample's size in bytes, by sample id, as the dataset was indexed."""
-        return self._job.sizes
-
-    @property
-    def batch_allocations(self) -> int:
-        """Batch buffers allocated so far (a released batch's memory is reused: this stays small)."""
-        return self._job.batch_allocations
-
-    @property
-    def index_from_cache(self) -> bool:
-        """True when the dataset's scan came from the index cache."""
-        return self._job.index_from_cache
 
     def plan(self, epoch: int, rank: int | None = None) -> list[int]:
         """Sample ids ``rank`` (default: this rank) reads in ``epoch``, without loading them."""
@@ -563,31 +524,9 @@ class Job:
         """
         return self.open_pass(epoch)
 
-    @property
-    def next_epoch(self) -> int:
-        """The epoch the next pass (a loader's, or :meth:`epoch_batches` without one) delivers."""
-        return self._next_epoch
-
-    @property
-    def planned_epochs(self) -> int:
-        """The epochs the job plans: ``epochs``, or for ``epochs=None`` the most a job plans (2**31 - 1)."""
-        return self._options.epoch_count
-
     def local_batch_size(self, batch: int) -> int:
         """This rank's samples in global batch ``batch`` of an epoch."""
         return self._job.local_batch_size(batch)
-
-    @property
-    def worker_specs(self) -> list:
-        """The C++ chain the staging workers run, as ``(op, args)`` specs (after a device's cut: see
-        :func:`hdmlp.device.plan_hand_off`); empty when they hand over file bytes."""
-        return self._chain.specs
-
-    @property
-    def decode_chain(self) -> Any:
-        """The device's decoding plan (:class:`hdmlp.device.decode.DecodeChain`) for a chain of
-        ``ImgDecode(device=...)``, else None."""
-        return self._chain.decode_chain
 
     def describe_sample(self, sample: int) -> str:
         """How messages name ``sample``: its path (``shard.tar/member``, ``file.h5:dataset[i]``, ...)."""

@@ -83,9 +83,6 @@ _POLL_S = 0.005                 # how often a waiting consumer looks for new raw
 class _RemoteTraceback(Exception):
     """The worker's traceback, chained under a TransformError (as concurrent.futures does)."""
 
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-
     def __str__(self) -> str:
         return "\n\n" + self.args[0]
 

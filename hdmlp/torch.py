@@ -77,9 +77,7 @@ class HDMLPImageFolder:
 
     imgs = samples
 
-    @property
-    def targets(self) -> list[int]:
-        return self.job.targets
+    targets = property(lambda self: self.job.targets, doc="Each sample's class index, as torchvision's ``targets``.")
 
     def __len__(self) -> int:
         return len(self.job)
@@ -107,9 +105,7 @@ class HDMLPSampler:
     def __init__(self, loader: "HDMLPDataLoader") -> None:
         self._loader = loader
 
-    @property
-    def epoch(self) -> int:
-        return self._loader.epoch
+    epoch = property(lambda self: self._loader.epoch, doc="The loader's epoch.")
 
     def set_epoch(self, epoch: int) -> None:
         """See :meth:`HDMLPDataLoader.set_epoch`."""
@@ -136,17 +132,10 @@ class HDMLPBatchSampler:
     def __init__(self, loader: "HDMLPDataLoader") -> None:
         self._loader = loader
 
-    @property
-    def sampler(self) -> HDMLPSampler:
-        return self._loader.sampler
-
-    @property
-    def batch_size(self) -> int:
-        return self._loader.batch_size
-
-    @property
-    def drop_last(self) -> bool:
-        return self._loader.drop_last
+    # The loader's.
+    sampler = property(lambda self: self._loader.sampler)
+    batch_size = property(lambda self: self._loader.batch_size)
+    drop_last = property(lambda self: self._loader.drop_last)
 
     def __len__(self) -> int:
         return len(self._loader)
@@ -228,28 +217,15 @@ class HDMLPDataLoader:
     def __len__(self) -> int:
         return self.job.batches_per_epoch
 
-    @property
-    def batch_size(self) -> int:
-        """This rank's share of a full global batch (what ``DataLoader(batch_size=...)`` is per process)."""
-        return self.job.batch_size_per_rank
-
-    @property
-    def drop_last(self) -> bool:
-        return self.job.drop_last_batch
-
-    @property
-    def shuffle(self) -> bool:
-        """The job's ``shuffle`` (False for an evaluation job in index order)."""
-        return self.job.shuffle
-
-    @property
-    def num_workers(self) -> int:
-        """The job's staging workers (C++ threads, not processes)."""
-        return self.job.num_workers
-
-    @property
-    def pin_memory(self) -> bool:
-        return self.job.pin_memory
+    # The job's, under DataLoader's names.
+    batch_size = property(lambda self: self.job.batch_size_per_rank, doc="This rank's share of a full global "
+                          "batch (what ``DataLoader(batch_size=...)`` is per process).")
+    drop_last = property(lambda self: self.job.drop_last_batch, doc="The job's ``drop_last_batch``.")
+    shuffle = property(lambda self: self.job.shuffle, doc="The job's ``shuffle`` (False for an evaluation job in "
+                       "index order).")
+    num_workers = property(lambda self: self.job.num_workers, doc="The job's staging workers (C++ threads, not "
+                           "processes).")
+    pin_memory = property(lambda self: self.job.pin_memory, doc="Whether the job's batch buffers are pinned.")
 
     @property
     def epoch(self) -> int:
@@ -306,8 +282,6 @@ class HDMLPDataLoader:
             batches.close()
 
     def _deliver(self, opened: Any) -> Iterator[tuple[Any, torch.Tensor]]:
-        if opened is None:
-            opened = self.job.open_pass()
         transform = self.dataset.transform
         target_transform = self.dataset.target_transform
         # Where the Python side's time goes, per epoch (Job.metrics()): the call for the

@@ -269,6 +269,8 @@ class PySharedMemory {
 
 }  // namespace
 
+const char* BufferFormatOf(const std::string& dtype) { return ElementNamed(dtype).format; }
+
 void BindArrays(py::module_& m) {
   py::class_<OwnedBuffer>(m, "OwnedBuffer", py::buffer_protocol(),
                           "hdmlp's array: C-contiguous host memory exported without a copy through the buffer "

@@ -31,42 +31,31 @@ namespace {
 
 using PySpec = std::pair<std::string, std::map<std::string, std::vector<double>>>;
 
+// A batch in `memory` (aliased): n items of `dims`, each element `itemsize` bytes of `format`.
+template <typename Dims>
+OwnedBuffer FromBatchMemory(std::shared_ptr<uint8_t> memory, int64_t itemsize, const char* format, const Dims& dims,
+                            int64_t n) {
+  OwnedBuffer b;
+  b.ptr = memory.get();
+  b.owner = std::shared_ptr<void>(memory, memory.get());
+  b.itemsize = static_cast<py::ssize_t>(itemsize);
+  b.format = format;
+  b.shape.push_back(static_cast<py::ssize_t>(n));
+  for (int64_t d : dims) b.shape.push_back(static_cast<py::ssize_t>(d));
+  b.count = 1;
+  for (py::ssize_t d : b.shape) b.count *= d;
+  return b;
+}
+
 // A transformed batch: [n, C, H, W] (or [n, H, W, C]) float32 or uint8.
 OwnedBuffer FromBatchMemory(std::shared_ptr<uint8_t> memory, const OutputShape& shape, int64_t n) {
-  OwnedBuffer b;
-  b.ptr = memory.get();
-  b.owner = std::shared_ptr<void>(memory, memory.get());
-  b.itemsize = static_cast<py::ssize_t>(shape.element_size());
-  b.format = shape.type == OutputType::kFloat32 ? "f" : "B";
-  b.shape.push_back(static_cast<py::ssize_t>(n));
-  for (int64_t d : shape.dims()) b.shape.push_back(static_cast<py::ssize_t>(d));
-  b.count = 1;
-  for (py::ssize_t d : b.shape) b.count *= d;
-  return b;
+  return FromBatchMemory(std::move(memory), shape.element_size(), shape.type == OutputType::kFloat32 ? "f" : "B",
+                         shape.dims(), n);
 }
 
-// The buffer-protocol format of an array dtype.
-const char* FormatOf(const std::string& dtype) {
-  static const std::map<std::string, const char*> formats = {
-      {"int8", "b"},   {"uint8", "B"},  {"int16", "h"},   {"uint16", "H"},  {"int32", "i"},
-      {"uint32", "I"}, {"int64", "q"},  {"uint64", "Q"},  {"float32", "f"}, {"float64", "d"}};
-  const auto it = formats.find(dtype);
-  if (it == formats.end()) throw InvalidArgumentError("no buffer format for dtype " + dtype);
-  return it->second;
-}
-
-// An array batch: [n, ...] of the source's dtype, `memory` aliased.
+// An array batch: [n, ...] of the source's dtype.
 OwnedBuffer FromArrayMemory(std::shared_ptr<uint8_t> memory, const ArraySpec& spec, int64_t n) {
-  OwnedBuffer b;
-  b.ptr = memory.get();
-  b.owner = std::shared_ptr<void>(memory, memory.get());
-  b.itemsize = static_cast<py::ssize_t>(spec.element_size);
-  b.format = FormatOf(spec.dtype);
-  b.shape.push_back(static_cast<py::ssize_t>(n));
-  for (int64_t d : spec.shape) b.shape.push_back(static_cast<py::ssize_t>(d));
-  b.count = 1;
-  for (py::ssize_t d : b.shape) b.count *= d;
-  return b;
+  return FromBatchMemory(std::move(memory), spec.element_size, BufferFormatOf(spec.dtype), spec.shape, n);
 }
 
 OwnedBuffer FromSample(SampleBuffer&& sample) {
@@ -165,25 +154,23 @@ py::object NextBatch(PyJob& self, std::optional<double> timeout_s) {
     // Waiting in slices lets Ctrl-C interrupt a long stall.
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
   }
+  // (epoch, index, ids, labels, samples), and for an array source its label arrays or None
+  const auto n = static_cast<int64_t>(batch.ids.size());
+  const py::object ids = py::cast(FromInt64(std::move(batch.ids)));
+  const py::object labels = py::cast(FromInt64(std::move(batch.labels)));
   if (batch.array != nullptr) {
-    // (epoch, index, ids, labels, arrays, label arrays or None)
-    const auto n = static_cast<int64_t>(batch.ids.size());
     py::object label_arrays = py::none();
     if (batch.label_arrays) label_arrays = py::cast(FromArrayMemory(std::move(batch.label_arrays), *batch.label_array, n));
     py::object arrays = py::cast(FromArrayMemory(std::move(batch.images), *batch.array, n));
-    return py::make_tuple(batch.epoch, batch.index, py::cast(FromInt64(std::move(batch.ids))),
-                          py::cast(FromInt64(std::move(batch.labels))), arrays, label_arrays);
+    return py::make_tuple(batch.epoch, batch.index, ids, labels, arrays, label_arrays);
   }
   if (batch.images) {
-    const auto n = static_cast<int64_t>(batch.ids.size());
-    py::object images = py::cast(FromBatchMemory(std::move(batch.images), batch.sample_shape, n));
-    return py::make_tuple(batch.epoch, batch.index, py::cast(FromInt64(std::move(batch.ids))),
-                          py::cast(FromInt64(std::move(batch.labels))), images);
+    return py::make_tuple(batch.epoch, batch.index, ids, labels,
+                          FromBatchMemory(std::move(batch.images), batch.sample_shape, n));
   }
   py::list samples(batch.samples.size());
   for (size_t i = 0; i < batch.samples.size(); ++i) samples[i] = py::cast(FromSample(std::move(batch.samples[i])));
-  return py::make_tuple(batch.epoch, batch.index, py::cast(FromInt64(std::move(batch.ids))),
-                        py::cast(FromInt64(std::move(batch.labels))), samples);
+  return py::make_tuple(batch.epoch, batch.index, ids, labels, samples);
 }
 
 // A Python gather function (every rank's bytes from each rank's own, e.g.
@@ -361,7 +348,6 @@ void BindAccessPlan(py::module_& m) {
       .def("batches_per_epoch", &AccessPlan::BatchesPerEpoch)
       .def("rank_epoch_size", &AccessPlan::RankEpochSize, py::arg("rank"))
       .def("local_batch_size", &AccessPlan::LocalBatchSize, py::arg("rank"), py::arg("batch"))
-      .def("nominal_local_batch_size", &AccessPlan::NominalLocalBatchSize, py::arg("rank"))
       .def("global_batch_range",
            [](const AccessPlan& p, int64_t h) {
              if (h < 0 || h >= p.BatchesPerEpoch()) throw py::value_error("batch out of range");
@@ -465,7 +451,6 @@ void BindJobReports(py::class_<PyJob>& job) {
       .def_property_readonly("labels", [](PyJob& j) { return j.job().source().labels(); })
       .def_property_readonly("sizes", [](PyJob& j) { return j.job().source().sizes(); })
       .def_property_readonly("index_from_cache", [](PyJob& j) { return j.job().source().from_cache(); })
-      .def_property_readonly("fingerprint", [](PyJob& j) { return j.job().source().Fingerprint(); })
       .def_property_readonly("source_kind", [](PyJob& j) { return j.job().source().kind(); })
       .def_property_readonly("samples_root", [](PyJob& j) { return FsStr(j.job().source().SamplesRoot()); })
       .def_property_readonly("source_files_opened", [](PyJob& j) { return j.job().source().files_opened(); })
@@ -486,7 +471,6 @@ void BindJobReports(py::class_<PyJob>& job) {
       .def_property_readonly("changed_samples", [](PyJob& j) { return j.job().changed_samples(); })
       .def_property_readonly("changed_files", [](PyJob& j) { return FsStrList(j.job().ChangedFiles()); })
       .def_property_readonly("batch_allocations", [](PyJob& j) { return j.job().batch_allocations(); })
-      .def_property_readonly("batch_allocator", [](PyJob& j) { return std::string(j.job().batch_allocator_name()); })
       .def("metrics", [](PyJob& j) { return MetricsToPython(j.job().Metrics()); })
       .def("class_statuses", [](PyJob& j) { return ClassStatusesToPython(j.job().ClassStatuses()); })
       .def("warnings", [](PyJob& j) { return FsStrList(j.job().Warnings()); })

@@ -18,8 +18,6 @@ void BindMpi(py::module_& m) {
         "One line: the MPI loaded and why, or which would be and why (loads it locally, never initialises it)");
   m.def("mpi_initialized", &MpiFabric::LoadedAndInitialized, py::call_guard<py::gil_scoped_release>(),
         "True when an MPI library is loaded in this process and initialised (never loads one)");
-  m.def("mpi_module_abis", &MpiFabric::ModuleAbis, "The MPI ABIs this build has a module for");
-  m.def("mpi_module_dir", &MpiFabric::ModuleDir, "Where hdmlp's per-ABI MPI modules are");
   m.def(
       "mpi_info",
       []() -> py::object {

@@ -28,11 +28,6 @@ const char* FormatName(SampleFormat f) {
   return "encoded";
 }
 
-py::object SpecTuple(const ArraySpec* spec) {
-  if (spec == nullptr) return py::none();
-  return py::make_tuple(spec->shape, spec->dtype);
-}
-
 }  // namespace
 
 void BindSource(py::module_& m) {
@@ -55,18 +50,12 @@ void BindSource(py::module_& m) {
       .def("__len__", &Source::size)
       .def_property_readonly("kind", &Source::kind)
       // Names as os.fsdecode gives them: a file name that is not UTF-8 keeps its bytes.
-      .def_property_readonly("root", [](const Source& s) { return FsStr(s.root()); })
       .def_property_readonly("samples_root", [](const Source& s) { return FsStr(s.SamplesRoot()); })
       .def_property_readonly("classes", [](const Source& s) { return FsStrList(s.classes()); })
       .def_property_readonly("names", [](const Source& s) { return FsStrList(s.names()); })
       .def_property_readonly("labels", &Source::labels)
       .def_property_readonly("sizes", &Source::sizes)
-      .def_property_readonly("from_cache", &Source::from_cache)
-      .def_property_readonly("fingerprint", &Source::Fingerprint)
       .def_property_readonly("format", [](const Source& s) { return std::string(FormatName(s.format())); })
-      .def_property_readonly("array_spec", [](const Source& s) { return SpecTuple(s.sample_array()); })
-      .def_property_readonly("label_array_spec", [](const Source& s) { return SpecTuple(s.label_array()); })
-      .def_property_readonly("files_opened", &Source::files_opened)
       .def("describe", [](const Source& s, int64_t i) { return FsStr(s.Describe(i)); }, py::arg("i"))
       .def(
           "read",
@@ -79,7 +68,6 @@ void BindSource(py::module_& m) {
             return py::bytes(reinterpret_cast<const char*>(bytes.data.get()), static_cast<size_t>(bytes.size));
           },
           py::arg("i"), "Sample i's bytes (an array source: its array, then its label array)");
-  m.def("expand_braces", &ExpandBraces, py::arg("pattern"));
 }
 
 }  // namespace hdmlp::python

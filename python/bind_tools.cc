@@ -52,18 +52,6 @@ void BindTools(py::module_& m) {
       py::arg("max_quality") = 95, py::arg("photos") = py::none(), py::arg("threads") = 0,
       "Generate (or verify) a deterministic ImageNet-like folder root/<wnid>/<wnid>_<index>.JPEG; "
       "returns {files_written, files_kept, total_bytes}.");
-
-  m.def(
-      "find_default_photos",
-      [] {
-        std::vector<std::string> photos;
-        {
-          py::gil_scoped_release release;
-          photos = FindDefaultPhotos();
-        }
-        return photos;
-      },
-      "The source photos generate_image_folder uses when photos is None.");
 }
 
 }  // namespace hdmlp::python

@@ -22,6 +22,7 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace hdmlp::python {
@@ -36,6 +37,10 @@ struct OwnedBuffer {
   const char* format = "B";
   std::vector<pybind11::ssize_t> shape;  // empty: one dimension of `count` items
 };
+
+// The format of numpy's dtype `dtype` ("uint8", "float32", ...); InvalidArgumentError for one
+// hdmlp's arrays do not hold (bind_arrays.cc).
+const char* BufferFormatOf(const std::string& dtype);
 
 }  // namespace hdmlp::python
 

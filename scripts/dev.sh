@@ -57,23 +57,31 @@ PY_BUILD=(scikit-build-core pybind11 cmake ninja)
 
 log() { printf '[hdmlp] %s\n' "$*" >&2; }
 
-install_debian_packages() {
-  local missing=()
-  for pkg in "${DEBIAN_PACKAGES[@]}"; do
+# Installs those of the Debian packages "$2"... that are missing, saying they are for "$1".
+install_missing() {
+  local what=$1 missing=() pkg sudo=()
+  shift
+  for pkg in "$@"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
   done
-  # python3-venv/python3-dev are only needed when python3 cannot make a venv.
-  if python3 -c 'import venv, sysconfig, os; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' 2>/dev/null; then
-    local keep=()
-    for pkg in "${missing[@]}"; do [[ $pkg == python3-venv || $pkg == python3-dev ]] || keep+=("$pkg"); done
-    missing=("${keep[@]}")
-  fi
   [[ ${#missing[@]} -eq 0 ]] && return
-  log "installing Debian packages: ${missing[*]}"
-  local sudo=()
+  log "installing Debian packages$what: ${missing[*]}"
   [[ $(id -u) -ne 0 ]] && sudo=(sudo)
   "${sudo[@]}" apt-get update -q
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+install_debian_packages() {
+  local wanted=() pkg
+  for pkg in "${DEBIAN_PACKAGES[@]}"; do
+    # python3-venv/python3-dev are only needed when python3 cannot make a venv.
+    if [[ $pkg == python3-venv || $pkg == python3-dev ]] &&
+       python3 -c 'import venv, sysconfig, os; assert os.path.exists(sysconfig.get_paths()["include"] + "/Python.h")' 2>/dev/null; then
+      continue
+    fi
+    wanted+=("$pkg")
+  done
+  install_missing "" "${wanted[@]}"
 }
 
 sources_hash() {
@@ -269,17 +277,7 @@ setup() {
 setup_bench() {
   setup
   # libturbojpeg0-dev: ffcv compiles against it; libavfilter8, libavdevice59: spdl loads FFmpeg's libraries.
-  local missing=()
-  for pkg in libturbojpeg0-dev libavfilter8 libavdevice59; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || missing+=("$pkg")
-  done
-  if [[ ${#missing[@]} -gt 0 ]]; then
-    log "installing Debian packages for the baselines: ${missing[*]}"
-    local sudo=()
-    [[ $(id -u) -ne 0 ]] && sudo=(sudo)
-    "${sudo[@]}" apt-get update -q
-    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-  fi
+  install_missing " for the baselines" libturbojpeg0-dev libavfilter8 libavdevice59
   mapfile -t extra < <(extra_requirements bench)
   log "installing the benchmarks' baselines: ${extra[*]}"
   pip_quiet install -c "$CONSTRAINTS" "${extra[@]}"
@@ -406,11 +404,9 @@ run_wheel_check() {
 
 run_pytest() {
   log "Python tests (pytest)"
-  local rc=0
   # Not "python -m pytest": that puts the checkout first on sys.path, shadowing the installed package.
-  .venv/bin/pytest -q "$@" || rc=$?
-  # pytest's 5 means it found no test: that is a failure here too.
-  return "$rc"
+  # (pytest's 5, no test found, is a failure here too.)
+  .venv/bin/pytest -q "$@"
 }
 
 # The source distribution: what `pip install hdmlp-*.tar.gz` builds from (docs/install.md).

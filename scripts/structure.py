@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """hdmlp's structure, measured: the goals of issue 37 as numbers.
 
-  python3 scripts/structure.py                 a summary of everything below
-  python3 scripts/structure.py --arrows        ... plus every arrow between C++ folders and Python modules
-  python3 scripts/structure.py --check-cpp     exit 1 if cpp/ has an arrow up or an include circle
-  python3 scripts/structure.py --root DIR      measure another checkout (e.g. main, for a before/after)
+  .venv/bin/python scripts/structure.py                 a summary of everything below
+  .venv/bin/python scripts/structure.py --arrows        ... plus every arrow between C++ folders and Python modules
+  .venv/bin/python scripts/structure.py --check-cpp     exit 1 if cpp/ has an arrow up or an include circle
+  .venv/bin/python scripts/structure.py --root DIR      measure another checkout (e.g. main, for a before/after)
 
 C++ (cpp/, and the binding in python/*.cc): the include graph between the
 folders of cpp/src (cache, config, ...; errors.h and build_info.h are folders
@@ -12,9 +12,9 @@ of their own), each folder on a floor (CPP_FLOORS). An arrow "up" goes to a
 higher floor, or breaks one of the developers' guide's rules (CPP_NEVER: util
 at the bottom; env, config and errors know no job; neither plan nor
 transforms reaches cache or transport). A circle is a set of headers that
-include each other (or of folders that do). Function sizes come from a rough
-brace matcher (comments and strings removed; a body counts from the line its
-declaration starts on to its closing brace).
+include each other (or of folders that do): networkx's strongly connected
+components. Function sizes come from lizard's C++ reader (a body counts from
+the line its declaration starts on to its closing brace).
 
 Python (hdmlp/ and benchmarks/): the import graph from `ast`, imports inside
 functions included (they close circles at run time too), `if TYPE_CHECKING:`
@@ -37,6 +37,9 @@ import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import lizard
+import networkx
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,51 +98,9 @@ PY_PACKAGES = ("hdmlp", "benchmarks")
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with more than one node, or a node that reaches itself."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    counter = [0]
-    nodes = set(graph) | {t for ts in graph.values() for t in ts}
-
-    def visit(root: str) -> None:  # iterative Tarjan: no recursion limit on long chains
-        work = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = counter[0]
-        counter[0] += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            for child in children:
-                if child not in index:
-                    index[child] = low[child] = counter[0]
-                    counter[0] += 1
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                    break
-                if child in on_stack:
-                    low[node] = min(low[node], index[child])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    if len(component) > 1 or node in graph.get(node, ()):
-                        found.append(sorted(component))
-
-    for node in sorted(nodes):
-        if node not in index:
-            visit(node)
-    return sorted(found)
+    g = networkx.DiGraph((source, target) for source, targets in graph.items() for target in targets)
+    return sorted(sorted(c) for c in networkx.strongly_connected_components(g)
+                  if len(c) > 1 or g.has_edge(next(iter(c)), next(iter(c))))
 
 
 @dataclass
@@ -238,149 +199,20 @@ def cpp_report(max_lines: int = 120, with_binding: bool = True, function_roots: 
     return report
 
 
-def strip_cpp(text: str) -> str:
-    """Comments and string and character literals blanked, newlines kept."""
-    out = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        elif c == "R" and text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
-            m = re.match(r'R"([^(\s]*)\(', text[i:])
-            if not m:
-                out.append(c)
-                i += 1
-                continue
-            end = text.find(")" + m.group(1) + '"', i)
-            j = n if end < 0 else end + len(m.group(1)) + 2
-            out.append('""' + re.sub(r"[^\n]", " ", text[i + 2:j]))
-            i = j
-        elif c in "\"'":
-            if c == "'" and i > 0 and text[i - 1].isalnum():  # a digit separator: 1'000
-                out.append(" ")
-                i += 1
-                continue
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            out.append(c + " " * max(0, min(j, n) - i - 1) + c)
-            i = j + 1
-        elif c == "#" and (i == 0 or text[i - 1] == "\n" or text[text.rfind("\n", 0, i) + 1:i].strip() == ""):
-            # A preprocessor line (with its continuations): no braces of the program there.
-            j = i
-            while True:
-                j = text.find("\n", j)
-                if j < 0 or text[j - 1] != "\\":
-                    break
-                j += 1
-            j = n if j < 0 else j
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-_LEADING = re.compile(r"\s*(?:(?:public|private|protected)\s*:(?!:)\s*)*")
-_SCOPE_HEAD = re.compile(r"^(?:typedef\s+)?(?:namespace|class|struct|union|enum)\b|^extern\s*\"")
-
-
-def _without_template_prefix(head: str) -> str:
-    head = head.strip()
-    while head.startswith("template"):
-        k = head.find("<")
-        depth, j = 0, k
-        while 0 <= j < len(head):
-            depth += {"<": 1, ">": -1}.get(head[j], 0)
-            if depth == 0:
-                break
-            j += 1
-        head = head[j + 1:].strip()
-    return head
-
-
-def _without_parens(head: str) -> str:
-    out, depth = [], 0
-    for c in head:
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif depth == 0:
-            out.append(c)
-    return "".join(out)
-
-
 def cpp_functions(text: str) -> list[tuple[int, str]]:
-    """(lines, name) of every function body outside another function (lambdas count with theirs)."""
-    code = strip_cpp(text)
+    """(lines, name) of every function body outside another function (lizard's C++ reader; lambdas count
+    with theirs); a body counts from the line its declaration starts on, its template line included."""
+    lines = text.splitlines()
     found = []
-    stack: list[str] = []  # per open brace: "scope", "function", "block"
-    head_start = 0  # where the text before the next brace began
-    function_start = 0
-    i, n = 0, len(code)
-    while i < n:
-        c = code[i]
-        if c == ";":
-            if not stack or stack[-1] == "scope":
-                head_start = i + 1
-        elif c == "{":
-            if stack and stack[-1] in ("function", "block"):
-                stack.append("block")
-            else:
-                head = _without_template_prefix(code[head_start:i])
-                flat = _without_parens(head)
-                if _SCOPE_HEAD.search(head):
-                    stack.append("scope")
-                    head_start = i + 1
-                elif "(" in head and not (re.search(r"(?<![=!<>+\-*/%&|^])=(?!=)", flat) and "operator" not in head):
-                    stack.append("function")
-                    function_start = head_start
-                else:
-                    stack.append("block")  # an initialiser, an init-list member's braces, ...
-        elif c == "}":
-            kind = stack.pop() if stack else "scope"
-            if kind == "function":
-                if code[i + 1:i + 64].lstrip()[:1] in (",", "{"):
-                    # A member's braces in a constructor's init list: the body is the next brace.
-                    head_start = function_start
-                    i += 1
-                    continue
-                # The declaration's first line: after blanks and a class's access labels.
-                first = _LEADING.match(code, function_start, i).end()
-                start_line = code.count("\n", 0, first) + 1
-                end_line = code.count("\n", 0, i) + 1
-                found.append((end_line - start_line + 1, _function_name(code[first:i + 1])))
-                head_start = i + 1
-            elif not stack or stack[-1] == "scope":
-                head_start = i + 1
-        i += 1
+    for f in lizard.analyze_file.analyze_source_code("code.cc", text).function_list:
+        start = f.start_line
+        while start > 1 and lines[start - 2].lstrip().startswith("template"):
+            start -= 1
+        parts = f.name.split("::")  # the name as the declaration writes it (Class::Method out of its class)
+        name = next(n for n in ("::".join(parts[k:]) for k in range(len(parts))) if n in lines[f.start_line - 1]
+                    or n == f.unqualified_name)
+        found.append((f.end_line - start + 1, name))
     return found
-
-
-def _function_name(function: str) -> str:
-    head = _without_template_prefix(function[:function.find("{")])
-    head = " ".join(head.split())
-    m = re.match(r"^(TEST(?:_F|_P)?\s*\([^)]*\))", head)
-    if m:
-        return m.group(1)
-    depth, cut = 0, -1
-    for k, c in enumerate(head):
-        if c == "(" and depth == 0:
-            cut = k
-            break
-        depth += {"<": 1, ">": -1}.get(c, 0)
-    words = re.findall(r"[~\w:]+(?:operator\s*\S+)?$", head[:cut].strip()) if cut >= 0 else []
-    return words[-1] if words else head[:60]
 
 
 # ---- Python ---------------------------------------------------------------------------------

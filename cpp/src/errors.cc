@@ -69,12 +69,6 @@ constexpr struct {
 
 }  // namespace
 
-CapturedError CapturedError::WithMessage(std::string message) const {
-  CapturedError c = *this;
-  c.message_ = std::move(message);
-  return c;
-}
-
 std::string CapturedError::KindName() const {
   for (const auto& k : kKindNames) {
     if (k.kind == static_cast<int>(kind_)) return k.name;

@@ -201,38 +201,6 @@ def test_pfs_is_torn_down_on_ctrl_c(export):
     assert _torn_down(netns, mount, workdir)
 
 
-def test_cpu_per_image_splits_hdmlps_cpu_by_thread_beside_the_bare_pipeline(tmp_path):
-    out = tmp_path / "cpu.json"
-    cmd = [sys.executable, os.path.join(REPO, "benchmarks", "cpu_per_image.py"), "--data", str(tmp_path / "data"),
-           "--images", "30", "--epochs", "2", "--rounds", "1", "--batch-size", "8", "--systems", "hdmlp,bare",
-           "--json", str(out), "--markdown", str(tmp_path / "cpu.md")]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = json.loads(out.read_text())
-    hdmlp_row, bare_row = result["table"]["hdmlp"], result["table"]["bare"]
-    for row in (hdmlp_row, bare_row):
-        assert row["steady_us"] > 0 and row["process_us"] >= row["all_us"] > 0
-    threads = hdmlp_row["threads_us"]
-    # The named staging workers do the decoding: most of the job's CPU, and all of it is accounted for.
-    assert threads["staging workers"] > 0.5 * hdmlp_row["steady_us"], threads
-    assert sum(threads.values()) == pytest.approx(hdmlp_row["steady_us"], rel=0.02)
-    assert "hdmlp/bare steady_us" in result["ratios"]
-    assert "Where hdmlp's steady CPU per image goes" in (tmp_path / "cpu.md").read_text()
-
-
-def test_cpu_per_image_gives_threads_that_ended_to_their_kind():
-    sys.path.insert(0, REPO)
-    try:
-        from benchmarks.cpu_per_image import split_by_thread
-    finally:
-        sys.path.remove(REPO)
-    me = os.getpid()
-    before = {me: ("python", 1.0), 11: ("hdmlp-stage-0", 2.0), 12: ("hdmlp-stage-1", 2.0), 13: ("hdmlp-fill-1", 0.5)}
-    after = {me: ("python", 1.25), 13: ("hdmlp-fill-1", 0.5)}  # the workers ended with the last epoch
-    groups = split_by_thread(before, after, process_seconds=3.25)
-    assert groups == pytest.approx({"python thread": 0.25, "RAM class fill": 0.0, "staging workers": 3.0})
-
-
 def test_mlperf_storage_splits_a_steps_time_beyond_its_computation():
     """DLIO's per-rank output (load and proc per step, its throughput) gives, over the steps its AU counts,
     the loader's wait, the sleep's overshoot and the barrier; an epoch without them is None."""

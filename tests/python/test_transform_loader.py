@@ -143,7 +143,7 @@ def test_samples_decoded_in_the_ram_class_match_those_read_from_storage(images, 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="thread names are read from Linux's /proc")
 def test_the_jobs_threads_are_named_by_their_kind(images, tmp_path):
-    # benchmarks/cpu_per_image.py splits the job's CPU by these names.
+    # benchmarks/cpu_gap.py (and top -H, perf) split the job's CPU by these names.
     def names():
         out = []
         for tid in os.listdir("/proc/self/task"):

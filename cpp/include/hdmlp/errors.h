@@ -99,8 +99,6 @@ class CapturedError {
   // hold in memory) rather than bad storage.
   bool IsInvalidArgument() const { return kind_ == Kind::kInvalidArgument || kind_ == Kind::kAllocation; }
   [[noreturn]] void Throw() const;
-  // The same error with another message (e.g. prefixed by where it happened).
-  CapturedError WithMessage(std::string message) const;
   // A one-word name of the type, and back: to carry an error to another rank.
   std::string KindName() const;
   static CapturedError FromKindName(const std::string& kind, std::string message);

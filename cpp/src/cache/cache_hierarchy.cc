@@ -141,7 +141,7 @@ void CacheHierarchy::ExchangePlacements(const AccessPlan& plan, Communicator* co
     ++stats.rounds;
     return in;
   });
-  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stats.seconds = SecondsSince(start);
 }
 
 CacheHierarchy::~CacheHierarchy() { Close(); }

@@ -96,25 +96,20 @@ class PosixFileLock : public FileLock {
   int fd_;
 };
 
+// What ::stat or ::lstat says of `path`; no FileInfo where nothing is there.
+FileInfo StatWith(int (*stat_call)(const char*, struct stat*), const std::string& path) {
+  struct stat st;
+  if (stat_call(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return FileInfo();
+    ThrowErrno("cannot stat", path, errno);
+  }
+  return InfoOf(st);
+}
+
 class PosixEnv : public Env {
  public:
-  FileInfo Stat(const std::string& path) override {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) {
-      if (errno == ENOENT || errno == ENOTDIR) return FileInfo();
-      ThrowErrno("cannot stat", path, errno);
-    }
-    return InfoOf(st);
-  }
-
-  FileInfo LinkStat(const std::string& path) override {
-    struct stat st;
-    if (::lstat(path.c_str(), &st) != 0) {
-      if (errno == ENOENT || errno == ENOTDIR) return FileInfo();
-      ThrowErrno("cannot stat", path, errno);
-    }
-    return InfoOf(st);
-  }
+  FileInfo Stat(const std::string& path) override { return StatWith(::stat, path); }
+  FileInfo LinkStat(const std::string& path) override { return StatWith(::lstat, path); }
 
   std::vector<DirEntry> ListDir(const std::string& path) override {
     DIR* dir = ::opendir(path.c_str());

@@ -4,16 +4,10 @@
 #include <cstring>
 #include <new>
 
+#include "hdmlp/util/phase_timer.h"
+
 namespace hdmlp {
-namespace {
-
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-}  // namespace
 
 BatchAssembly::BatchAssembly(Layout layout, StagingBuffer* staging, const std::vector<int32_t>* labels, Hooks hooks)
     : layout_(std::move(layout)), staging_(staging), labels_(labels), hooks_(std::move(hooks)) {}

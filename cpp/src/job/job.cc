@@ -27,10 +27,6 @@ using Clock = std::chrono::steady_clock;
 // batch sizes overflows.
 constexpr int64_t kMaxBatchSize = int64_t{1} << 62;
 
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
 // The most seconds a wait may be given: beyond it a deadline would
 // overflow the clock's nanoseconds.
 constexpr double kMaxWaitSeconds = 1e9;

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "hdmlp/util/phase_timer.h"
+
 namespace hdmlp {
 
 JobMetrics::JobMetrics(int epochs) : max_epochs_(epochs) {}
@@ -40,7 +42,7 @@ void JobMetrics::AddDelivered(int epoch, int64_t samples, double stall_seconds) 
     if (stall_seconds < kReadyWithinSeconds) ++m.ready_batches;
   }
   if (const auto begin = consumer_begin_.find(epoch); begin != consumer_begin_.end()) {
-    m.span_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin->second).count();
+    m.span_seconds = SecondsSince(begin->second);
   }
 }
 

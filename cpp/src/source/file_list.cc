@@ -11,16 +11,17 @@
 
 namespace hdmlp {
 
+std::string AsciiLower(std::string s) {
+  for (char& c : s) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return s;
+}
+
 bool HasExtension(const std::string& name, const std::vector<std::string>& extensions) {
+  const std::string lower = AsciiLower(name);
   for (const auto& ext : extensions) {
-    if (name.size() <= ext.size()) continue;
-    bool same = true;
-    for (size_t i = 0; i < ext.size() && same; ++i) {
-      char c = name[name.size() - ext.size() + i];
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      same = c == ext[i];
-    }
-    if (same) return true;
+    if (lower.size() > ext.size() && lower.compare(lower.size() - ext.size(), ext.size(), ext) == 0) return true;
   }
   return false;
 }

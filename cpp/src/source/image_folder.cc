@@ -9,6 +9,7 @@
 
 #include "hdmlp/config/config.h"
 #include "hdmlp/errors.h"
+#include "hdmlp/source/file_list.h"
 #include "hdmlp/source/index_cache.h"
 #include "hdmlp/util/parallel_for.h"
 #include "hdmlp/util/random.h"
@@ -23,13 +24,6 @@ namespace {
 // os.walk(followlinks=True) follows symbolic links; a link cycle would recurse
 // forever, so the walk stops at a depth no real dataset reaches.
 constexpr int kMaxWalkDepth = 64;
-
-std::string ToLower(std::string s) {
-  for (char& c : s) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return s;
-}
 
 struct WalkedDirectory {
   std::string relpath;
@@ -76,17 +70,11 @@ std::string AbsolutePath(const std::string& path) {
 }  // namespace
 
 bool HasImageExtension(const std::string& file_name) {
-  const std::string lower = ToLower(file_name);
+  const std::string lower = AsciiLower(file_name);
   for (const auto& ext : kImageExtensions) {
     if (lower.size() >= ext.size() && lower.compare(lower.size() - ext.size(), ext.size(), ext) == 0) return true;
   }
   return false;
-}
-
-int64_t ImageFolderIndex::TotalBytes() const {
-  int64_t total = 0;
-  for (int64_t s : sizes) total += s;
-  return total;
 }
 
 uint64_t ImageFolderIndex::Fingerprint() const {
@@ -133,8 +121,7 @@ ImageFolderIndex ScanImageFolder(Env* env, const std::string& root, const ScanOp
                         "': a dataset is a folder with one sub-folder of images per class");
   }
 
-  int threads = options.threads;
-  if (threads <= 0) threads = static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
+  const int threads = options.ListingThreads();
 
   // Listing is I/O-bound and classes are independent: one task per class.
   // Only the calling thread polls for an interrupt (see interrupt.h).

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <limits>
 
+#include "hdmlp/util/binary_io.h"
+
 namespace hdmlp {
 namespace {
 
@@ -199,8 +201,7 @@ bool ParseNpyHeader(const uint8_t* data, size_t n, NpyHeader* out, std::string* 
     *needed = preamble;
     return false;
   }
-  int64_t length = data[8] | (data[9] << 8);
-  if (major >= 2) length |= (static_cast<int64_t>(data[10]) << 16) | (static_cast<int64_t>(data[11]) << 24);
+  const int64_t length = major >= 2 ? LoadLe32(data + 8) : LoadLe16(data + 8);
   if (length > kMaxHeader) {
     *error = "its header claims " + std::to_string(length) + " bytes, more than an .npy header has";
     return false;

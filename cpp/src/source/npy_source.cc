@@ -225,29 +225,18 @@ class FileScanner {
     uint8_t raw[8] = {};
     std::memcpy(raw, bytes.data() + h.header_size, static_cast<size_t>(h.element_size));
     if (h.byte_swapped) std::reverse(raw, raw + h.element_size);
+    // The integer in its own width and signedness (the type of x), widened.
+    const auto as = [&raw](auto x) {
+      std::memcpy(&x, raw, sizeof x);
+      return static_cast<int64_t>(x);
+    };
+    const bool u = kind == 'u';
     int64_t v = 0;
     switch (h.element_size) {
-      case 1:
-        v = kind == 'u' ? static_cast<int64_t>(raw[0]) : static_cast<int64_t>(static_cast<int8_t>(raw[0]));
-        break;
-      case 2: {
-        uint16_t x;
-        std::memcpy(&x, raw, 2);
-        v = kind == 'u' ? static_cast<int64_t>(x) : static_cast<int64_t>(static_cast<int16_t>(x));
-        break;
-      }
-      case 4: {
-        uint32_t x;
-        std::memcpy(&x, raw, 4);
-        v = kind == 'u' ? static_cast<int64_t>(x) : static_cast<int64_t>(static_cast<int32_t>(x));
-        break;
-      }
-      default: {
-        uint64_t x;
-        std::memcpy(&x, raw, 8);
-        v = kind == 'u' && x > static_cast<uint64_t>(kMaxLabel) ? -1 : static_cast<int64_t>(x);
-        break;
-      }
+      case 1: v = u ? as(uint8_t{}) : as(int8_t{}); break;
+      case 2: v = u ? as(uint16_t{}) : as(int16_t{}); break;
+      case 4: v = u ? as(uint32_t{}) : as(int32_t{}); break;
+      default: v = as(int64_t{}) < 0 && u ? -1 : as(int64_t{}); break;  // a u8 past 2**63: -1, out of range
     }
     if (v < 0 || v > kMaxLabel) {
       Fail("label member '" + m.name + "' holds " + std::to_string(v) + "; labels are 0 to " +
@@ -334,9 +323,7 @@ NpySource::NpySource(Env* env, const std::string& spec, const SourceOptions& opt
     from_cache_ = loaded;
   }
   if (!loaded) {
-    const int threads =
-        scan.threads > 0 ? scan.threads : static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
-    ParallelFor(static_cast<int64_t>(n), threads, [&](int64_t i) {
+    ParallelFor(static_cast<int64_t>(n), scan.ListingThreads(), [&](int64_t i) {
       scanned[static_cast<size_t>(i)] = FileScanner(files_[static_cast<size_t>(i)], options).Scan(env);
     });
     BinaryWriter w;

@@ -198,12 +198,6 @@ std::string ArraySpec::ToString() const {
   return s + "]";
 }
 
-int64_t Source::TotalBytes() const {
-  int64_t total = 0;
-  for (int64_t s : index_.sizes) total += s;
-  return total;
-}
-
 uint64_t Source::Fingerprint() const {
   uint64_t h = DeriveKey({static_cast<uint64_t>(index_.classes.size()), static_cast<uint64_t>(index_.names.size())});
   auto add_string = [&h](const std::string& s) {

@@ -22,13 +22,6 @@ constexpr int64_t kBlock = 512;
 constexpr int64_t kWindow = 64 * 1024;  // header reads fetch this much, so small members come along
 constexpr int64_t kMaxLabelBytes = 64;
 
-std::string Lower(std::string s) {
-  for (char& c : s) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return s;
-}
-
 std::string Absolute(const std::string& path) {
   char buf[PATH_MAX];
   if (::realpath(path.c_str(), buf) != nullptr) return buf;
@@ -161,7 +154,7 @@ class ShardScanner {
   ShardScanner(const std::string& path, const SourceOptions& options, bool keep_damaged)
       : path_(path), options_(options), keep_damaged_(keep_damaged) {
     size_t start = 0;
-    const std::string exts = Lower(options.tar_sample_ext);
+    const std::string exts = AsciiLower(options.tar_sample_ext);
     while (!exts.empty() && start <= exts.size()) {
       const size_t semi = exts.find(';', start);
       const std::string e = exts.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
@@ -169,7 +162,7 @@ class ShardScanner {
       if (semi == std::string::npos) break;
       start = semi + 1;
     }
-    label_ext_ = Lower(options.tar_label_ext);
+    label_ext_ = AsciiLower(options.tar_label_ext);
     if (!label_ext_.empty() && label_ext_[0] == '.') label_ext_ = label_ext_.substr(1);
   }
 
@@ -280,7 +273,7 @@ class ShardScanner {
     const std::string key = KeyOf(name);
     if (key.empty()) return;  // no key.ext: not part of a sample
     const size_t dot = key.size();
-    const std::string ext = Lower(name.substr(dot + 1));
+    const std::string ext = AsciiLower(name.substr(dot + 1));
     if (key != key_) {
       Flush();
       key_ = key;
@@ -574,11 +567,9 @@ TarSource::TarSource(Env* env, const std::string& spec, const SourceOptions& opt
     return;
   }
 
-  int threads = scan.threads > 0 ? scan.threads
-                                 : static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
   std::vector<std::vector<Record>> per_shard(paths_.size());
   std::vector<ShardScanner::CutInfo> cuts(paths_.size());
-  ParallelFor(static_cast<int64_t>(paths_.size()), threads, [&](int64_t s) {
+  ParallelFor(static_cast<int64_t>(paths_.size()), scan.ListingThreads(), [&](int64_t s) {
     ShardScanner scanner(paths_[static_cast<size_t>(s)], options, scan.keep_damaged);
     per_shard[static_cast<size_t>(s)] = scanner.Scan(env);
     cuts[static_cast<size_t>(s)] = scanner.cut();

@@ -22,25 +22,7 @@ constexpr int64_t kWindow = 1 << 20;
 // record of 1 TiB): it is a damaged or foreign file.
 constexpr int64_t kMaxRecord = int64_t{1} << 40;
 
-uint32_t LoadU32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap32(v);
-#endif
-  return v;
-}
-
-uint64_t LoadU64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  v = __builtin_bswap64(v);
-#endif
-  return v;
-}
-
-bool LengthCrcOk(const uint8_t* header) { return MaskCrc32c(Crc32c(header, 8)) == LoadU32(header + 8); }
+bool LengthCrcOk(const uint8_t* header) { return MaskCrc32c(Crc32c(header, 8)) == LoadLe32(header + 8); }
 
 std::string Basename(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -110,7 +92,7 @@ class ShardScanner {
         break;
       }
       const uint8_t* h = reader.Get(pos, kHeader);
-      const uint64_t length = LoadU64(h);
+      const uint64_t length = LoadLe64(h);
       if (!LengthCrcOk(h)) {
         Damaged(pos, pos == 0 ? "its first record's length field fails its CRC-32C: not a TFRecord file, or damaged"
                               : "the length field of the record there fails its CRC-32C (damaged)");
@@ -191,7 +173,7 @@ class ShardScanner {
   // sample feature. False when the record is left out (keep_damaged).
   bool Inspect(WindowReader* reader, ScannedRecord* rec) {
     const uint8_t* payload = reader->Get(rec->offset + kHeader, rec->length + kFooter);
-    if (MaskCrc32c(Crc32c(payload, static_cast<size_t>(rec->length))) != LoadU32(payload + rec->length)) {
+    if (MaskCrc32c(Crc32c(payload, static_cast<size_t>(rec->length))) != LoadLe32(payload + rec->length)) {
       const std::string what = Where(rec->offset) + ": the record's payload fails its CRC-32C (damaged)";
       if (!keep_damaged_) {
         throw InvalidArgumentError(what + "; copy the shard again, or open with on_error=\"skip\" to leave it out");
@@ -320,7 +302,7 @@ const std::vector<std::string>& TFRecordSource::Extensions() {
 }
 
 bool TFRecordSource::LooksLikeTFRecord(const uint8_t* data, int64_t n) {
-  return n >= kHeader && LengthCrcOk(data) && LoadU64(data) <= static_cast<uint64_t>(kMaxRecord);
+  return n >= kHeader && LengthCrcOk(data) && LoadLe64(data) <= static_cast<uint64_t>(kMaxRecord);
 }
 
 std::vector<std::pair<int64_t, int64_t>> TFRecordSource::ParseIndexFile(const std::string& text,
@@ -409,9 +391,7 @@ TFRecordSource::TFRecordSource(Env* env, const std::string& spec, const SourceOp
     }
   }
   if (!loaded) {
-    const int threads =
-        scan.threads > 0 ? scan.threads : static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
-    ParallelFor(static_cast<int64_t>(n_shards), threads, [&](int64_t s) {
+    ParallelFor(static_cast<int64_t>(n_shards), scan.ListingThreads(), [&](int64_t s) {
       const auto k = static_cast<size_t>(s);
       ShardScanner scanner(shards_[k], options_, scan.keep_damaged);
       if (!index_paths[k].empty()) {
@@ -480,14 +460,14 @@ ReadableFile* TFRecordSource::ShardFile(uint32_t shard) {
 
 void TFRecordSource::CheckRecord(int64_t i, const uint8_t* record) const {
   const Record& r = records_[static_cast<size_t>(i)];
-  const uint64_t length = LoadU64(record);
+  const uint64_t length = LoadLe64(record);
   std::string why;
   if (!LengthCrcOk(record)) {
     why = "its length field fails its CRC-32C";
   } else if (length != static_cast<uint64_t>(r.length)) {
     why = "its length field says " + std::to_string(length) + " bytes, the index " + std::to_string(r.length);
   } else if (MaskCrc32c(Crc32c(record + kHeader, static_cast<size_t>(r.length))) !=
-             LoadU32(record + kHeader + r.length)) {
+             LoadLe32(record + kHeader + r.length)) {
     why = "its payload fails its CRC-32C";
   }
   if (!why.empty()) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "hdmlp/errors.h"
+#include "hdmlp/util/binary_io.h"
 
 namespace hdmlp {
 namespace {
@@ -17,12 +18,6 @@ constexpr int64_t kEndSize = 22;
 constexpr int64_t kMaxComment = 65535;
 constexpr int64_t kMaxDirectory = int64_t{1} << 30;
 
-uint16_t U16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t U32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
-         (static_cast<uint32_t>(p[3]) << 24);
-}
-uint64_t U64(const uint8_t* p) { return U32(p) | (static_cast<uint64_t>(U32(p + 4)) << 32); }
 
 // The end-of-central-directory record, found in the file's last bytes: the
 // tail read, its offset in the file, and the record's offset in the tail.
@@ -45,8 +40,8 @@ EndRecord FindEndRecord(ReadableFile* file, int64_t size, const std::string& bad
     r.tail_offset = size - tail_size;
     file->ReadExact(r.tail_offset, r.tail.data(), tail_size);
     for (int64_t i = tail_size - kEndSize; i >= 0; --i) {
-      if (U32(&r.tail[static_cast<size_t>(i)]) == kEndSignature &&
-          i + kEndSize + U16(&r.tail[static_cast<size_t>(i) + 20]) == tail_size) {
+      if (LoadLe32(&r.tail[static_cast<size_t>(i)]) == kEndSignature &&
+          i + kEndSize + LoadLe16(&r.tail[static_cast<size_t>(i) + 20]) == tail_size) {
         r.end = i;
         return r;
       }
@@ -60,14 +55,14 @@ EndRecord FindEndRecord(ReadableFile* file, int64_t size, const std::string& bad
 void ApplyZip64Extra(const uint8_t* x, size_t extra_len, ZipMember* m) {
   size_t xpos = 0;
   while (xpos + 4 <= extra_len) {
-    const uint16_t id = U16(x + xpos), len = U16(x + xpos + 2);
+    const uint16_t id = LoadLe16(x + xpos), len = LoadLe16(x + xpos + 2);
     if (xpos + 4 + len > extra_len) break;
     if (id == 0x0001) {
       size_t f = xpos + 4;
       const size_t fend = f + len;
       auto take = [&](int64_t* v) {
         if (static_cast<uint64_t>(*v) == 0xffffffffu && f + 8 <= fend) {
-          *v = static_cast<int64_t>(U64(x + f));
+          *v = static_cast<int64_t>(LoadLe64(x + f));
           f += 8;
         }
       };
@@ -101,20 +96,20 @@ ZipDirectory ZipDirectory::Read(ReadableFile* file, int64_t size, const std::str
   const std::vector<uint8_t>& tail = found.tail;
   const int64_t tail_offset = found.tail_offset, end = found.end;
   const uint8_t* e = &tail[static_cast<size_t>(end)];
-  if (U16(e + 4) != 0 || U16(e + 6) != 0) throw InvalidArgumentError(bad + "it spans several disks");
-  uint64_t count = U16(e + 10);
-  uint64_t dir_size = U32(e + 12);
-  uint64_t dir_offset = U32(e + 16);
+  if (LoadLe16(e + 4) != 0 || LoadLe16(e + 6) != 0) throw InvalidArgumentError(bad + "it spans several disks");
+  uint64_t count = LoadLe16(e + 10);
+  uint64_t dir_size = LoadLe32(e + 12);
+  uint64_t dir_offset = LoadLe32(e + 16);
   // Zip64: a locator just before the end record points at the Zip64 end record.
-  if (end >= 20 && U32(&tail[static_cast<size_t>(end - 20)]) == kZip64LocatorSignature) {
-    const uint64_t z64 = U64(&tail[static_cast<size_t>(end - 20) + 8]);
+  if (end >= 20 && LoadLe32(&tail[static_cast<size_t>(end - 20)]) == kZip64LocatorSignature) {
+    const uint64_t z64 = LoadLe64(&tail[static_cast<size_t>(end - 20) + 8]);
     if (z64 > static_cast<uint64_t>(size) - 56) throw InvalidArgumentError(bad + "its Zip64 end record lies outside the file");
     uint8_t rec[56];
     file->ReadExact(static_cast<int64_t>(z64), rec, 56);
-    if (U32(rec) != kZip64EndSignature) throw InvalidArgumentError(bad + "its Zip64 end record is missing");
-    count = U64(rec + 32);
-    dir_size = U64(rec + 40);
-    dir_offset = U64(rec + 48);
+    if (LoadLe32(rec) != kZip64EndSignature) throw InvalidArgumentError(bad + "its Zip64 end record is missing");
+    count = LoadLe64(rec + 32);
+    dir_size = LoadLe64(rec + 40);
+    dir_offset = LoadLe64(rec + 48);
   }
   if (dir_offset > static_cast<uint64_t>(size) || dir_size > static_cast<uint64_t>(size) - dir_offset ||
       dir_size > static_cast<uint64_t>(kMaxDirectory)) {
@@ -133,18 +128,18 @@ ZipDirectory ZipDirectory::Read(ReadableFile* file, int64_t size, const std::str
   ZipDirectory out;
   size_t pos = 0;
   for (uint64_t k = 0; k < count; ++k) {
-    if (dir.size() - pos < 46 || U32(&dir[pos]) != kEntrySignature) {
+    if (dir.size() - pos < 46 || LoadLe32(&dir[pos]) != kEntrySignature) {
       throw InvalidArgumentError(bad + "its central directory entry " + std::to_string(k) + " is damaged");
     }
     const uint8_t* p = &dir[pos];
     ZipMember m;
-    m.flags = U16(p + 8);
-    m.method = U16(p + 10);
-    m.crc32 = U32(p + 16);
-    m.compressed_size = U32(p + 20);
-    m.size = U32(p + 24);
-    const size_t name_len = U16(p + 28), extra_len = U16(p + 30), comment_len = U16(p + 32);
-    m.local_header_offset = U32(p + 42);
+    m.flags = LoadLe16(p + 8);
+    m.method = LoadLe16(p + 10);
+    m.crc32 = LoadLe32(p + 16);
+    m.compressed_size = LoadLe32(p + 20);
+    m.size = LoadLe32(p + 24);
+    const size_t name_len = LoadLe16(p + 28), extra_len = LoadLe16(p + 30), comment_len = LoadLe16(p + 32);
+    m.local_header_offset = LoadLe32(p + 42);
     if (dir.size() - pos - 46 < name_len + extra_len + comment_len) {
       throw InvalidArgumentError(bad + "its central directory entry " + std::to_string(k) + " runs past its end");
     }
@@ -161,11 +156,11 @@ ZipDirectory ZipDirectory::Read(ReadableFile* file, int64_t size, const std::str
   for (auto& m : out.members_) {
     uint8_t local[30];
     file->ReadExact(m.local_header_offset, local, 30);
-    if (U32(local) != kLocalSignature) {
+    if (LoadLe32(local) != kLocalSignature) {
       throw InvalidArgumentError(bad + "the local header of member '" + m.name + "' at offset " +
                                  std::to_string(m.local_header_offset) + " is missing");
     }
-    m.data_offset = m.local_header_offset + 30 + U16(local + 26) + U16(local + 28);
+    m.data_offset = m.local_header_offset + 30 + LoadLe16(local + 26) + LoadLe16(local + 28);
     if (m.data_offset > size || m.compressed_size > size - m.data_offset) {
       throw InvalidArgumentError(bad + "member '" + m.name + "' (" + std::to_string(m.compressed_size) +
                                  " bytes at offset " + std::to_string(m.data_offset) + ") runs past the end of its " +

@@ -103,6 +103,4 @@ int64_t BatchPool::allocations() const {
   return shared_->allocations;
 }
 
-const char* BatchPool::allocator_name() const { return shared_->allocator.name; }
-
 }  // namespace hdmlp

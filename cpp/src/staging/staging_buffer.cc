@@ -193,9 +193,4 @@ int64_t StagingBuffer::consumer_wakeups() const {
   return consumer_wakeups_;
 }
 
-int64_t StagingBuffer::next_item() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return consumer_next_;
-}
-
 }  // namespace hdmlp

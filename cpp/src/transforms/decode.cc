@@ -8,6 +8,8 @@
 
 #include <opencv2/imgcodecs.hpp>
 
+#include "hdmlp/util/binary_io.h"
+
 namespace hdmlp {
 namespace {
 
@@ -17,9 +19,7 @@ namespace {
 
 uint32_t Be16(const uint8_t* p) { return (uint32_t{p[0]} << 8) | p[1]; }
 uint32_t Be32(const uint8_t* p) { return (Be16(p) << 16) | Be16(p + 2); }
-uint32_t Le16(const uint8_t* p) { return (uint32_t{p[1]} << 8) | p[0]; }
-uint32_t Le32(const uint8_t* p) { return (Le16(p + 2) << 16) | Le16(p); }
-uint32_t Le24(const uint8_t* p) { return (uint32_t{p[2]} << 16) | Le16(p); }
+uint32_t Le24(const uint8_t* p) { return (uint32_t{p[2]} << 16) | LoadLe16(p); }
 
 bool StartsWith(const uint8_t* data, int64_t size, const char* magic, int64_t n) {
   return size >= n && std::memcmp(data, magic, static_cast<size_t>(n)) == 0;
@@ -139,14 +139,14 @@ void ReadPng(const uint8_t* d, int64_t n, const std::string& path, bool check_co
 
 void ReadBmp(const uint8_t* d, int64_t n, const std::string& path, ImageHeader* h) {
   if (n < 26) Fail(path, "truncated BMP: the file ends inside its header");
-  const uint32_t dib = Le32(d + 14);
+  const uint32_t dib = LoadLe32(d + 14);
   int64_t w, hh;
   if (dib == 12) {
-    w = Le16(d + 18);
-    hh = Le16(d + 20);
+    w = LoadLe16(d + 18);
+    hh = LoadLe16(d + 20);
   } else {
-    w = static_cast<int32_t>(Le32(d + 18));
-    hh = static_cast<int32_t>(Le32(d + 22));
+    w = static_cast<int32_t>(LoadLe32(d + 18));
+    hh = static_cast<int32_t>(LoadLe32(d + 22));
     if (hh < 0) hh = -hh;  // top-down bitmap
   }
   if (w <= 0 || hh <= 0 || w > 0x7fffffff || hh > 0x7fffffff) {
@@ -158,8 +158,8 @@ void ReadBmp(const uint8_t* d, int64_t n, const std::string& path, ImageHeader* 
 
 void ReadTiff(const uint8_t* d, int64_t n, const std::string& path, ImageHeader* h) {
   const bool le = d[0] == 'I';
-  auto u16 = [&](int64_t at) { return le ? Le16(d + at) : Be16(d + at); };
-  auto u32 = [&](int64_t at) { return le ? Le32(d + at) : Be32(d + at); };
+  auto u16 = [&](int64_t at) { return le ? LoadLe16(d + at) : Be16(d + at); };
+  auto u32 = [&](int64_t at) { return le ? LoadLe32(d + at) : Be32(d + at); };
   auto u64 = [&](int64_t at) {
     const uint64_t a = u32(at), b = u32(at + 4);
     return le ? (b << 32) | a : (a << 32) | b;
@@ -209,18 +209,18 @@ void ReadTiff(const uint8_t* d, int64_t n, const std::string& path, ImageHeader*
 
 void ReadWebp(const uint8_t* d, int64_t n, const std::string& path, bool check_complete, ImageHeader* h) {
   if (n < 30) Fail(path, "truncated WebP: the file ends inside its header");
-  if (check_complete && static_cast<int64_t>(Le32(d + 4)) + 8 > n) {
+  if (check_complete && static_cast<int64_t>(LoadLe32(d + 4)) + 8 > n) {
     Fail(path, "truncated WebP: the file has " + std::to_string(n) + " bytes, its header announces " +
-                   std::to_string(Le32(d + 4) + 8ull));
+                   std::to_string(LoadLe32(d + 4) + 8ull));
   }
   const uint8_t* c = d + 12;
   if (std::memcmp(c, "VP8 ", 4) == 0) {
     if (d[23] != 0x9d || d[24] != 0x01 || d[25] != 0x2a) Fail(path, "corrupt WebP: bad VP8 frame header");
-    h->width = static_cast<int>(Le16(d + 26) & 0x3fff);
-    h->height = static_cast<int>(Le16(d + 28) & 0x3fff);
+    h->width = static_cast<int>(LoadLe16(d + 26) & 0x3fff);
+    h->height = static_cast<int>(LoadLe16(d + 28) & 0x3fff);
   } else if (std::memcmp(c, "VP8L", 4) == 0) {
     if (d[20] != 0x2f) Fail(path, "corrupt WebP: bad VP8L signature");
-    const uint32_t bits = Le32(d + 21);
+    const uint32_t bits = LoadLe32(d + 21);
     h->width = static_cast<int>((bits & 0x3fff) + 1);
     h->height = static_cast<int>(((bits >> 14) & 0x3fff) + 1);
   } else if (std::memcmp(c, "VP8X", 4) == 0) {

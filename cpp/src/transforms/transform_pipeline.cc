@@ -329,6 +329,13 @@ void TransformPipeline::Execute(const SamplePlan& plan, const ImageView& decoded
   PixelRect view{0, 0, plan.image_width(), plan.image_height()};
   auto visible = [&] { return SubView(data, PixelRect{view.x - dx, view.y - dy, view.width, view.height}); };
   int next = 0;
+  // A step wrote a w x h image into buffer `next`: it is the whole current image now.
+  auto took_output = [&](int w, int h) {
+    data = ImageView{t.buf[next].data(), w, h, int64_t{w} * 3};
+    dx = dy = 0;
+    view = PixelRect{0, 0, w, h};
+    next ^= 1;
+  };
   using Action = SamplePlan::Action;
   const std::vector<Action>& actions = plan.actions();
   for (int ai = 0; ai < static_cast<int>(actions.size()); ++ai) {
@@ -356,10 +363,7 @@ void TransformPipeline::Execute(const SamplePlan& plan, const ImageView& decoded
                                    a.w, a.h, a.interpolation, a.antialias};
           ResampleWindow(data, dx - view.x, dy - view.y, g, win, out.data(), int64_t{win.width} * 3, &t.resample);
         }
-        data = ImageView{out.data(), win.width, win.height, int64_t{win.width} * 3};
-        dx = dy = 0;
-        view = PixelRect{0, 0, win.width, win.height};
-        next ^= 1;
+        took_output(win.width, win.height);
         break;
       }
       case Action::kPadCrop: {
@@ -377,10 +381,7 @@ void TransformPipeline::Execute(const SamplePlan& plan, const ImageView& decoded
           }
           for (int x = 0; x < cw; ++x) std::memcpy(o + 3 * x, s + 3 * (cur.width - 1 - (a.sx + x)), 3);
         }
-        data = ImageView{out.data(), a.w, a.h, int64_t{a.w} * 3};
-        dx = dy = 0;
-        view = PixelRect{0, 0, a.w, a.h};
-        next ^= 1;
+        took_output(a.w, a.h);
         break;
       }
       case Action::kImage: {
@@ -388,10 +389,7 @@ void TransformPipeline::Execute(const SamplePlan& plan, const ImageView& decoded
         auto& out = t.buf[next];
         out.resize(static_cast<size_t>(a.w) * a.h * 3);
         a.op->RunImage(a.params, cur, MutableImageView{out.data(), a.w, a.h, int64_t{a.w} * 3}, &t.op);
-        data = ImageView{out.data(), a.w, a.h, int64_t{a.w} * 3};
-        dx = dy = 0;
-        view = PixelRect{0, 0, a.w, a.h};
-        next ^= 1;
+        took_output(a.w, a.h);
         break;
       }
     }

@@ -80,19 +80,13 @@ bool PeerTransport::TakeControlMessage() {
   Fabric* fabric = comm_->fabric();
   const FabricHandle comm = comm_->handle();
   FabricMessage message;
-  if (fabric->Probe(comm, Fabric::kAnySource, kByeTag, &message)) {
+  for (const int tag : {kByeTag, kGoneTag}) {  // a peer done with this rank's data, or gone for good
+    if (!fabric->Probe(comm, Fabric::kAnySource, tag, &message)) continue;
     int64_t who = 0;
     message.bytes = std::min<int>(message.bytes, sizeof who);
     fabric->Receive(&message, &who);
     said_bye_[static_cast<size_t>(message.source)] = true;
-    return true;
-  }
-  if (fabric->Probe(comm, Fabric::kAnySource, kGoneTag, &message)) {
-    int64_t who = 0;
-    message.bytes = std::min<int>(message.bytes, sizeof who);
-    fabric->Receive(&message, &who);
-    said_bye_[static_cast<size_t>(message.source)] = true;
-    left_[static_cast<size_t>(message.source)] = true;
+    if (tag == kGoneTag) left_[static_cast<size_t>(message.source)] = true;
     return true;
   }
   if (fabric->Probe(comm, Fabric::kAnySource, kAbortTag, &message)) {

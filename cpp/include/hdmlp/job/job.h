@@ -184,7 +184,6 @@ class Job {
   // "mpi" when peers serve each other's caches, else "none".
   const char* transport() const { return comm_ && comm_->size() > 1 ? "mpi" : "none"; }
   int64_t BatchesPerEpoch() const { return plan_->BatchesPerEpoch(); }
-  int current_epoch() const { return epoch_; }
   int64_t staging_capacity_bytes() const { return staging_->capacity_bytes(); }
   int64_t staging_peak_bytes() const { return staging_->peak_bytes_in_flight(); }
   bool has_transforms() const { return pipeline_ != nullptr; }
@@ -200,7 +199,6 @@ class Job {
   std::vector<std::string> SkippedFiles() const;
   // Batch buffers allocated so far (reused ones are not counted again).
   int64_t batch_allocations() const { return pool_ ? pool_->allocations() : 0; }
-  const char* batch_allocator_name() const { return pool_ ? pool_->allocator_name() : "none"; }
 
   // Starts epoch `epoch` (0-based), which must be later than the current one
   // and not before the epoch the job resumed at (where it starts at the

@@ -36,6 +36,9 @@ struct ListedFile {
 std::vector<ListedFile> ListDatasetFiles(Env* env, const std::string& spec, const std::string& what,
                                          const std::vector<std::string>& extensions);
 
+// `s` with its ASCII letters in lower case (names, extensions, option values).
+std::string AsciiLower(std::string s);
+
 // True when `name` ends with one of `extensions`, ignoring case.
 bool HasExtension(const std::string& name, const std::vector<std::string>& extensions);
 

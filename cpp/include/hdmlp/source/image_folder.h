@@ -27,8 +27,10 @@
 #ifndef HDMLP_SOURCE_IMAGE_FOLDER_H_
 #define HDMLP_SOURCE_IMAGE_FOLDER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hdmlp/env/env.h"
@@ -50,7 +52,6 @@ struct ImageFolderIndex {
 
   int64_t size() const { return static_cast<int64_t>(relpaths.size()); }
   std::string Path(int64_t i) const { return JoinPath(root, relpaths[static_cast<size_t>(i)]); }
-  int64_t TotalBytes() const;
   // A hash of classes, paths, labels and sizes: equal on every rank that
   // sees the same dataset.
   uint64_t Fingerprint() const;
@@ -67,6 +68,11 @@ struct ScanOptions {
   // keeps the samples before the cut and reports the rest in
   // Source::damage() instead of failing the open.
   bool keep_damaged = false;
+
+  // `threads`, or for 0 twice the cores (4 to 16): listing and indexing wait on the storage.
+  int ListingThreads() const {
+    return threads > 0 ? threads : static_cast<int>(std::clamp(2u * std::thread::hardware_concurrency(), 4u, 16u));
+  }
 };
 
 ImageFolderIndex ScanImageFolder(Env* env, const std::string& root, const ScanOptions& options = {});

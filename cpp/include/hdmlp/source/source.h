@@ -130,7 +130,6 @@ class Source {
   const std::vector<std::string>& names() const { return index_.names; }
   const std::vector<int32_t>& labels() const { return index_.labels; }
   const std::vector<int64_t>& sizes() const { return index_.sizes; }
-  int64_t TotalBytes() const;
   // True when the listing came from the index cache instead of a scan.
   bool from_cache() const { return from_cache_; }
   // Where the sample's relative names are rooted for users (Python's

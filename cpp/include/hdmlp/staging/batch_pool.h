@@ -65,7 +65,6 @@ class BatchPool {
   int64_t buffer_bytes() const { return buffer_bytes_; }
   // Buffers allocated so far (not reused ones), for tests of reuse.
   int64_t allocations() const;
-  const char* allocator_name() const;
 
  private:
   struct Shared;

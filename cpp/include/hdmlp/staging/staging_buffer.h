@@ -82,7 +82,6 @@ class StagingBuffer {
   int64_t capacity_bytes() const;
   // Largest number of bytes ever held in flight (for tests of the bound).
   int64_t peak_bytes_in_flight() const;
-  int64_t next_item() const;
   // How often the consumer woke up in Take or WaitFor (for tests of the above).
   int64_t consumer_wakeups() const;
 

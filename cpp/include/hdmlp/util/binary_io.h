@@ -1,6 +1,7 @@
 // BinaryWriter / BinaryReader: little-endian records of fixed-size numbers
 // and length-prefixed strings, for the index files the sources keep (a
-// pack's index, the index caches).
+// pack's index, the index caches). LoadLe16/32/64: one little-endian number
+// of a file format's bytes (zip, TFRecord, BMP, ...), on any machine.
 //
 // Every read is bounds-checked and returns false instead of reading past
 // the end, so a truncated or corrupt file is refused, never misread. The
@@ -13,6 +14,10 @@
 #include <string>
 
 namespace hdmlp {
+
+inline uint16_t LoadLe16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+inline uint32_t LoadLe32(const uint8_t* p) { return LoadLe16(p) | (static_cast<uint32_t>(LoadLe16(p + 2)) << 16); }
+inline uint64_t LoadLe64(const uint8_t* p) { return LoadLe32(p) | (static_cast<uint64_t>(LoadLe32(p + 4)) << 32); }
 
 class BinaryWriter {
  public:

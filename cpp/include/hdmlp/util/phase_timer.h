@@ -23,6 +23,11 @@
 namespace hdmlp {
 
 // The calling thread's CPU seconds (a system call, well under a microsecond).
+// Wall seconds on the steady clock since `start`.
+inline double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 double ThreadCpuSeconds();
 // The whole process's CPU seconds, all its threads together.
 double ProcessCpuSeconds();

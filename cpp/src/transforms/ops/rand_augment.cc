@@ -3,16 +3,6 @@
 #include "hdmlp/transforms/sample_plan.h"
 
 namespace hdmlp {
-namespace {
-
-// torchvision's RandAugment._augmentation_space, in its order.
-constexpr AugmentOp kOps[] = {AugmentOp::kIdentity,   AugmentOp::kShearX,     AugmentOp::kShearY,
-                              AugmentOp::kTranslateX, AugmentOp::kTranslateY, AugmentOp::kRotate,
-                              AugmentOp::kBrightness, AugmentOp::kColor,      AugmentOp::kContrast,
-                              AugmentOp::kSharpness,  AugmentOp::kPosterize,  AugmentOp::kSolarize,
-                              AugmentOp::kAutoContrast, AugmentOp::kEqualize};
-
-}  // namespace
 
 std::unique_ptr<TransformOp> RandAugmentOp::Create(const TransformSpec& spec, int index) {
   return std::make_unique<RandAugmentOp>(
@@ -30,7 +20,7 @@ void RandAugmentOp::Plan(SamplePlan* plan) const {
   RandomDraw draw;
   draw.index = index();
   for (int k = 0; k < num_ops_; ++k) {
-    const AugmentOp op = kOps[rng.Uniform(sizeof(kOps) / sizeof(kOps[0]))];
+    const AugmentOp op = kSpace[rng.Uniform(std::size(kSpace))];
     bool signed_op;
     double magnitude = StandardMagnitude(op, magnitude_, num_bins_, plan->width(), plan->height(), &signed_op);
     if (signed_op && rng.Uniform(2) == 1) magnitude = -magnitude;

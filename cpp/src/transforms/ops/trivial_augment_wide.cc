@@ -7,13 +7,6 @@
 namespace hdmlp {
 namespace {
 
-// torchvision's TrivialAugmentWide._augmentation_space, in its order.
-constexpr AugmentOp kOps[] = {AugmentOp::kIdentity,   AugmentOp::kShearX,     AugmentOp::kShearY,
-                              AugmentOp::kTranslateX, AugmentOp::kTranslateY, AugmentOp::kRotate,
-                              AugmentOp::kBrightness, AugmentOp::kColor,      AugmentOp::kContrast,
-                              AugmentOp::kSharpness,  AugmentOp::kPosterize,  AugmentOp::kSolarize,
-                              AugmentOp::kAutoContrast, AugmentOp::kEqualize};
-
 // The wide space's magnitude of `bin`; has_bins: the op has a table;
 // signed_op: a random sign applies.
 double WideMagnitude(AugmentOp op, int bin, int bins, bool* has_bins, bool* signed_op) {
@@ -57,7 +50,7 @@ TrivialAugmentWideOp::TrivialAugmentWideOp(const OpArgs& args) : AugmentPolicyOp
 
 void TrivialAugmentWideOp::Plan(SamplePlan* plan) const {
   Rng rng = plan->RngFor(*this);
-  const AugmentOp op = kOps[rng.Uniform(sizeof(kOps) / sizeof(kOps[0]))];
+  const AugmentOp op = kSpace[rng.Uniform(std::size(kSpace))];
   bool has_bins, signed_op;
   WideMagnitude(op, 0, num_bins_, &has_bins, &signed_op);
   const int bin = has_bins ? static_cast<int>(rng.Uniform(static_cast<uint64_t>(num_bins_))) : -1;

@@ -12,6 +12,7 @@
 #define HDMLP_TRANSFORMS_OPS_AUGMENT_POLICY_H_
 
 #include <cstdint>
+#include <iterator>
 
 #include "hdmlp/transforms/augment.h"
 #include "hdmlp/transforms/transform_op.h"
@@ -26,6 +27,14 @@ class AugmentPolicyOp : public TransformOp {
                 OpScratch* scratch) const override;
 
  protected:
+  // TrivialAugmentWide's and RandAugment's sub-ops, in the order of
+  // torchvision's _augmentation_space (the same for both).
+  static constexpr AugmentOp kSpace[] = {
+      AugmentOp::kIdentity,  AugmentOp::kShearX,   AugmentOp::kShearY,       AugmentOp::kTranslateX,
+      AugmentOp::kTranslateY, AugmentOp::kRotate,  AugmentOp::kBrightness,   AugmentOp::kColor,
+      AugmentOp::kContrast,  AugmentOp::kSharpness, AugmentOp::kPosterize,   AugmentOp::kSolarize,
+      AugmentOp::kAutoContrast, AugmentOp::kEqualize};
+
   // Plans sub-op `op` with `magnitude` on the current image (nothing when it
   // changes no pixel, e.g. Identity or a zero shear).
   void AddSubOp(SamplePlan* plan, AugmentOp op, double magnitude) const;
