@@ -367,6 +367,8 @@ def markdown(result: dict) -> str:
     for r in result["runs"]:
         lines += [f"{r['loader']}, {r['ranks_per_node']} accelerator(s) per node:", "", "```",
                   *r["dlio_metric_lines"], "```", ""]
+        if r.get("error"):  # a run that failed says why, in its ranks' own last words
+            lines += ["The run failed; the end of its output:", "", "```", *r["error"][-2500:].splitlines(), "```", ""]
     return "\n".join(lines) + "\n"
 
 

@@ -217,3 +217,17 @@ def test_mlperf_storage_splits_a_steps_time_beyond_its_computation():
     assert epochs[0]["load"] == pytest.approx((0.03 + 0.0) / 2)
     assert epochs[0]["overshoot"] == pytest.approx((0.03 + 0.06) / 2)
     assert epochs[0]["wait"] == pytest.approx(0.1)
+
+
+def test_mlperf_storage_report_shows_why_a_run_failed():
+    """A run that failed (no AU) shows the end of its ranks' output in the report, not only empty cells."""
+    from benchmarks import mlperf_storage
+    result = json.load(open(os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "results",
+                                         "mlperf_storage-unet3d-aggregate.json")))
+    failed = [r for r in result["runs"] if r.get("error")]
+    assert failed, "the stored unet3d run has the failed run this test reads"
+    text = mlperf_storage.markdown(result)
+    assert "The run failed; the end of its output:" in text
+    assert failed[0]["error"].strip().splitlines()[-1] in text
+    ok = dict(result, runs=[r for r in result["runs"] if not r.get("error")])
+    assert "The run failed" not in mlperf_storage.markdown(ok)

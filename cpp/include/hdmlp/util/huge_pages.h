@@ -20,8 +20,8 @@
 // PrefaultForWrite: commits the whole pages inside a block in one call
 // (Linux 5.14's MADV_POPULATE_WRITE) instead of one page fault per 4 KiB as
 // it is first written. Why: a RAM class fills its arena once, in the first
-// epoch, while the workers decode; faulting it in by stretches took a fifth
-// of the fill's CPU off (benchmarks/README.md). Returns false where the
+// epoch, while the workers decode; faulting it in by stretches took about a
+// tenth off the first epoch's extra CPU (benchmarks/README.md). Returns false where the
 // kernel cannot (older kernels, other systems): the pages then fault in as
 // they are written, as before.
 //
